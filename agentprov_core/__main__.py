@@ -1,0 +1,3 @@
+from agentprov_core.cli.main import main
+
+main()

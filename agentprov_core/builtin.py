@@ -1,0 +1,57 @@
+"""The core's own contributions, registered through the same hooks a plugin uses."""
+
+from __future__ import annotations
+
+from agentprov_core.containment import ContainmentProvider
+from agentprov_core.endpoints import EndpointKind
+from agentprov_core.plugins import hookimpl
+
+NAME = "agentprov.builtin"
+
+
+@hookimpl
+def agentprov_defences():
+    from agentprov_core.defences import load_registry
+
+    return load_registry()
+
+
+@hookimpl
+def agentprov_endpoint_kinds():
+    local = [
+        ("ollama", "/api/tags", "Ollama"), ("omlx", "/v1/models", "oMLX"),
+        ("lmstudio", "/api/v0/models", "LM Studio"), ("mlx_lm", "/v1/models", "mlx_lm.server"),
+        ("llamacpp", "/props", "llama.cpp server"), ("vllm", "/version", "vLLM"),
+    ]
+    return [
+        EndpointKind(name="openai", wire="openai", summary="an OpenAI-style chat API"),
+        EndpointKind(name="anthropic", wire="anthropic", summary="Anthropic's Messages API"),
+        *[EndpointKind(name=n, wire="openai", local=True, listing_path=p, fingerprint=f,
+                       summary=f"a {f} server on loopback") for n, p, f in local],
+    ]
+
+
+@hookimpl
+def agentprov_containment_providers():
+    return [
+        ContainmentProvider(name="sandbox-exec", recorded_as="sandbox_exec",
+                            platforms=("darwin",), declared_by="probe",
+                            summary="enforced; accepted only with a passed build-time probe"),
+        ContainmentProvider(name="dedicated-user", recorded_as="dedicated_user",
+                            platforms=("any",), declared_by="operator",
+                            summary="declared, not enforced: the run executes as a dedicated OS user"),
+        ContainmentProvider(name="vm", recorded_as="vm", platforms=("any",),
+                            declared_by="operator",
+                            summary="declared, not enforced: the run executes inside a virtual machine"),
+    ]
+
+
+@hookimpl
+def agentprov_mapper_for(evidence_format):
+    from agentprov_core.plugins import manager
+
+    for mappers in manager().hook.agentprov_mappers():
+        for m in mappers:
+            if evidence_format in m.evidence_formats:
+                return m
+    return None

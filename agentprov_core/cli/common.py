@@ -1,0 +1,48 @@
+"""Helpers shared by the subcommands."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from agentprov_core.errors import AgentprovError
+
+format_option = click.option("--format", "fmt", type=click.Choice(["text", "json"]),
+                             default="text", show_default=True, help="Output format.")
+
+
+def echo_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=1, sort_keys=True, ensure_ascii=False))
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    out = []
+    for r in [header, *rows]:
+        cells = [c.ljust(w) for c, w in zip(r, widths, strict=False)] + [r[-1]]
+        out.append("  ".join(cells).rstrip())
+    return "\n".join(out)
+
+
+def source_entry(name: str):
+    """The installed source ``name``, or the right refusal (unknown, missing, failed)."""
+    from agentprov_core import parts as partsmod
+    from agentprov_core.plugins import manager
+
+    plugins = manager()
+    sources = plugins.sources()
+    if name in sources:
+        return sources[name]
+    for rec in plugins.failed():
+        if rec.name == name:
+            raise AgentprovError("cli.environment.plugin_failed", source=name,
+                                 distribution=rec.distribution, version=rec.version,
+                                 error=rec.error)
+    known = ", ".join(sorted(sources)) or "none"
+    part = partsmod.load().get(name)
+    if part is not None and part.distribution:
+        raise AgentprovError("cli.usage.source_not_installed", name=name,
+                             distribution=part.distribution, known=known)
+    raise AgentprovError("cli.usage.unknown_source", name=name, known=known)

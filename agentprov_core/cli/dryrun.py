@@ -1,0 +1,22 @@
+"""Printing a dry run: the plan lines (R-8.3 … R-8.5) and the dry plan document (R-8.16)."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from agentprov_core.cli.common import echo_json
+
+
+def print_dry_run(prepared, started: float) -> int:
+    from agentprov_core.planning import plan_lines
+
+    plan = prepared.plan
+    as_json = prepared.request.options.get("plan_json")
+    click.echo(f"agentprov: finished in {time.monotonic() - started:.1f}s (exit 0)", err=True)
+    for line in plan_lines(plan):
+        click.echo(line, err=bool(as_json))
+    if as_json:
+        echo_json(plan.dry_plan())
+    return 0

@@ -1,0 +1,97 @@
+"""The ``agentprov`` command: a lazy group, so ``--help`` imports no subcommand."""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib import import_module
+
+import click
+
+from agentprov_core import __version__
+
+# name -> (module, attribute, one-line help). Modules are imported only when invoked.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "info": ("agentprov_core.cli.info", "info", "Show the live parts of this build and their status."),
+    "plugins": ("agentprov_core.cli.plugins_cmd", "plugins", "List plugin distributions, versions and load errors."),
+    "run": ("agentprov_core.cli.run", "run", "Plan, dry-run or run a benchmark source live."),
+    "registry": ("agentprov_core.cli.registry_cmd", "registry", "Toggle defences and part statuses in the registry files."),
+}
+
+_state = {"command": "", "error_format": "text"}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attr, _ = COMMANDS[name]
+        _state["command"] = name
+        return getattr(import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in sorted(COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from agentprov_core.plugins import manager
+
+    click.echo(f"agentprov {__version__}")
+    for rec in manager().records:
+        if rec.status == "builtin":
+            continue
+        state = "" if rec.status == "loaded" else f" ({rec.status})"
+        click.echo(f"  {rec.name}: {rec.distribution} {rec.version}{state}")
+    ctx.exit(0)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"],
+                                               "max_content_width": 100})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the version and the installed plugins.")
+@click.option("--error-format", type=click.Choice(["text", "json"]), default=None,
+              help="How errors are printed on stderr (also AGENTPROV_ERROR_FORMAT).")
+def cli(error_format: str | None) -> None:
+    """agentprov: run agent-security benchmarks live and record what happened as evidence
+    anyone can check.
+
+    Exit codes: 0 ok, 1 failures, 2 usage, 3 environment, 4 refused by a guard,
+    5 unsupported, 70 internal, 130 interrupted.
+    """
+    if error_format:
+        _state["error_format"] = error_format
+
+
+def main(argv: list[str] | None = None) -> None:
+    from agentprov_core.errors import AgentprovError
+
+    _state["error_format"] = os.environ.get("AGENTPROV_ERROR_FORMAT", "text")
+    try:
+        rv = cli.main(args=argv, prog_name="agentprov", standalone_mode=False)
+    except AgentprovError as err:
+        from agentprov_core.errors import render, render_json
+
+        out = (render_json if _state["error_format"] == "json" else render)(err, _state["command"])
+        click.echo(out, err=True)
+        sys.exit(err.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (click.Abort, KeyboardInterrupt):
+        click.echo("agentprov: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # exit 70 is a bug: say so, never a bare traceback
+        if os.environ.get("AGENTPROV_DEBUG"):
+            raise
+        click.echo(f"agentprov: internal error: {type(exc).__name__}: {exc}\n"
+                   "  This is a bug in agentprov; re-run with AGENTPROV_DEBUG=1 for the "
+                   "traceback and report it.", err=True)
+        sys.exit(70)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -1,0 +1,73 @@
+"""The defence registry and the rules T0 applies to ``--defence`` before anything starts.
+
+Every refusal here is exit 5 with the specification's message (R-22.13 … R-22.17) and is
+raised before any worker starts, so nothing is started and nothing is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+from agentprov_core import paths, tomlfile
+from agentprov_core.catalogue import Defence as DefenceEntry
+from agentprov_core.errors import AgentprovError
+
+__all__ = ["DefenceEntry", "load_registry", "check"]
+
+REGISTRY_FORMAT = "agentprov-defence-registry/0.1"
+
+
+def load_registry(path: Path | None = None) -> list[DefenceEntry]:
+    path = path or paths.defence_registry()
+    data, text = tomlfile.read(path, "cli.usage.registry_file")
+    if data.get("format") != REGISTRY_FORMAT:
+        raise AgentprovError("cli.usage.registry_file",
+                             location=tomlfile.location(path, text, "format"),
+                             what=f'format must be "{REGISTRY_FORMAT}"')
+    out = []
+    for name, entry in (data.get("defences") or {}).items():
+        try:
+            out.append(msgspec.convert(dict(entry, name=name), type=DefenceEntry))
+        except msgspec.ValidationError as exc:
+            raise AgentprovError("cli.usage.registry_file",
+                                 location=tomlfile.location(path, text, "enabled",
+                                                            f"defences.{name}"),
+                                 what=f"[defences.{name}]: {exc}") from None
+    return sorted(out, key=lambda d: d.name)
+
+
+def built_by(entries: list[DefenceEntry], backend: str | None) -> list[DefenceEntry]:
+    """The enabled, non-replacing entries that ``backend`` builds."""
+    return [d for d in entries
+            if backend in d.backends and d.enabled and not d.replaces_pipeline]
+
+
+def check(source: str, backend: str | None, defence: str, suites: list[str],
+          entries: list[DefenceEntry], registry: str) -> DefenceEntry | None:
+    """Refuse ``defence`` for this plan, or return its entry (``None`` for ``none``)."""
+    if defence == "none":
+        return None
+    by_name = {d.name: d for d in entries}
+    entry = by_name.get(defence)
+    if entry is None:
+        built = ", ".join(d.name for d in built_by(entries, backend)) or "none"
+        raise AgentprovError("run.unsupported.defence_unknown", source=source, defence=defence,
+                             registry=registry, backend=backend, built=built)
+    if entry.replaces_pipeline:
+        raise AgentprovError("run.unsupported.defence_replaces_pipeline", source=source,
+                             defence=defence)
+    if backend not in entry.backends:
+        raise AgentprovError("run.unsupported.defence_backend", source=source, defence=defence,
+                             backend=backend, builders=", ".join(entry.backends) or "no backend")
+    if not entry.enabled:
+        raise AgentprovError("run.unsupported.defence_disabled", source=source, defence=defence,
+                             registry=registry)
+    if entry.suites is not None:
+        for suite in suites:
+            if suite not in entry.suites:
+                raise AgentprovError("run.unsupported.defence_suite", source=source,
+                                     defence=defence, suite=suite,
+                                     suites=" and ".join(entry.suites))
+    return entry

@@ -1,0 +1,283 @@
+"""The one registry of error codes: code, exit code, message, and the fix.
+
+Every refusal and failure that agentprov reports is an :class:`AgentprovError` raised with a
+code from :data:`REGISTRY`. The CLI renders it (:func:`render`), the reference page
+``docs/reference/errors.md`` is generated from it (``python -m agentprov_core.errors``), and
+tests assert the code and the exit code rather than the prose: run any command with
+``--error-format json`` (or ``AGENTPROV_ERROR_FORMAT=json``) and the error is printed as
+one JSON object on stderr.
+
+Three renderings exist, because the specification's messages have three shapes:
+
+``coded``       ``agentprov: error [CODE]: MESSAGE``
+``usage``       ``agentprov COMMAND: MESSAGE`` (the usage refusals, exit 2)
+``cannot_run``  ``agentprov: cannot run 'SOURCE': HEADLINE`` then indented detail lines; an
+                exit-5 refusal before any worker starts ends with the line
+                ``Nothing was started and nothing was written.`` (decision 16).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentprov_core.exitcodes import Exit
+
+Style = Literal["coded", "usage", "cannot_run"]
+
+NOTHING_WRITTEN = "Nothing was started and nothing was written."
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorCode:
+    code: str
+    exit: Exit
+    style: Style
+    message: str
+    fix: str = ""
+    detail: tuple[str, ...] = ()
+
+
+REGISTRY: dict[str, ErrorCode] = {}
+
+
+def _reg(code: str, exit: Exit, style: Style, message: str, fix: str = "", *detail: str) -> None:
+    assert code not in REGISTRY, code
+    REGISTRY[code] = ErrorCode(code, exit, style, message, fix, tuple(detail))
+
+
+U, E, R, X = Exit.USAGE, Exit.ENVIRONMENT, Exit.REFUSED, Exit.UNSUPPORTED
+
+# --- usage (exit 2): incompatible options, missing cell or model options, caps combinations
+_reg("cli.usage.preflight_caps", U, "usage",
+     "--preflight-only is one model call; the caps belong to a campaign",
+     "drop the caps options, or drop --preflight-only")
+_reg("cli.usage.script_credential", U, "usage",
+     "{flag} reads the key of a real endpoint; a scripted run needs none",
+     "drop the credential option: --llm-script replies from the script")
+_reg("cli.usage.cost_needs_prices", U, "usage",
+     "--max-cost-usd needs --price-in and --price-out (USD per million tokens)",
+     "add both prices")
+_reg("cli.usage.prices_need_cost", U, "usage",
+     "--price-in and --price-out price the --max-cost-usd cap; give --max-cost-usd too",
+     "add --max-cost-usd, or drop the prices")
+_reg("cli.usage.autodojo_pair", U, "usage",
+     "--attack autodojo needs --autodojo-cache and --autodojo-variant",
+     "give both, with a cache file from the pinned fork")
+_reg("cli.usage.autodojo_mixed", U, "usage",
+     "--attack autodojo replays one cache for the whole plan and cannot be mixed with other attacks ({others})",
+     "run the autodojo attack in a plan of its own")
+_reg("cli.usage.autodojo_options_without_attack", U, "usage",
+     "{flag} belongs to --attack autodojo",
+     "add --attack autodojo, or drop the option")
+_reg("cli.usage.backend_plan", U, "usage",
+     "the backend refused the plan: {detail}",
+     "complete the plan as the message says")
+_reg("cli.usage.model_missing", U, "usage",
+     "name the model: --model SHORTHAND, --endpoint NAME --model-id ID, or --llm-script FILE",
+     "add one of them")
+_reg("cli.usage.exclusive", U, "usage",
+     "{first} and {second} cannot be used together",
+     "keep one of them")
+_reg("cli.usage.model_id_missing", U, "usage",
+     "endpoint {endpoint} needs --model-id ID (there are no default model ids)",
+     "add --model-id")
+_reg("cli.usage.unknown_endpoint", U, "usage",
+     "{option} {name}: no such endpoint in {registry}; endpoints: {known}",
+     "use a registered endpoint name")
+_reg("cli.usage.local_only_option", U, "usage",
+     "{option} applies to local endpoints only; {endpoint} is not local",
+     "drop the option")
+_reg("cli.usage.plan_with_cell_options", U, "usage",
+     "--plan replaces the cell options; drop {options}",
+     "put the cells in the plan file, or drop --plan")
+_reg("cli.usage.plan_file", U, "usage",
+     "{location}: {what}",
+     "correct the plan file (format agentprov-run-plan/0.1)")
+_reg("cli.usage.plan_backend", U, "usage",
+     "{location}: the plan is for backend {plan_backend!r}, but the command runs {source!r}",
+     "run the source the plan names, or correct [plan].backend")
+_reg("cli.usage.task_spec", U, "usage",
+     "{option} {spec}: {what}",
+     "use all, task ids, or index ranges such as 0-2,5")
+_reg("cli.usage.unknown_suite", U, "usage",
+     "--suite {name}: {backend} {version} has no such suite; suites: {known}",
+     "choose from the listed suites")
+_reg("cli.usage.unknown_attack", U, "usage",
+     "--attack {name}: {backend} has no such attack; attacks: {known}",
+     "choose from the listed attacks (agentprov run {backend} --catalogue)")
+_reg("cli.usage.unknown_version", U, "usage",
+     "--benchmark-version {name}: {backend} has no such version; versions: {known}",
+     "choose from the listed versions")
+_reg("cli.usage.unknown_source", U, "usage",
+     "unknown source {name!r}; installed sources: {known}",
+     "install the source's plugin distribution, or use an installed source")
+_reg("cli.usage.source_not_installed", U, "usage",
+     "source {name!r} is a part of this build, but its plugin {distribution} is not installed (pip install {distribution}); installed sources: {known}",
+     "install the plugin distribution")
+_reg("cli.usage.no_cells", U, "usage",
+     "the plan has no cells ({why})",
+     "add an attack, or include the benign cells")
+_reg("cli.usage.option_value", U, "usage",
+     "{option} {value}: {what}",
+     "give a value in the stated range")
+_reg("cli.usage.option_for_other_kind", U, "usage",
+     "{option} does not apply to {source}: {why}",
+     "drop the option")
+_reg("cli.usage.needs_corpus", U, "usage",
+     "a run needs --corpus DIR and --campaign NAME (the corpus id is <source>-live-<campaign>)",
+     "add both")
+_reg("cli.usage.corpus_in_repository", U, "usage",
+     "--corpus {path} is inside the repository {repo}; keep corpora outside it (under $AGENTPROV_HOME)",
+     "name a directory outside the repository")
+_reg("cli.usage.plan_json_without_dry_run", U, "usage",
+     "--plan-json prints the plan of a dry run; add --dry-run",
+     "add --dry-run")
+_reg("cli.usage.jobs_above_host", U, "usage",
+     "--jobs {jobs} is above this host's maximum of {maximum}; it is refused, never clamped",
+     "give --jobs {maximum} or fewer")
+_reg("cli.usage.registry_file", U, "usage",
+     "{location}: {what}",
+     "correct the registry file")
+_reg("cli.usage.registry_unknown_entry", U, "usage",
+     "{kind} {name!r} is not in {registry}; entries: {known}",
+     "use a registered name")
+
+# --- environment (exit 3)
+_reg("cli.environment.backend_missing", E, "coded",
+     "environment {env_id} of backend {backend} is not built: run agentprov backends build {backend}",
+     "run agentprov backends build BACKEND")
+_reg("cli.environment.no_backend_project", E, "coded",
+     "backend {backend} has no environment project in this build (backends/{backend}/uv.lock is absent): run agentprov backends build {backend} once it lands",
+     "use a source whose backend is in this build")
+_reg("cli.environment.plugin_failed", E, "coded",
+     "source {source!r} comes from {distribution} {version}, which failed to load: {error}",
+     "reinstall or fix that distribution, or disable it with AGENTPROV_DISABLED_PLUGINS")
+_reg("cli.environment.no_catalogue", E, "coded",
+     "source {source!r} has no catalogue on this machine: {why}",
+     "build the source's backend environment")
+
+# --- refused by a guard (exit 4)
+_reg("cli.refused.api_caps", R, "coded",
+     "an API endpoint run needs its caps (the endpoint entry is not local): give {missing} (D-725; the provider's own key limit is the backstop)",
+     "give --max-calls, --max-cost-usd, --price-in, --price-out")
+
+# --- unsupported (exit 5): printed before anything starts
+_reg("run.unsupported.no_live_capability", X, "cannot_run",
+     "no live capability", "none in this build",
+     "{source} has no backend in this build.")
+_reg("run.unsupported.planned", X, "cannot_run",
+     "live status planned", "a planned part admits scripted runs only: use --llm-script",
+     "The {part} part is planned: it admits scripted runs (--llm-script) only.")
+_reg("run.unsupported.defence_unknown", X, "cannot_run",
+     "defence {defence}.", "use a registry defence",
+     "It is not in the defence registry ({registry}). The {backend} backend builds: {built} (D-670, D-671).")
+_reg("run.unsupported.defence_replaces_pipeline", X, "cannot_run",
+     "defence {defence} replaces pipeline components.", "none in this build",
+     "DRIFT, Progent and CaMeL need defence-specific capture (D.11.6).")
+_reg("run.unsupported.defence_backend", X, "cannot_run",
+     "defence {defence} for the {backend} backend.", "use a backend that builds it",
+     "The registry builds it on: {builders}.")
+_reg("run.unsupported.defence_suite", X, "cannot_run",
+     "defence {defence} on {suite}.", "plan the suites it runs on",
+     "It runs on {suites} only.")
+_reg("run.unsupported.defence_disabled", X, "cannot_run",
+     "defence {defence} is disabled.", "agentprov registry defences enable NAME",
+     "The defence registry ({registry}) has it disabled; a maintainer enables it with agentprov registry defences enable {defence}.")
+_reg("run.unsupported.attack_refused", X, "cannot_run",
+     "attack {attack}.", "choose another attack",
+     "The {backend} backend refuses it: {reason}")
+_reg("run.unsupported.llm_element", X, "cannot_run",
+     "--llm-element {element}.", "use the native element",
+     "{reason}")
+_reg("run.unsupported.campaign", X, "cannot_run",
+     "running cells is not in this build yet.", "use --dry-run or --catalogue",
+     "This build checks, plans and dry-runs (--dry-run); the campaign arrives with the worker's run-cell.")
+
+
+class AgentprovError(Exception):
+    """An error with a registered code. ``params`` fill the message templates."""
+
+    def __init__(self, code: str, /, **params: object) -> None:
+        if code not in REGISTRY:
+            raise KeyError(f"unregistered error code {code!r}")
+        self.spec = REGISTRY[code]
+        self.params = params
+        super().__init__(self.message)
+
+    @property
+    def code(self) -> str:
+        return self.spec.code
+
+    @property
+    def exit_code(self) -> int:
+        return int(self.spec.exit)
+
+    @property
+    def message(self) -> str:
+        return self.spec.message.format(**self.params)
+
+    @property
+    def detail(self) -> list[str]:
+        return [d.format(**self.params) for d in self.spec.detail]
+
+
+@dataclass
+class RenderContext:
+    command: str = ""
+    extra: list[str] = field(default_factory=list)
+
+
+def render(err: AgentprovError, command: str) -> str:
+    """The human rendering of ``err`` for the command ``command`` (e.g. ``run``)."""
+    s = err.spec
+    if s.style == "usage":
+        prefix = f"agentprov {command}" if command else "agentprov"
+        return f"{prefix}: {err.message}"
+    if s.style == "cannot_run":
+        lines = [f"agentprov: cannot run '{err.params.get('source', '')}': {err.message}"]
+        lines += [f"  {d}" for d in err.detail]
+        if s.exit == Exit.UNSUPPORTED:
+            lines.append(NOTHING_WRITTEN)
+        return "\n".join(lines)
+    return f"agentprov: error [{s.code}]: {err.message}"
+
+
+def render_json(err: AgentprovError, command: str) -> str:
+    return json.dumps(
+        {"error": err.code, "exit": err.exit_code, "command": command,
+         "message": render(err, command)},
+        sort_keys=True,
+    )
+
+
+def reference_markdown() -> str:
+    """The page docs/reference/errors.md, generated from :data:`REGISTRY`."""
+    out = [
+        "# Error codes and exit codes",
+        "",
+        "Generated from `agentprov_core/errors.py` by `python -m agentprov_core.errors`; a test",
+        "fails when this page and the registry differ. Do not edit by hand.",
+        "",
+        "Exit codes: " + ", ".join(f"{int(e)} {e.name.lower()}" for e in Exit) + ".",
+        "",
+        "Any command run with `--error-format json` (or `AGENTPROV_ERROR_FORMAT=json`) prints",
+        "an error as one JSON object on stderr: `error` (the code), `exit`, `command`, `message`.",
+        "",
+        "| code | exit | message | fix |",
+        "|---|---|---|---|",
+    ]
+    for spec in sorted(REGISTRY.values(), key=lambda s: (int(s.exit), s.code)):
+        msg = spec.message
+        if spec.detail:
+            msg += " / " + " ".join(spec.detail)
+        msg = msg.replace("|", "\\|")
+        out.append(f"| `{spec.code}` | {int(spec.exit)} | {msg} | {spec.fix} |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised by the docs test
+    import sys
+
+    sys.stdout.write(reference_markdown())

@@ -1,0 +1,59 @@
+"""Where agentprov finds its registries, backends and home directory."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+_PKG = Path(__file__).resolve().parent
+
+
+@cache
+def repo_root() -> Path | None:
+    """The source checkout agentprov runs from, or ``None`` for an installed wheel."""
+    root = _PKG.parent
+    if (root / "registry").is_dir() and (root / "backends").is_dir():
+        return root
+    return None
+
+
+def registry_dir() -> Path:
+    """``$AGENTPROV_REGISTRY``, else the checkout's ``registry/``, else the packaged copy."""
+    env = os.environ.get("AGENTPROV_REGISTRY")
+    if env:
+        return Path(env)
+    root = repo_root()
+    if root is not None:
+        return root / "registry"
+    return _PKG / "_registry"
+
+
+def defence_registry() -> Path:
+    """The defence registry file (R-22.2): ``registry/defences.toml`` links to
+    ``backends/shared/src/agentprov_backend/defences.toml``, which backends ship."""
+    return registry_dir() / "defences.toml"
+
+
+def backends_dir() -> Path | None:
+    env = os.environ.get("AGENTPROV_BACKENDS")
+    if env:
+        return Path(env)
+    root = repo_root()
+    return root / "backends" if root is not None else None
+
+
+def home() -> Path:
+    env = os.environ.get("AGENTPROV_HOME")
+    return Path(env) if env else Path.home() / ".agentprov"
+
+
+def display(path: Path) -> str:
+    """``path`` relative to the checkout when it lies inside it (stable across machines)."""
+    root = repo_root()
+    if root is not None:
+        try:
+            return str(path.absolute().relative_to(root))
+        except ValueError:
+            pass
+    return str(path)

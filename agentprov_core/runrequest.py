@@ -1,0 +1,99 @@
+"""What ``agentprov run`` was asked, and the usage refusals of step 1 (exit 2).
+
+The option checks follow the specification's order of checks: incompatible options,
+missing cell or model options, caps combinations (R-16.1). Nothing here reads a key,
+contacts a server, or writes a file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentprov_core import paths
+from agentprov_core.errors import AgentprovError
+
+CAPS = ("max_calls", "max_cost_usd", "price_in", "price_out")
+CREDENTIALS = (("keychain", "--keychain"), ("env_file", "--env-file"), ("env_stdin", "--env-stdin"))
+
+
+@dataclass
+class RunRequest:
+    source: str
+    options: dict[str, Any]
+    given: set[str] = field(default_factory=set)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.options[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @property
+    def scripted(self) -> bool:
+        return self.options.get("llm_script") is not None
+
+    @property
+    def capped(self) -> bool:
+        return any(self.options.get(c) is not None for c in ("max_calls", "max_cost_usd"))
+
+
+def check_usage(req: RunRequest) -> None:
+    o = req.options
+    if o.get("plan_json") and not o.get("dry_run"):
+        raise AgentprovError("cli.usage.plan_json_without_dry_run")
+    if o.get("catalogue"):
+        return
+    # model options: exclusive with each other and with --llm-script
+    if o.get("model") and o.get("endpoint"):
+        raise AgentprovError("cli.usage.exclusive", first="--model", second="--endpoint")
+    if req.scripted:
+        for name, flag in CREDENTIALS:
+            if o.get(name):
+                raise AgentprovError("cli.usage.script_credential", flag=flag)
+        for name, flag in (("model", "--model"), ("endpoint", "--endpoint"),
+                           ("model_id", "--model-id")):
+            if o.get(name):
+                raise AgentprovError("cli.usage.exclusive", first=flag, second="--llm-script")
+    creds = [flag for name, flag in CREDENTIALS if o.get(name)]
+    if len(creds) > 1:
+        raise AgentprovError("cli.usage.exclusive", first=creds[0], second=creds[1])
+    if not req.scripted and not (o.get("model") or o.get("endpoint")):
+        raise AgentprovError("cli.usage.model_missing")
+    # caps combinations
+    caps_given = [c for c in CAPS if o.get(c) is not None]
+    if o.get("preflight_only") and caps_given:
+        raise AgentprovError("cli.usage.preflight_caps")
+    if o.get("max_cost_usd") is not None and (o.get("price_in") is None
+                                               or o.get("price_out") is None):
+        raise AgentprovError("cli.usage.cost_needs_prices")
+    if o.get("max_cost_usd") is None and (o.get("price_in") is not None
+                                           or o.get("price_out") is not None):
+        raise AgentprovError("cli.usage.prices_need_cost")
+    for name, flag in (("max_calls", "--max-calls"), ("max_cost_usd", "--max-cost-usd"),
+                       ("price_in", "--price-in"), ("price_out", "--price-out")):
+        v = o.get(name)
+        if v is not None and v < 0:
+            raise AgentprovError("cli.usage.option_value", option=flag, value=str(v),
+                                 what="must not be negative")
+    jobs = o.get("jobs")
+    if jobs is not None:
+        maximum = os.cpu_count() or 1
+        if jobs < 1 or jobs > maximum:
+            raise AgentprovError("cli.usage.jobs_above_host", jobs=jobs, maximum=maximum)
+    for name, flag, lo in (("max_attempts", "--max-attempts", 1), ("canary", "--canary", 0),
+                           ("cell_timeout", "--cell-timeout", 1), ("repeats", "--repeats", 1)):
+        v = o.get(name)
+        if v is not None and v < lo:
+            raise AgentprovError("cli.usage.option_value", option=flag, value=str(v),
+                                 what=f"must be {lo} or more")
+    if o.get("preflight_only"):
+        return
+    if not o.get("corpus") or not o.get("campaign"):
+        raise AgentprovError("cli.usage.needs_corpus")
+    root = paths.repo_root()
+    corpus = Path(o["corpus"]).absolute()
+    if root is not None and (corpus == root or root in corpus.parents):
+        raise AgentprovError("cli.usage.corpus_in_repository", path=o["corpus"], repo=root)

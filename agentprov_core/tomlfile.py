@@ -1,0 +1,52 @@
+"""Reading TOML inputs (plans, registries) with errors that name the file, line and fix."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from agentprov_core.errors import AgentprovError
+
+_AT_LINE = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+def read(path: Path, code: str) -> tuple[dict[str, Any], str]:
+    """Parse ``path``; raise ``code`` (a usage error with ``location`` and ``what``)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise AgentprovError(code, location=str(path), what="no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentprovError(code, location=str(path), what=f"cannot be read ({exc})") from None
+    try:
+        return tomllib.loads(text), text
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = _AT_LINE.search(msg)
+        where = f"{path}:{m.group(1)}" if m else str(path)
+        what = _AT_LINE.sub("", msg).strip()
+        raise AgentprovError(code, location=where, what=f"malformed TOML: {what}") from None
+
+
+def line_of(text: str, key: str, table: str | None = None) -> int | None:
+    """The 1-based line where ``key`` is assigned (inside ``[table]`` when given)."""
+    in_table = table is None
+    key_re = re.compile(rf"^\s*(\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})\s*=")
+    for n, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            name = stripped.strip("[]").strip()
+            in_table = table is None or name == table
+            if table is not None and name == table and key is None:
+                return n
+            continue
+        if in_table and key_re.match(line):
+            return n
+    return None
+
+
+def location(path: Path, text: str, key: str, table: str | None = None) -> str:
+    n = line_of(text, key, table)
+    return f"{path}:{n}" if n else str(path)

@@ -1,0 +1,7 @@
+"""agentprov_backend: the worker-side library of agentprov.
+
+It runs inside a backend environment (a separate uv project on Python 3.12 with the pinned
+benchmark code) and never imports agentprov_core. Only the standard library is required.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""agentprov source plugin: agentdojo."""

@@ -1,0 +1,30 @@
+"""AgentDojo (agentdojo==0.1.35 from PyPI) as an agentprov source."""
+
+from pathlib import Path
+
+from agentprov_core.plugins import hookimpl
+from agentprov_core.source import SourceMeta, SuiteSource
+
+
+class AgentDojo(SuiteSource):
+    meta = SourceMeta(
+        name="agentdojo",
+        label="agentdojo · live",
+        summary="AgentDojo's 4 suites, the stock LLM element with a recording transport",
+        kind="suites",
+        backend="agentdojo",
+        backend_project="agentdojo",
+        environment_prefix="agentdojo",
+        live_status="partial",
+        caveat="local, OpenRouter and Anthropic (the 2026-10-22 pilot)",
+        takes_defences=True,
+        llm_elements=("native", "gateway_compat"),
+        homepage="https://pypi.org/project/agentdojo/0.1.35/",
+    )
+    # generated from the real package by scripts/snapshot_catalogue.py
+    catalogue_file = Path(__file__).with_name("catalogue.snapshot.json")
+
+
+@hookimpl
+def agentprov_sources():
+    return [AgentDojo()]

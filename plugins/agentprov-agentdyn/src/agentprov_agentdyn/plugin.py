@@ -1,0 +1,29 @@
+"""AgentDyn (SaFo-Lab/AgentDyn at 5353cf76) as an agentprov source."""
+
+from pathlib import Path
+
+from agentprov_core.plugins import hookimpl
+from agentprov_core.source import SourceMeta, SuiteSource
+
+
+class AgentDyn(SuiteSource):
+    meta = SourceMeta(
+        name="agentdyn",
+        label="agentdyn · live",
+        summary="AgentDyn's 7 suites on AgentDyn's own pinned code",
+        kind="suites",
+        backend="agentdyn",
+        backend_project="agentdyn",
+        environment_prefix="agentdyn",
+        pinned_commit="5353cf76",
+        live_status="partial",
+        caveat="local",
+        llm_elements=("native",),
+    )
+    # the repository is not reachable from these machines: declared counts, not verified
+    catalogue_file = Path(__file__).with_name("catalogue.declared.json")
+
+
+@hookimpl
+def agentprov_sources():
+    return [AgentDyn()]

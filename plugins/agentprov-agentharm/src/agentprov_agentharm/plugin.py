@@ -1,0 +1,27 @@
+"""AgentHarm through Inspect (inspect-ai 0.3.263, inspect-evals 0.20.0) as a source."""
+
+from pathlib import Path
+
+from agentprov_core.plugins import hookimpl
+from agentprov_core.source import InspectSource, SourceMeta
+
+
+class AgentHarm(InspectSource):
+    meta = SourceMeta(
+        name="agentharm",
+        label="agentharm · live",
+        summary="Inspect's AgentHarm tasks through inspect eval (a different harness)",
+        kind="inspect",
+        backend="inspect-agentharm",
+        backend_project="inspect/envs/agentharm",
+        environment_prefix="inspect-agentharm",
+        live_status="partial",
+        caveat="OpenRouter, a 4-sample probe (2026-10-23)",
+        llm_elements=("native",),
+    )
+    catalogue_file = Path(__file__).with_name("catalogue.declared.json")
+
+
+@hookimpl
+def agentprov_sources():
+    return [AgentHarm()]
