@@ -31,6 +31,9 @@ def parts_rows() -> list[dict[str, Any]]:
             rec = failed[name]
             row["note"] = (f"its plugin {rec.distribution} {rec.version} failed to load: "
                            f"{rec.error}")
+        elif (rec := plugins.record(name)) is not None and rec.status != "loaded":
+            row["note"] = (f"its plugin {rec.distribution} {rec.version} is {rec.status} "
+                           "(AGENTPROV_LOAD_PLUGINS / AGENTPROV_DISABLED_PLUGINS)")
         else:
             row["note"] = (f"its plugin is not installed: pip install {part.distribution}"
                            if part.distribution else "no plugin provides it")

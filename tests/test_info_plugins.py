@@ -1,0 +1,86 @@
+"""`agentprov info`, `agentprov plugins` and `agentprov --version`."""
+
+import json
+
+import pytest
+
+PARTS = [
+    ("agentdojo · live", "partial", "local, OpenRouter and Anthropic (the 2026-10-22 pilot)"),
+    ("autodojo · live", "partial", "local"),
+    ("agentdyn · live", "partial", "local"),
+    ("agentharm · live", "partial", "OpenRouter, a 4-sample probe (2026-10-23)"),
+    ("rope · head (live)", "planned", "none; no backend in this build"),
+]
+
+
+@pytest.mark.req("R-1.1", "R-1.2", "R-1.7")
+def test_info_lists_the_five_parts_in_order(cli):
+    r = cli("info")
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[0].split() [:2] == ["Part", "Live"]
+    for (label, status, caveat), line in zip(PARTS, lines[1:6], strict=True):
+        assert line.startswith(label)
+        assert line.split("  ")[-1].strip() == caveat
+        assert f" {status} " in line
+
+
+@pytest.mark.req("R-1.3", "R-1.2")
+def test_info_json_has_no_gated_status(cli):
+    r = cli("info", "--format", "json")
+    doc = json.loads(r.out)
+    assert doc["format"] == "agentprov-info/0.1"
+    got = [(p["label"], p["live_status"], p["caveat"]) for p in doc["parts"]]
+    assert got == PARTS
+    assert all(p["live_status"] in {"planned", "partial", "full"} for p in doc["parts"])
+    assert "gated" not in r.out
+    assert {p["plugin"]["distribution"] for p in doc["parts"]} == {
+        "agentprov-agentdojo", "agentprov-autodojo", "agentprov-agentdyn",
+        "agentprov-agentharm", "agentprov-rope"}
+
+
+def test_info_names_the_distribution_of_a_missing_plugin(cli):
+    r = cli("info", "--format", "json", env={"AGENTPROV_LOAD_PLUGINS": "agentdojo"})
+    parts = {p["name"]: p for p in json.loads(r.out)["parts"]}
+    assert parts["agentdojo"]["note"] is None
+    assert "agentprov-autodojo" in parts["autodojo"]["note"]
+    assert "not-allowed" in parts["autodojo"]["note"]
+    # text output says the same, under the table
+    t = cli("info", env={"AGENTPROV_DISABLED_PLUGINS": "agentprov-rope"})
+    assert "note: rope · head (live): its plugin agentprov-rope 0.1.0 is disabled" in t.out
+
+
+def test_plugins_and_version_list_distributions_and_versions(cli):
+    r = cli("plugins", "--format", "json")
+    recs = {p["name"]: p for p in json.loads(r.out)["plugins"]}
+    assert recs["agentprov.builtin"]["status"] == "builtin"
+    assert "agentprov_endpoint_kinds" in recs["agentprov.builtin"]["hooks"]
+    assert "agentprov_containment_providers" in recs["agentprov.builtin"]["hooks"]
+    for name in ("agentdojo", "autodojo", "agentdyn", "agentharm", "rope"):
+        assert recs[name]["distribution"] == f"agentprov-{name}"
+        assert recs[name]["version"] == "0.1.0"
+        assert recs[name]["status"] == "loaded"
+        assert recs[name]["sources"] == [name]
+        assert recs[name]["hooks"] == ["agentprov_sources"]
+    v = cli("--version")
+    assert v.out.splitlines()[0] == "agentprov 0.1.0"
+    assert "  agentdojo: agentprov-agentdojo 0.1.0" in v.out.splitlines()
+
+
+def test_empty_allowlist_loads_no_plugin(cli):
+    r = cli("plugins", "--format", "json", env={"AGENTPROV_LOAD_PLUGINS": ""})
+    recs = json.loads(r.out)["plugins"]
+    assert [p["status"] for p in recs if p["name"] != "agentprov.builtin"] == ["not-allowed"] * 5
+    # a source whose plugin is not loaded is not runnable, and the refusal says what to do
+    c = cli("run", "agentdojo", "--catalogue", env={"AGENTPROV_LOAD_PLUGINS": ""})
+    assert (c.code, c.error["error"]) == (2, "cli.usage.source_not_installed")
+    assert "agentprov-agentdojo" in c.error["message"]
+
+
+def test_help_lists_commands_without_loading_plugins(cli):
+    # a plugin allowlist naming a plugin that does not exist would be harmless; what
+    # proves laziness is that --help works even when every plugin is broken
+    r = cli("--help", env={"AGENTPROV_LOAD_PLUGINS": "no-such-plugin"})
+    assert r.code == 0
+    for cmd in ("info", "plugins", "registry", "run"):
+        assert f"  {cmd} " in r.out
