@@ -59,7 +59,10 @@ def load(path: Path) -> PlanDoc:
         table = "plan"
         if key and key.startswith("inspect."):
             table, key = "inspect", key.split(".", 2)[1]
-        raise fail(f"{_friendly(msg)}", key, table) from None
+        what = _friendly(msg)
+        if "invalid enum value" in msg and key == "benign":
+            what += " (include, exclude or only)"
+        raise fail(what, key, table) from None
 
 
 def _key_from_path(msg: str) -> str | None:
