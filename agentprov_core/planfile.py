@@ -60,7 +60,7 @@ def load(path: Path) -> PlanDoc:
         if key and key.startswith("inspect."):
             table, key = "inspect", key.split(".", 2)[1]
         what = _friendly(msg)
-        if "invalid enum value" in msg and key == "benign":
+        if "invalid enum value" in msg.lower() and key == "benign":
             what += " (include, exclude or only)"
         raise fail(what, key, table) from None
 
