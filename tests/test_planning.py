@@ -120,7 +120,7 @@ def test_digests_depend_on_cells_and_defence_not_on_corpus():
     assert c.plan_sha256 != a.plan_sha256 and c.config_digest == a.config_digest
 
 
-@pytest.mark.req("R-8.11", "R-2.13")
+@pytest.mark.req("R-8.11")
 def test_config_digest_changes_with_the_agent_and_the_backend_identity(monkeypatch):
     base = dict(suite=("banking",), user_tasks="0")
     a = plan(**base)

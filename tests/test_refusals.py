@@ -115,7 +115,7 @@ def test_rope_has_no_live_capability(dry, script, home, corpora):
 
 
 # ------------------------------------------------------------------- usage (exit 2)
-@pytest.mark.req("R-15.8", "R-18.1")
+@pytest.mark.req("R-15.8")
 def test_preflight_only_takes_no_caps(cli, home):
     r = cli("run", "agentdojo", "--preflight-only", "--model", "openrouter", "--model-id",
             "example-model", "--max-calls", "5", json_errors=False)
@@ -306,7 +306,7 @@ def test_order_usage_before_defence_before_environment(dry, script, home, corpor
     nothing_written(home, corpora)
 
 
-@pytest.mark.req("R-16.3", "R-29.2", "R-15.4", "R-14.9")
+@pytest.mark.req("R-29.2")
 def test_api_caps_refusal_comes_before_any_key(cli, dry, home, corpora):
     env_id = cli("run", "agentdojo", "--dry-run", "--corpus", corpora / "x", "--campaign", "x",
                  "--llm-script", "s").error["message"].split("environment ")[1].split()[0]

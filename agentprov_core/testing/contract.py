@@ -188,7 +188,8 @@ class Cli:
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Cli:
+def contract_cli(tmp_path: Path) -> Cli:
+    """The CLI in a subprocess, with an empty home, directory and corpus parent."""
     return Cli(tmp_path)
 
 
@@ -261,16 +262,16 @@ def test_catalogue(name: str) -> None:
 
 @_req("R-7.11")
 @pytest.mark.parametrize("name", WITH_BACKEND)
-def test_catalogue_command(name: str, cli: Cli) -> None:
+def test_catalogue_command(name: str, contract_cli: Cli) -> None:
     """``agentprov run NAME --catalogue`` prints the catalogue and writes nothing."""
-    done = cli("run", name, "--catalogue")
+    done = contract_cli("run", name, "--catalogue")
     assert done.returncode == 0, done.stderr
     printed = msgspec.json.decode(done.stdout, type=Catalogue)
     own = _source(name).catalogue()
     # the defence registry, not the plugin, is authoritative for defences
     assert msgspec.structs.replace(printed, defences=[]) == msgspec.structs.replace(
         own, defences=[])
-    cli.assert_nothing_written()
+    contract_cli.assert_nothing_written()
 
 
 # ------------------------------------------------------------------------ suite sources
@@ -397,10 +398,10 @@ def test_attack_needs_are_usage_errors(name: str, tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- Inspect sources
 @_req("R-25.18")
 @pytest.mark.parametrize("name", INSPECT)
-def test_inspect_plan_without_limits_exit_2(name: str, cli: Cli) -> None:
+def test_inspect_plan_without_limits_exit_2(name: str, contract_cli: Cli) -> None:
     task = _source(name).catalogue().tasks[0]
-    done = cli.dry_run(name, "--task", task.name, "--samples", "limit:1")
-    error = cli.refused(done, 2, "cli.usage.backend_plan")
+    done = contract_cli.dry_run(name, "--task", task.name, "--samples", "limit:1")
+    error = contract_cli.refused(done, 2, "cli.usage.backend_plan")
     assert "[inspect].limits: missing key(s)" in error["message"]
 
 
@@ -426,6 +427,7 @@ def test_inspect_cells_hold_at_most_cell_size_samples(name: str) -> None:
 # ----------------------------------------------------------------- without a backend
 @_req("R-1.6")
 @pytest.mark.parametrize("name", NO_BACKEND)
-def test_no_backend_exits_5(name: str, cli: Cli) -> None:
-    cli.refused(cli("run", name, "--catalogue"), 5, "run.unsupported.no_live_capability")
-    cli.refused(cli.dry_run(name), 5, "run.unsupported.no_live_capability")
+def test_no_backend_exits_5(name: str, contract_cli: Cli) -> None:
+    code = "run.unsupported.no_live_capability"
+    contract_cli.refused(contract_cli("run", name, "--catalogue"), 5, code)
+    contract_cli.refused(contract_cli.dry_run(name), 5, code)

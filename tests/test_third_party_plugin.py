@@ -1,0 +1,378 @@
+"""A third party adds a source with no change to the core.
+
+The example distribution ``tests/fixtures/agentprov-example-source`` (source
+``examplebench``) and a distribution whose plugin fails to import
+(``tests/fixtures/agentprov-broken-source``, source ``brokenbench``) are built as wheels and
+installed, with the core, into a fresh virtual environment made once for this module; the
+real CLI then runs there in subprocesses. The in-process fixtures of
+``agentprov_core.testing`` are tested here too, and the plugin guide (docs/plugins.md) is
+held to the example's files, which it quotes verbatim.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+
+import pluggy
+import pytest
+
+from agentprov_core import plugins as plugins_mod
+from agentprov_core.plugins import hookimpl
+from agentprov_core.testing import build_plugins, register, use_plugins
+
+pytest_plugins = ["agentprov_core.testing.fixtures"]
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "tests" / "fixtures" / "agentprov-example-source"
+BROKEN = ROOT / "tests" / "fixtures" / "agentprov-broken-source"
+EXAMPLE_PKG = EXAMPLE / "src" / "agentprov_example_source"
+GUIDE = ROOT / "docs" / "plugins.md"
+
+# the files of the example that the guide quotes, by the name in its marker
+QUOTED = {
+    "plugin.py": EXAMPLE_PKG / "plugin.py",
+    "catalogue.json": EXAMPLE_PKG / "catalogue.json",
+    "pyproject.toml": EXAMPLE / "pyproject.toml",
+}
+BLOCK = re.compile(r"<!-- example:(?P<name>[\w.]+) -->\n```\w*\n(?P<body>.*?)```\n<!-- /example -->",
+                   re.S)
+
+
+def _catalogue() -> dict:
+    return json.loads((EXAMPLE_PKG / "catalogue.json").read_text(encoding="utf-8"))
+
+
+# ------------------------------------------------------------------------- the guide
+def test_guide_quotes_the_example_verbatim() -> None:
+    text = GUIDE.read_text(encoding="utf-8")
+    assert text.count("<!-- example:plugin.py -->") == 1
+    blocks = {m["name"]: m["body"] for m in BLOCK.finditer(text)}
+    assert text.count("<!-- /example -->") == len(blocks), "a marker pair the test cannot read"
+    assert "plugin.py" in blocks
+    for name, body in blocks.items():
+        assert name in QUOTED, f"the guide quotes {name}, which is not a file of the example"
+        assert body == QUOTED[name].read_text(encoding="utf-8"), (
+            f"docs/plugins.md quotes {name} differently from {QUOTED[name].relative_to(ROOT)}")
+
+
+def test_the_core_does_not_know_the_example() -> None:
+    """Nothing in the core or its registries names the example: it is a third party."""
+    for top in ("agentprov_core", "registry", "backends"):
+        for path in (ROOT / top).rglob("*"):
+            if path.is_file() and path.suffix in {".py", ".toml", ".json", ".md", ".lock"}:
+                assert "examplebench" not in path.read_text(encoding="utf-8", errors="replace"), path
+
+
+# ------------------------------------------------------ the fixtures, in this process
+def _example_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("examplebench_under_test",
+                                                  EXAMPLE_PKG / "plugin.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.req("R-7.11")
+def test_agentprov_plugin_registers_a_plugin_for_one_test(agentprov_plugin, agentprov_cli,
+                                                          agentprov_home) -> None:
+    plugins = agentprov_plugin(_example_module())
+    assert plugins_mod.manager() is plugins
+    listed = agentprov_cli("plugins", "--format", "json")
+    assert listed.exit_code == 0, listed.stderr
+    rows = {p["name"]: p for p in listed.json()["plugins"]}
+    # only the core's built-ins and the registered plugin: no installed entry point
+    assert sorted(rows) == ["agentprov.builtin", "examplebench"]
+    assert rows["examplebench"]["sources"] == ["examplebench"]
+    assert rows["examplebench"]["hooks"] == ["agentprov_sources"]
+
+    shown = agentprov_cli("--error-format", "json", "run", "examplebench", "--catalogue")
+    assert shown.exit_code == 0, shown.stderr
+    assert shown.json() == _catalogue()
+    absent = agentprov_cli("--error-format", "json", "run", "agentdojo", "--catalogue")
+    assert (absent.exit_code, absent.error["error"]) == (2, "cli.usage.source_not_installed")
+    assert list(agentprov_home.iterdir()) == []
+
+
+def test_use_plugins_swaps_the_manager_and_restores_it() -> None:
+    original = plugins_mod.manager
+    outer, inner = build_plugins(_example_module()), build_plugins()
+    with use_plugins(outer):
+        assert plugins_mod.manager() is outer
+        assert "examplebench" in plugins_mod.manager().sources()
+        with use_plugins(inner):
+            assert plugins_mod.manager() is inner
+            assert plugins_mod.manager().sources() == {}
+        assert plugins_mod.manager() is outer
+    assert plugins_mod.manager is original
+
+
+def test_register_refuses_a_misspelled_hook() -> None:
+    @hookimpl
+    def agentprov_source():  # the hook is agentprov_sources
+        return []
+
+    plugins = build_plugins()
+    plugin = SimpleNamespace(agentprov_source=agentprov_source)
+    with pytest.raises(pluggy.PluginValidationError):
+        register(plugins, plugin, "misspelled")
+    assert not plugins.pm.is_registered(plugin)
+    assert plugins.record("misspelled") is None
+
+
+# -------------------------------------------------------------- a fresh environment
+def _python(venv: Path) -> Path:
+    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AGENTPROV_") and k not in {"VIRTUAL_ENV", "PYTHONPATH",
+                                                             "PYTHONHOME"}}
+    env["UV_PYTHON_DOWNLOADS"] = "never"
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh environment: the core (editable) and the two third-party wheels."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.fail("uv is needed to build and install the example distributions")
+    base = tmp_path_factory.mktemp("third-party")
+    dist = base / "dist"
+    builds = []
+    for project in (EXAMPLE, BROKEN):  # built from copies: nothing is written to the repo
+        copy = shutil.copytree(project, base / "src" / project.name)
+        builds.append(subprocess.Popen(
+            [uv, "build", "--quiet", "--wheel", "--out-dir", str(dist), str(copy)],
+            env=_clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    for build in builds:
+        out, _ = build.communicate(timeout=300)
+        assert build.returncode == 0, out
+    wheels = sorted(dist.glob("*.whl"))
+    assert [w.name.split("-")[0] for w in wheels] == ["agentprov_broken_source",
+                                                      "agentprov_example_source"]
+    env_dir = base / "venv"
+    for cmd in ([uv, "venv", "--quiet", "--python", sys.executable, str(env_dir)],
+                [uv, "pip", "install", "--quiet", "--python", str(_python(env_dir)),
+                 "-e", str(ROOT), *map(str, wheels), "pytest"]):
+        done = subprocess.run(cmd, env=_clean_env(), capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+    return env_dir
+
+
+@dataclass
+class Done:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def error(self) -> dict:
+        return json.loads(self.err.strip().splitlines()[-1])
+
+
+class ThirdParty:
+    """``agentprov`` in the fresh environment: private home, empty working directory."""
+
+    def __init__(self, venv: Path, tmp: Path) -> None:
+        self.python = _python(venv)
+        self.home, self.cwd, self.corpora = tmp / "home", tmp / "cwd", tmp / "corpora"
+        for d in (self.home, self.cwd, self.corpora):
+            d.mkdir()
+        self.script = tmp / "replies.json"
+        self.script.write_text("[]")
+
+    def __call__(self, *args: str, **env: str) -> Done:
+        done = subprocess.run(
+            [str(self.python), "-m", "agentprov_core", *args], cwd=self.cwd,
+            env=_clean_env(AGENTPROV_HOME=str(self.home), AGENTPROV_ERROR_FORMAT="json", **env),
+            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        return Done(done.returncode, done.stdout, done.stderr)
+
+    def dry_run(self, *args: str) -> Done:
+        return self("run", "examplebench", "--dry-run", "--llm-script", str(self.script),
+                    "--corpus", str(self.corpora / "example"), "--campaign", "try", *args)
+
+    def assert_nothing_written(self) -> None:
+        corpus = self.corpora / "example"
+        assert not corpus.exists() and not corpus.with_name("example.partial").exists()
+        assert list(self.corpora.iterdir()) == []
+        assert list(self.home.iterdir()) == []
+        assert list(self.cwd.iterdir()) == []
+
+
+@pytest.fixture
+def agentprov(venv: Path, tmp_path: Path) -> ThirdParty:
+    return ThirdParty(venv, tmp_path)
+
+
+def _plugins(done: Done) -> dict[str, dict]:
+    assert done.code == 0, done.err
+    doc = json.loads(done.out)
+    assert doc["format"] == "agentprov-plugins/0.1"
+    return {p["name"]: p for p in doc["plugins"]}
+
+
+def test_plugins_lists_the_third_party_distributions(agentprov: ThirdParty) -> None:
+    rows = _plugins(agentprov("plugins", "--format", "json"))
+    assert sorted(rows) == ["agentprov.builtin", "brokenbench", "examplebench"]
+    example = rows["examplebench"]
+    assert (example["distribution"], example["version"], example["status"]) == (
+        "agentprov-example-source", "0.1.0", "loaded")
+    assert example["hooks"] == ["agentprov_sources"] and example["sources"] == ["examplebench"]
+    assert example["error"] is None
+    broken = rows["brokenbench"]
+    assert (broken["distribution"], broken["version"], broken["status"]) == (
+        "agentprov-broken-source", "0.2.0", "failed")
+    assert broken["error"].startswith("ImportError: cannot import name 'SuiteSourceV2'")
+    assert broken["sources"] == [] and broken["hooks"] == []
+
+    text = agentprov("plugins")
+    assert text.code == 0, text.err
+    assert "error: brokenbench (agentprov-broken-source 0.2.0): ImportError" in text.out
+    version = agentprov("--version")
+    assert version.code == 0, version.err
+    assert "  examplebench: agentprov-example-source 0.1.0\n" in version.out
+    assert "  brokenbench: agentprov-broken-source 0.2.0 (failed)\n" in version.out
+    agentprov.assert_nothing_written()
+
+
+def test_info_shows_the_third_party_part(agentprov: ThirdParty) -> None:
+    done = agentprov("info", "--format", "json")
+    assert done.code == 0, done.err
+    rows = {r["name"]: r for r in json.loads(done.out)["parts"]}
+    example = rows["examplebench"]
+    assert (example["label"], example["live_status"], example["source"], example["backend"]) == (
+        "examplebench · example", "planned", "plugin", "examplebench")
+    assert example["plugin"] == {"name": "examplebench",
+                                 "distribution": "agentprov-example-source", "version": "0.1.0"}
+    text = agentprov("info")
+    assert text.code == 0, text.err
+    assert re.search(r"^examplebench · example +planned +none; an example", text.out, re.M)
+    agentprov.assert_nothing_written()
+
+
+@pytest.mark.req("R-7.11", "R-7.12", "R-7.13")
+def test_catalogue_of_the_third_party_source(agentprov: ThirdParty) -> None:
+    done = agentprov("run", "examplebench", "--catalogue")
+    assert done.code == 0, done.err
+    printed = json.loads(done.out)
+    assert printed == _catalogue()
+    assert printed["provenance"]["kind"] == "declared"
+    (suite,) = printed["suites"]
+    assert suite["user_tasks"] == ["user_task_0", "user_task_1", "user_task_2"]
+    assert suite["injection_tasks"] == ["injection_task_0", "injection_task_1"]
+    flags = {a["name"]: (a["dos"], a["refused"], a["needs"]) for a in printed["attacks"]}
+    assert flags == {"important_instructions": (False, False, []),
+                     "mail_flood": (True, False, []),
+                     "exfil_oracle": (False, True, [])}
+    agentprov.assert_nothing_written()
+
+
+@pytest.mark.req("R-16.1", "R-16.2", "R-7.5")
+def test_dry_run_checks_the_plan_before_the_environment(agentprov: ThirdParty) -> None:
+    """Usage (2), then the backend's refusals (5), then the environment (3): a third-party
+    plan is checked in full although no backend environment exists for it."""
+    done = agentprov.dry_run("--user-tasks", "7")
+    assert (done.code, done.error["error"]) == (2, "cli.usage.task_spec")
+    assert ("index 7 is out of range; mail (v1) has 3 user tasks "
+            "(indices 0-2: user_task_0 … user_task_2)") in done.error["message"]
+    agentprov.assert_nothing_written()
+
+    done = agentprov.dry_run("--attack", "no_such_attack")
+    assert (done.code, done.error["error"]) == (2, "cli.usage.unknown_attack")
+    assert "exfil_oracle, important_instructions, mail_flood" in done.error["message"]
+
+    done = agentprov.dry_run("--user-tasks", "0", "--attack", "exfil_oracle")
+    assert (done.code, done.error["error"]) == (5, "run.unsupported.attack_refused")
+    assert "it needs a live mail server" in done.error["message"]
+    assert done.error["message"].endswith("Nothing was started and nothing was written.")
+    agentprov.assert_nothing_written()
+
+    done = agentprov.dry_run("--attack", "important_instructions,mail_flood")
+    assert done.code == 3, done.err
+    assert done.error["error"] in {"cli.environment.no_backend_project",
+                                   "cli.environment.backend_missing"}
+    assert done.out == ""
+    agentprov.assert_nothing_written()
+
+
+def test_a_broken_plugin_fails_only_its_own_commands(agentprov: ThirdParty) -> None:
+    done = agentprov("run", "brokenbench", "--catalogue")
+    assert (done.code, done.error["error"]) == (3, "cli.environment.plugin_failed")
+    assert "agentprov-broken-source 0.2.0" in done.error["message"]
+    assert "ImportError: cannot import name 'SuiteSourceV2'" in done.error["message"]
+    done = agentprov.dry_run()
+    assert done.code == 3 and done.error["error"] != "cli.environment.plugin_failed", done.err
+    assert agentprov("run", "examplebench", "--catalogue").code == 0
+    assert agentprov("info").code == 0
+    agentprov.assert_nothing_written()
+
+
+@pytest.mark.parametrize("name", ["brokenbench", "agentprov-broken-source"])
+def test_disabled_plugins(agentprov: ThirdParty, name: str) -> None:
+    rows = _plugins(agentprov("plugins", "--format", "json", AGENTPROV_DISABLED_PLUGINS=name))
+    assert (rows["brokenbench"]["status"], rows["brokenbench"]["error"]) == ("disabled", None)
+    assert rows["examplebench"]["status"] == "loaded"
+    done = agentprov("run", "brokenbench", "--catalogue", AGENTPROV_DISABLED_PLUGINS=name)
+    assert (done.code, done.error["error"]) == (2, "cli.usage.unknown_source")
+    assert "installed sources: examplebench" in done.error["message"]
+    assert agentprov("run", "examplebench", "--catalogue",
+                     AGENTPROV_DISABLED_PLUGINS=name).code == 0
+
+
+def test_load_plugins_allowlist(agentprov: ThirdParty) -> None:
+    # set but empty: no plugin is loaded, only the core's built-ins
+    rows = _plugins(agentprov("plugins", "--format", "json", AGENTPROV_LOAD_PLUGINS=""))
+    assert {n: r["status"] for n, r in rows.items()} == {
+        "agentprov.builtin": "builtin", "brokenbench": "not-allowed",
+        "examplebench": "not-allowed"}
+    done = agentprov("run", "examplebench", "--catalogue", AGENTPROV_LOAD_PLUGINS="")
+    assert (done.code, done.error["error"]) == (2, "cli.usage.unknown_source")
+    assert "installed sources: none" in done.error["message"]
+    info = agentprov("info", "--format", "json", AGENTPROV_LOAD_PLUGINS="")
+    assert info.code == 0, info.err
+    assert "examplebench" not in {r["name"] for r in json.loads(info.out)["parts"]}
+
+    rows = _plugins(agentprov("plugins", "--format", "json",
+                              AGENTPROV_LOAD_PLUGINS="examplebench"))
+    assert rows["examplebench"]["status"] == "loaded"
+    assert (rows["brokenbench"]["status"], rows["brokenbench"]["error"]) == ("not-allowed", None)
+    agentprov.assert_nothing_written()
+
+
+def _contract(venv: Path, tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(_python(venv)), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA",
+         "--pyargs", "agentprov_core.testing.contract"],
+        cwd=tmp_path, env=_clean_env(AGENTPROV_CONTRACT_SOURCE=source),
+        capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.req("R-7.2", "R-7.3")
+def test_the_example_passes_the_contract_and_the_broken_plugin_fails_it(
+        venv: Path, tmp_path: Path) -> None:
+    done = _contract(venv, tmp_path, "examplebench")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for check in ("test_metadata", "test_catalogue", "test_catalogue_command", "test_attacks",
+                  "test_expansion_order", "test_dos_attack_takes_one_cell_per_user_task",
+                  "test_refused_attacks_exit_5"):
+        assert f"PASSED agentprov_core/testing/contract.py::{check}[examplebench]" in done.stdout
+
+    done = _contract(venv, tmp_path, "brokenbench")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED agentprov_core/testing/contract.py::test_source_is_installed[brokenbench]" \
+        in done.stdout
+    assert "agentprov-broken-source 0.2.0 failed to load" in done.stdout

@@ -1,0 +1,116 @@
+"""Every `$ agentprov …` transcript in docs/ is re-run and compared with its recorded output.
+
+Only digests (runs of 8 or more hex digits), times and paths are normalised, so a changed
+behaviour fails this test until the docs say so too. To re-record after an intended change:
+
+    AGENTPROV_UPDATE_TRANSCRIPTS=1 pytest tests/test_transcripts.py
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+DOCS = sorted((ROOT / "docs").rglob("*.md"))
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+HEX = re.compile(r"\b[0-9a-f]{8,}\b")
+TIME = re.compile(r"\b\d+(\.\d+)?s\b")
+
+
+@dataclass
+class Transcript:
+    doc: Path
+    index: int
+    command: str
+    expected: str  # output lines, then "[exit N]" when N != 0
+
+
+def parse(doc: Path) -> tuple[list[Transcript], dict[str, str]]:
+    text = doc.read_text(encoding="utf-8")
+    out, files = [], {}
+    for m in FENCE.finditer(text):
+        lang, body = m.group(1), m.group(2)
+        if lang == "toml" and body.startswith("# ") and body.split("\n", 1)[0].endswith(".toml"):
+            files[body.split("\n", 1)[0][2:].strip()] = body
+        if lang != "console":
+            continue
+        lines = body.rstrip("\n").split("\n")
+        i = 0
+        while i < len(lines):
+            if not lines[i].startswith("$ agentprov"):
+                i += 1
+                continue
+            cmd = lines[i][2:]
+            while cmd.endswith("\\"):
+                i += 1
+                cmd = cmd[:-1] + " " + lines[i].strip()
+            i += 1
+            start = i
+            while i < len(lines) and not lines[i].startswith("$ "):
+                i += 1
+            out.append(Transcript(doc, len(out), cmd, "\n".join(lines[start:i])))
+    return out, files
+
+
+def all_transcripts():
+    for doc in DOCS:
+        ts, _ = parse(doc)
+        for t in ts:
+            yield pytest.param(t, id=f"{doc.relative_to(ROOT)}#{t.index}")
+
+
+def normalise(text: str) -> str:
+    return TIME.sub("<t>s", HEX.sub("<hex>", text))
+
+
+def run(t: Transcript, tmp: Path) -> str:
+    dirs = {"CORPORA": tmp / "corpora", "SCRIPT": tmp / "script.json", "PLANS": tmp / "plans"}
+    dirs["CORPORA"].mkdir(exist_ok=True)
+    dirs["PLANS"].mkdir(exist_ok=True)
+    dirs["SCRIPT"].write_text("[]")
+    _, files = parse(t.doc)
+    for name, body in files.items():
+        (dirs["PLANS"] / name).write_text(body)
+    cmd = t.command
+    for k, v in dirs.items():
+        cmd = cmd.replace(f"${k}", str(v))
+    argv = shlex.split(cmd)
+    assert argv[0] == "agentprov"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
+    env |= {"AGENTPROV_HOME": str(tmp / "home"), "PYTHONUNBUFFERED": "1", "COLUMNS": "100"}
+    p = subprocess.run([sys.executable, "-m", "agentprov_core", *argv[1:]], cwd=tmp,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                       timeout=300)
+    got = p.stdout.rstrip("\n")
+    for k, v in sorted(dirs.items(), key=lambda kv: -len(str(kv[1]))):
+        got = got.replace(str(v), f"${k}")
+    if p.returncode != 0:
+        got += f"\n[exit {p.returncode}]"
+    return got
+
+
+@pytest.mark.parametrize("t", list(all_transcripts()))
+def test_transcript(t: Transcript, tmp_path: Path):
+    got = run(t, tmp_path)
+    if os.environ.get("AGENTPROV_UPDATE_TRANSCRIPTS") and normalise(got) != normalise(t.expected):
+        text = t.doc.read_text(encoding="utf-8")
+        head = "$ " + t.command
+        old = head + ("\n" + t.expected if t.expected else "")
+        assert text.count(old) >= 1, "cannot locate the transcript to update"
+        t.doc.write_text(text.replace(old, head + "\n" + got, 1), encoding="utf-8")
+        return
+    assert normalise(got) == normalise(t.expected), (
+        f"{t.doc.relative_to(ROOT)}: `{t.command}` printed:\n{got}")
+
+
+def test_the_guide_has_transcripts():
+    assert len(list(all_transcripts())) >= 15
