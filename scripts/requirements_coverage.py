@@ -78,7 +78,7 @@ def marks() -> dict[str, list[str]]:
                     continue
                 for dec in node.decorator_list:
                     call = dec if isinstance(dec, ast.Call) else None
-                    if call is None or not getattr(call.func, "attr", "") == "req":
+                    if call is None or getattr(call.func, "attr", "") != "req":
                         continue
                     for arg in call.args:
                         if isinstance(arg, ast.Constant) and isinstance(arg.value, str):

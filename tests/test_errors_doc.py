@@ -1,8 +1,9 @@
 """docs/reference/errors.md is generated from the one error registry."""
 
+from conftest import ROOT
+
 from agentprov_core import errors
 from agentprov_core.exitcodes import Exit
-from conftest import ROOT
 
 
 def test_errors_reference_is_current():

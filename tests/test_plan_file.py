@@ -1,10 +1,10 @@
 """`--plan PLAN.toml` (agentprov-run-plan/0.1): equivalence with the flags, and bad input."""
 
 import pytest
+from conftest import snapshot
 
 from agentprov_core import environments, planning
 from agentprov_core.runrequest import RunRequest
-from conftest import snapshot
 
 SPOTLIGHT = """\
 # banking-spotlighting.toml

@@ -6,10 +6,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT
 
 from agentprov_core import environments, planning
 from agentprov_core.runrequest import RunRequest
-from conftest import ROOT
 
 
 @pytest.fixture(autouse=True)

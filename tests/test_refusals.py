@@ -2,7 +2,6 @@
 and proof that nothing was written (no corpus, no DIR.partial, an empty home)."""
 
 import pytest
-
 from conftest import make_marker, snapshot
 
 BANKING = ("--suite", "banking", "--user-tasks", "0-1", "--attack", "important_instructions",

@@ -3,7 +3,6 @@
 import difflib
 
 import pytest
-
 from conftest import snapshot
 
 

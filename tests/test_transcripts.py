@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 DOCS = sorted((ROOT / "docs").rglob("*.md"))

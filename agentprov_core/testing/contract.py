@@ -70,8 +70,12 @@ def _installed() -> dict[str, SourceEntry]:
 
 
 def _selected() -> list[str]:
+    """The named source, else every installed source and every plugin that failed to load
+    (by its entry-point name, which by convention is its source's name)."""
     only = os.environ.get(ENV, "").strip()
-    return [only] if only else sorted(_installed())
+    if only:
+        return [only]
+    return sorted(set(_installed()) | {r.name for r in manager().failed()})
 
 
 def _where(predicate) -> list[str]:

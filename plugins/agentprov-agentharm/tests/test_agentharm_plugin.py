@@ -1,0 +1,39 @@
+"""The agentharm source plugin on its own: Inspect tasks, limits, judges."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def agentprov(*args):
+    return subprocess.run([sys.executable, "-m", "agentprov_core", "--error-format", "json",
+                           *args], capture_output=True, text=True)
+
+
+@pytest.mark.req("R-25.9", "R-25.10")
+def test_catalogue_tasks():
+    doc = json.loads(agentprov("run", "agentharm", "--catalogue").stdout)
+    assert [t["name"] for t in doc["tasks"]] == ["inspect_evals/agentharm",
+                                                 "inspect_evals/agentharm_benign"]
+
+
+@pytest.mark.req("R-25.18")
+@pytest.mark.parametrize("missing", ["--message-limit", "--token-limit", "--time-limit"])
+def test_every_limit_is_required(tmp_path, missing):
+    limits = {"--message-limit": "10", "--token-limit": "20000", "--time-limit": "600"}
+    del limits[missing]
+    r = agentprov("run", "agentharm", "--dry-run", "--corpus", tmp_path / "c", "--campaign", "c",
+                  "--task", "inspect_evals/agentharm", "--samples", "limit:2",
+                  *[x for kv in limits.items() for x in kv], "--judge", "refusal_judge=m",
+                  "--judge", "semantic_judge=m", "--llm-script", "s")
+    err = json.loads(r.stderr)
+    assert (r.returncode, err["error"]) == (2, "cli.usage.backend_plan")
+    assert missing.lstrip("-").replace("-", "_") in err["message"]
+
+
+def test_suite_options_do_not_apply(tmp_path):
+    r = agentprov("run", "agentharm", "--dry-run", "--corpus", tmp_path / "c", "--campaign", "c",
+                  "--suite", "banking", "--llm-script", "s")
+    assert json.loads(r.stderr)["error"] == "cli.usage.option_for_other_kind"
