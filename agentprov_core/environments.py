@@ -13,7 +13,7 @@ from agentprov_core.digests import file_sha256
 from agentprov_core.errors import AgentprovError
 from agentprov_core.source import SourceMeta
 
-MARKER = "AGENTPROV_ENV.json"
+from agentprov_core.marker import MARKER
 
 
 def project_dir(meta: SourceMeta) -> Path | None:
@@ -45,3 +45,47 @@ def require_built(meta: SourceMeta) -> str:
         raise AgentprovError("cli.environment.backend_missing", env_id=env_id,
                              backend=meta.backend)
     return env_id
+
+
+def read_marker(meta: SourceMeta, env_id: str):
+    """The environment's marker, checked against the backend and the repository's lock and
+    defence registry (exit 3 naming what differs)."""
+    from agentprov_core import marker as markermod
+    from agentprov_core import paths
+
+    env_dir = environment_dir(env_id)
+    where = markermod.path(env_dir)
+    try:
+        m = markermod.read(env_dir)
+    except FileNotFoundError:
+        raise AgentprovError("cli.environment.backend_missing", env_id=env_id,
+                             backend=meta.backend) from None
+    except ValueError as exc:
+        raise AgentprovError("cli.environment.marker", marker=where, what=str(exc),
+                             backend=meta.backend) from None
+    if m.backend != meta.backend or m.environment_id != env_id:
+        raise AgentprovError("cli.environment.marker", marker=where, backend=meta.backend,
+                             what=f"is of backend {m.backend} ({m.environment_id}), not "
+                                  f"{meta.backend} ({env_id})")
+    project = project_dir(meta)
+    if project is not None and (project / "uv.lock").is_file():
+        lock = file_sha256(project / "uv.lock")
+        if lock != m.lock_sha256:
+            raise AgentprovError("cli.environment.marker", marker=where, backend=meta.backend,
+                                 what=f"records lock_sha256 {m.lock_sha256[:8]}, but "
+                                      f"backends/{meta.backend_project}/uv.lock is {lock[:8]}")
+    reg = paths.defence_registry()
+    if m.defence_registry_sha256 is not None and reg.is_file() and (
+            file_sha256(reg) != m.defence_registry_sha256):
+        raise AgentprovError("cli.environment.marker", marker=where, backend=meta.backend,
+                             what="records a defence registry that differs from the "
+                                  "repository's (registry/defences.toml)")
+    return m
+
+
+def backend_identity(meta: SourceMeta) -> tuple[str, dict]:
+    """Step 2's environment check: the environment id and the identity the configuration
+    digest hashes (the marker's identity digest), or exit 3."""
+    env_id = require_built(meta)
+    m = read_marker(meta, env_id)
+    return env_id, {"environment_id": env_id, "identity_sha256": m.identity_sha256}

@@ -157,6 +157,45 @@ _reg("cli.environment.plugin_failed", E, "coded",
 _reg("cli.environment.no_catalogue", E, "coded",
      "source {source!r} has no catalogue on this machine: {why}",
      "build the source's backend environment")
+_reg("cli.environment.python", E, "coded",
+     "no Python 3.12 interpreter found to build backend environments ({detail}); install python3.12 (e.g. apt-get install python3.12, or pyenv install 3.12) or set AGENTPROV_PYTHON; agentprov never downloads one",
+     "install Python 3.12 or set AGENTPROV_PYTHON")
+_reg("cli.environment.uv", E, "coded",
+     "uv failed to build {env_id}: {detail}",
+     "read uv's message; add --allow-network when the uv cache lacks a package")
+_reg("cli.environment.lock_mismatch", E, "coded",
+     "{lock} does not match {project}/pyproject.toml (uv sync --locked refused it): re-lock the backend project",
+     "re-lock: uv lock --project backends/BACKEND")
+_reg("cli.environment.env_busy", E, "coded",
+     "environment {env_id} is in use (locked by another build, check or run: {lock}); wait for it to finish",
+     "wait for the other agentprov process")
+_reg("cli.environment.build_io", E, "coded",
+     "building {env_id} failed: {detail}; nothing was left at {path}",
+     "free disk space or fix the permission, then build again")
+_reg("cli.environment.marker", E, "coded",
+     "the marker {marker} {what}: rebuild with agentprov backends build {backend}",
+     "rebuild the environment")
+_reg("cli.environment.offline_check", E, "coded",
+     "{env_id} failed the offline check: {what}",
+     "rebuild the environment: an environment is never edited by hand")
+_reg("cli.environment.worker", E, "coded",
+     "the worker of {env_id} failed: {detail}",
+     "run agentprov backends build BACKEND --offline-check, then rebuild")
+_reg("cli.environment.identity", E, "coded",
+     "the worker of {env_id} reports an identity that differs from its marker ({what}): run agentprov backends build {backend} --offline-check",
+     "rebuild the environment")
+_reg("cli.environment.no_network_block", E, "coded",
+     "cannot start the worker with the network blocked here ({detail}); install bubblewrap (apt-get install bubblewrap)",
+     "install bubblewrap")
+_reg("cli.usage.worker_plan", U, "usage",
+     "the backend refused the plan: {detail}",
+     "plan only what the installed benchmark holds (agentprov run SOURCE --catalogue)")
+_reg("cli.usage.unknown_backend", U, "usage",
+     "unknown backend {name!r}; backends: {known}",
+     "use a backend of this build")
+_reg("cli.usage.env_file", U, "usage",
+     "--env-file {path}: no such file",
+     "name an existing .env file")
 
 # --- refused by a guard (exit 4)
 _reg("cli.refused.api_caps", R, "coded",

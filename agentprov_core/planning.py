@@ -43,6 +43,7 @@ class Prepared:
     cells: list[Cell]
     endpoint: epmod.Endpoint | None
     plan: Plan
+    identity: dict[str, Any]
 
 
 def _split_list(values: tuple[str, ...] | list[str] | None) -> list[str]:
@@ -162,7 +163,9 @@ def endpoint_class(req: RunRequest, ep: epmod.Endpoint) -> str:
 def catalogue_for_print(src: Source) -> Catalogue:
     """The source's catalogue, with the defences of the repository's registry that its
     backend builds (the registry, not the snapshot, is authoritative for defences)."""
-    cat = src.catalogue()
+    from agentprov_core.session import worker_catalogue
+
+    cat = worker_catalogue(src) or src.catalogue()
     entries = [d for d in defmod.load_registry() if src.meta.backend in d.backends]
     return msgspec.structs.replace(cat, defences=entries)
 
@@ -197,7 +200,7 @@ def prepare(req: RunRequest) -> Prepared:
     src.refusals(doc, cat, ctx)
     defmod.check(meta.name, meta.backend, doc.defence, src.suites_of_plan(cells),
                  defmod.load_registry(), paths.display(paths.defence_registry()))
-    env_id = environments.require_built(meta)
+    env_id, identity = environments.backend_identity(meta)
     # ---- step 3: API caps, before any key is read
     if ep is not None and endpoint_class(req, ep) == "api":
         missing = [flag for key, flag in (("max_calls", "--max-calls"),
@@ -206,9 +209,15 @@ def prepare(req: RunRequest) -> Prepared:
         if missing:
             raise AgentprovError("cli.refused.api_caps", missing=", ".join(missing))
     # ---- step 6: the plan
+    plan = make_plan(src, req, doc, cat, cells, ep, env_id, identity)
+    return Prepared(src, req, doc, cat, cells, ep, plan, identity)
+
+
+def make_plan(src: Source, req: RunRequest, doc: PlanDoc, cat: Catalogue, cells: list[Cell],
+              ep: epmod.Endpoint | None, env_id: str, identity: dict[str, Any]) -> Plan:
+    meta = src.meta
     agent = agent_config(req, ep)
-    identity = {"environment_id": env_id}
-    plan = Plan(
+    return Plan(
         source=meta.name, backend=meta.backend or meta.name, environment_id=env_id,
         benchmark_version=src.benchmark_version(doc, cat),
         corpus_id=f"{meta.name}-live-{req.options['campaign']}"
@@ -219,7 +228,18 @@ def prepare(req: RunRequest) -> Prepared:
                                 src.backend_config(doc, cat)),
         config_digest=config_digest(agent, identity),
     )
-    return Prepared(src, req, doc, cat, cells, ep, plan)
+
+
+def with_worker_catalogue(p: Prepared, cat: Catalogue) -> Prepared:
+    """Re-expand the plan from the catalogue the backend's worker served (the authority on
+    what the installed benchmark holds); a plan it cannot serve is a usage error."""
+    ctx = RunContext(scripted=p.request.scripted, capped=p.request.capped,
+                     llm_element=p.request.options.get("llm_element") or "native")
+    p.source.check_plan(p.doc, cat, ctx)
+    cells = p.source.expand(p.doc, cat, ctx)
+    plan = make_plan(p.source, p.request, p.doc, cat, cells, p.endpoint,
+                     p.plan.environment_id, p.identity)
+    return Prepared(p.source, p.request, p.doc, cat, cells, p.endpoint, plan, p.identity)
 
 
 def plan_lines(plan: Plan) -> list[str]:

@@ -68,7 +68,7 @@ class Plugins:
     def sources(self) -> dict[str, SourceEntry]:
         if self._sources is None:
             self._sources = {}
-            for impl in reversed(self.pm.hook.agentprov_sources.get_hookimpls()):
+            for impl in self.pm.hook.agentprov_sources.get_hookimpls():  # registration order
                 rec = self.record(impl.plugin_name) or PluginRecord(impl.plugin_name, None,
                                                                      None, "loaded")
                 try:

@@ -14,6 +14,7 @@ import sys
 import time
 from importlib import import_module
 
+STARTED = time.time()  # wall clock: the parent subtracts its own start from it
 pc = time.perf_counter
 phases: list[list] = []  # [name, ms, counted in the total]
 _t = pc()
@@ -85,6 +86,8 @@ mark("the command: parts_rows() (parses registry/parts.toml), the table, echo")
 import_module("agentprov_core.parts").load()
 mark("memo, not in the total: parts.load() alone (parse registry/parts.toml)", counted=False)
 
-import json  # noqa: E402 - after the measurement
+FINISHED = time.time()
 
-print(json.dumps(phases))
+import json  # noqa: E402 - after the measurement (already imported by agentprov_core.errors)
+
+print(json.dumps({"started": STARTED, "finished": FINISHED, "phases": phases}))

@@ -15,6 +15,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -133,6 +134,30 @@ def test_register_refuses_a_misspelled_hook() -> None:
     assert plugins.record("misspelled") is None
 
 
+def test_a_duplicate_source_is_ignored_and_reported(agentprov_plugin, agentprov_cli) -> None:
+    """The first registered plugin keeps the name; the second is listed as a duplicate."""
+    from agentprov_core.source import Source, SourceMeta
+
+    def plugin(label: str) -> SimpleNamespace:
+        class Dup(Source):
+            meta = SourceMeta(name="dupbench", label=label, summary="a duplicate",
+                              kind="suites", backend=None)
+
+        @hookimpl
+        def agentprov_sources():
+            return [Dup()]
+
+        return SimpleNamespace(agentprov_sources=agentprov_sources)
+
+    agentprov_plugin(plugin("first"), "dup-a")
+    plugins = agentprov_plugin(plugin("second"), "dup-b")
+    entry = plugins.sources()["dupbench"]
+    assert (entry.plugin.name, entry.source.meta.label) == ("dup-a", "first")
+    listed = agentprov_cli("plugins", "--format", "json").json()
+    assert listed["duplicates"] == [
+        "source 'dupbench' from dup-b ignored: already registered by dup-a"]
+
+
 # -------------------------------------------------------------- a fresh environment
 def _python(venv: Path) -> Path:
     return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
@@ -206,6 +231,25 @@ class ThirdParty:
             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         return Done(done.returncode, done.stdout, done.stderr)
 
+    def transcript(self, command: str) -> str:
+        """What a shell session shows for ``command``: the output, then ``[exit N]``."""
+        words = shlex.split(command.replace("$SCRIPT", str(self.script))
+                            .replace("$CORPORA", str(self.corpora)))
+        env = {}
+        while "=" in words[0]:
+            key, _, value = words.pop(0).partition("=")
+            env[key] = value
+        assert words[0] == "agentprov", command
+        done = subprocess.run(
+            [str(self.python), "-m", "agentprov_core", *words[1:]], cwd=self.cwd,
+            env=_clean_env(AGENTPROV_HOME=str(self.home), COLUMNS="100", **env),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+            stdin=subprocess.DEVNULL)
+        got = done.stdout.rstrip("\n").replace(str(ROOT), "…")
+        for name in ("script", "corpora"):
+            got = got.replace(str(getattr(self, name)), "$" + name.upper())
+        return got + (f"\n[exit {done.returncode}]" if done.returncode else "")
+
     def dry_run(self, *args: str) -> Done:
         return self("run", "examplebench", "--dry-run", "--llm-script", str(self.script),
                     "--corpus", str(self.corpora / "example"), "--campaign", "try", *args)
@@ -221,6 +265,27 @@ class ThirdParty:
 @pytest.fixture
 def agentprov(venv: Path, tmp_path: Path) -> ThirdParty:
     return ThirdParty(venv, tmp_path)
+
+
+SESSION = re.compile(r"^```shell-session\n(.*?)^```", re.S | re.M)
+
+
+def _sessions() -> list[tuple[str, str]]:
+    """The guide's shell sessions: (command, what it prints) pairs."""
+    pairs: list[tuple[str, str]] = []
+    for block in SESSION.findall(GUIDE.read_text(encoding="utf-8")):
+        for chunk in block.split("$ ")[1:]:
+            command, _, output = chunk.partition("\n")
+            pairs.append((command, output.rstrip("\n")))
+    return pairs
+
+
+def test_the_guide_s_sessions_run_as_shown(agentprov: ThirdParty) -> None:
+    sessions = _sessions()
+    assert len(sessions) >= 8
+    for command, shown in sessions:
+        assert agentprov.transcript(command) == shown, command
+    agentprov.assert_nothing_written()
 
 
 def _plugins(done: Done) -> dict[str, dict]:

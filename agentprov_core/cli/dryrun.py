@@ -11,7 +11,9 @@ from agentprov_core.cli.common import echo_json
 
 def print_dry_run(prepared, started: float) -> int:
     from agentprov_core.planning import plan_lines
+    from agentprov_core.session import dry_run
 
+    prepared = dry_run(prepared)
     plan = prepared.plan
     as_json = prepared.request.options.get("plan_json")
     click.echo(f"agentprov: finished in {time.monotonic() - started:.1f}s (exit 0)", err=True)

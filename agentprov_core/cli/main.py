@@ -12,6 +12,7 @@ from agentprov_core import __version__
 
 # name -> (module, attribute, one-line help). Modules are imported only when invoked.
 COMMANDS: dict[str, tuple[str, str, str]] = {
+    "backends": ("agentprov_core.cli.backends_cmd", "backends", "Build and check backend environments."),
     "info": ("agentprov_core.cli.info", "info", "Show the live parts of this build and their status."),
     "plugins": ("agentprov_core.cli.plugins_cmd", "plugins", "List plugin distributions, versions and load errors."),
     "run": ("agentprov_core.cli.run", "run", "Plan, dry-run or run a benchmark source live."),

@@ -1,0 +1,274 @@
+"""``agentprov backends build``: build, dry-run and offline-check backend environments.
+
+A build runs ``uv sync --locked --no-config --no-dev --link-mode copy`` (``--offline``
+unless ``--allow-network``) with the project's ``--exclude-newer`` and no-build list, into a
+temporary directory beside the final one, with every ``UV_*`` variable dropped except the
+cache location, and Python downloads forbidden. It then records T0's identity of the
+environment, a hello from its worker and the probe result in the marker, and only then
+renames the directory into place: a half-built environment never looks valid.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import os
+import shutil
+import subprocess
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from agentprov_core import __version__, envidentity, environments, marker, paths
+from agentprov_core.digests import file_sha256
+from agentprov_core.errors import AgentprovError
+from agentprov_core.source import SourceMeta
+
+KEEP_UV_VARS = ("UV_CACHE_DIR",)
+
+
+@dataclass
+class BuildPlan:
+    meta: SourceMeta
+    project: Path
+    env_id: str
+    env_dir: Path
+    lock_sha256: str
+    exclude_newer: str | None
+    no_build: list[str]
+    offline: bool
+
+    def uv_args(self) -> list[str]:
+        args = ["sync", "--locked", "--no-config", "--no-dev", "--link-mode", "copy"]
+        if self.offline:
+            args.append("--offline")
+        if self.exclude_newer:
+            args += ["--exclude-newer", self.exclude_newer]
+        for name in self.no_build:
+            args += ["--no-build-package", name]
+        return args
+
+
+def backend_meta(name: str) -> SourceMeta:
+    from agentprov_core.plugins import manager
+
+    metas = {}
+    for entry in manager().sources().values():
+        m = entry.source.meta
+        if m.backend:
+            metas.setdefault(m.backend, m)
+            metas.setdefault(m.name, m)
+    if name not in metas:
+        raise AgentprovError("cli.usage.unknown_backend", name=name,
+                             known=", ".join(sorted({m.backend for m in metas.values()})))
+    return metas[name]
+
+
+def plan_build(name: str, allow_network: bool) -> BuildPlan:
+    meta = backend_meta(name)
+    project = environments.project_dir(meta)
+    if project is None or not (project / "uv.lock").is_file():
+        raise AgentprovError("cli.environment.no_backend_project", backend=meta.backend)
+    env_id = environments.environment_id(meta)
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    lock = tomllib.loads((project / "uv.lock").read_text(encoding="utf-8"))
+    # The no-build list: every package the lock takes from a registry is installed from a
+    # wheel only; the backend's own path dependencies are the only builds.
+    no_build = sorted(p["name"] for p in lock.get("package", [])
+                      if "registry" in (p.get("source") or {}))
+    return BuildPlan(meta, project, env_id, environments.environment_dir(env_id),
+                     file_sha256(project / "uv.lock"),
+                     pyproject.get("tool", {}).get("uv", {}).get("exclude-newer"),
+                     no_build, offline=not allow_network)
+
+
+def uv_binary() -> str:
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+        if not found:
+            raise AgentprovError("cli.environment.uv", env_id="-",
+                                 detail="uv is not installed (pip install uv)") from None
+        return found
+
+
+def uv_env(target: Path, python: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UV_") or k in KEEP_UV_VARS}
+    env |= {"UV_PROJECT_ENVIRONMENT": str(target), "UV_PYTHON_DOWNLOADS": "never",
+            "UV_PYTHON": python, "UV_NO_PROGRESS": "1"}
+    return env
+
+
+def dry_run_lines(bp: BuildPlan) -> list[str]:
+    cut = bp.uv_args()
+    if bp.no_build:
+        first = cut.index("--no-build-package")
+        cut = [*cut[:first], "--no-build-package", "…"]
+    commit8 = (f"commit8 {bp.meta.pinned_commit[:8]} (the pinned commit)" if bp.meta.pinned_commit
+               else f"commit8 {bp.lock_sha256[:8]} (from lock_sha256)")
+    network = ("none (uv --offline: the build uses the uv cache only)" if bp.offline
+               else "allowed (--allow-network: uv may download the locked wheels)")
+    return [
+        f"backend {bp.meta.backend}: environment {bp.env_dir}",
+        f"  {commit8}; lock sha256 {bp.lock_sha256[:16]}…",
+        "  would run: uv " + " ".join(cut),
+        f"  UV_PROJECT_ENVIRONMENT={bp.env_dir}; every other UV_* variable is dropped except "
+        + ", ".join(KEEP_UV_VARS) + " (and UV_PYTHON_DOWNLOADS=never)",
+        f"  network: {network}",
+        "  then: T0 identity, hello identity, sandbox-exec feasibility probe, marker "
+        "AGENTPROV_ENV.json",
+    ]
+
+
+def env_lock(env_id: str) -> FileLock:
+    d = paths.home() / "envs"
+    d.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(d / f"{env_id}.lock"), timeout=0)
+
+
+def hold(env_id: str):
+    """Hold the environment's lock, or refuse at once (exit 3): a build, a check and a run
+    of one environment exclude each other."""
+    lock = env_lock(env_id)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise AgentprovError("cli.environment.env_busy", env_id=env_id,
+                             lock=lock.lock_file) from None
+    return lock
+
+
+def probe() -> dict[str, object]:
+    import sys
+
+    if sys.platform != "darwin":
+        return {"sandbox_exec": {"status": "not applicable", "platform": sys.platform}}
+    return {"sandbox_exec": {"status": "not run", "platform": sys.platform,
+                             "note": "the macOS probe arrives with containment"}}
+
+
+def hello_of(bp: BuildPlan, env_dir: Path, network: bool) -> dict:
+    from agentprov_core.workerclient import Worker
+
+    with tempfile.TemporaryDirectory(prefix="agentprov-hello-") as staging, \
+            Worker(bp.env_id, env_dir, Path(staging), network=network) as w:
+        hello = w.request("hello")
+    hello.pop("prefix", None)  # where it was asked from, not what it is
+    return hello
+
+
+def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
+    """Build the environment; return (what happened, its marker)."""
+    with hold(bp.env_id):
+        if bp.env_dir.exists():
+            try:
+                m = environments.read_marker(bp.meta, bp.env_id)
+            except AgentprovError:
+                m = None
+            if m is not None:
+                return "already built", m
+        bp.env_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{bp.env_id}.build-", dir=bp.env_dir.parent))
+        try:
+            m = _build_into(bp, python, tmp)
+            if bp.env_dir.exists():  # an invalid or stale environment: replace it whole
+                old = bp.env_dir.with_name(f".{bp.env_id}.old-{os.getpid()}")
+                bp.env_dir.rename(old)
+                shutil.rmtree(old, ignore_errors=True)
+            tmp.rename(bp.env_dir)
+            return "built", m
+        except OSError as exc:
+            detail = ("no space left on the device" if exc.errno == errno.ENOSPC
+                      else f"{type(exc).__name__}: {exc}")
+            raise AgentprovError("cli.environment.build_io", env_id=bp.env_id, detail=detail,
+                                 path=bp.env_dir) from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
+    uv = uv_binary()
+    proc = subprocess.run([uv, *bp.uv_args(), "--project", str(bp.project)],
+                          env=uv_env(tmp, python), capture_output=True, text=True)
+    if proc.returncode != 0:
+        text = (proc.stderr or proc.stdout).strip()
+        if "--locked" in text and ("needs to be updated" in text or "out of date" in text):
+            raise AgentprovError("cli.environment.lock_mismatch",
+                                 lock=paths.display(bp.project / "uv.lock"),
+                                 project=paths.display(bp.project))
+        if "No space left" in text:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        tail = " | ".join(text.splitlines()[-4:])
+        raise AgentprovError("cli.environment.uv", env_id=bp.env_id, detail=tail)
+    (tmp / "agentprov").mkdir(exist_ok=True)
+    shutil.copyfile(bp.project / "uv.lock", tmp / "agentprov" / "uv.lock")
+    shutil.copyfile(bp.project / "pyproject.toml", tmp / "agentprov" / "pyproject.toml")
+    ident = envidentity.compute(tmp)
+    if ident.problems:
+        raise AgentprovError("cli.environment.uv", env_id=bp.env_id,
+                             detail="the installed files do not match their RECORD: "
+                                    + "; ".join(ident.problems[:3]))
+    hello = hello_of(bp, tmp, network=True)
+    uv_version = subprocess.run([uv, "--version"], capture_output=True, text=True).stdout.strip()
+    m = marker.Marker(
+        format=marker.FORMAT, environment_id=bp.env_id, backend=bp.meta.backend or "",
+        project=f"backends/{bp.meta.backend_project}",
+        built_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        agentprov=__version__, python=hello.get("python", ""), uv=uv_version,
+        lock_sha256=bp.lock_sha256, exclude_newer=bp.exclude_newer,
+        pinned_commit=bp.meta.pinned_commit, distributions=ident.distributions,
+        files_verified=ident.files_verified, guarded=ident.guarded,
+        defence_registry_sha256=ident.defence_registry_sha256, hello=hello, probe=probe(),
+        identity_sha256=ident.digest)
+    marker.write(tmp, m)
+    return m
+
+
+def offline_check(bp: BuildPlan) -> marker.Marker:
+    """Recompute the identity from the files, ask for a hello with the network blocked,
+    and compare both with the marker. Raise exit 3 naming what differs."""
+
+    def fail(what: str) -> AgentprovError:
+        return AgentprovError("cli.environment.offline_check", env_id=bp.env_id, what=what)
+
+    with hold(bp.env_id):
+        if not bp.env_dir.is_dir():
+            raise AgentprovError("cli.environment.backend_missing", env_id=bp.env_id,
+                                 backend=bp.meta.backend)
+        m = environments.read_marker(bp.meta, bp.env_id)
+        if m.lock_sha256 != bp.lock_sha256:
+            raise fail(f"the marker's lock_sha256 differs from backends/{bp.meta.backend_project}"
+                       "/uv.lock")
+        ident = envidentity.compute(bp.env_dir)
+        if ident.problems:
+            raise fail("; ".join(ident.problems[:5])
+                       + (f" (+{len(ident.problems) - 5} more)" if len(ident.problems) > 5 else ""))
+        diffs = _diff_dists(m.distributions, ident.distributions, "RECORD")
+        diffs += [f"guarded file {k} changed" for k in m.guarded
+                  if ident.guarded.get(k) != m.guarded[k]]
+        if diffs:
+            raise fail("; ".join(diffs[:5]))
+        hello = hello_of(bp, bp.env_dir, network=False)
+        hdiff = _diff_dists(m.hello.get("distributions", {}), hello.get("distributions", {}),
+                            "hello")
+        for key in ("python", "defence_registry_sha256", "agentprov_backend"):
+            if hello.get(key) != m.hello.get(key):
+                hdiff.append(f"hello {key} {hello.get(key)!r} differs from the marker's "
+                             f"{m.hello.get(key)!r}")
+        if hdiff:
+            raise fail("; ".join(hdiff[:5]))
+        return m
+
+
+def _diff_dists(want: dict, got: dict, what: str) -> list[str]:
+    out = [f"{what}: {n} is missing" for n in sorted(set(want) - set(got))]
+    out += [f"{what}: {n} was not in the build" for n in sorted(set(got) - set(want))]
+    out += [f"{what}: {n} differs ({want[n].get('version')})" for n in sorted(set(want) & set(got))
+            if want[n] != got[n]]
+    return out

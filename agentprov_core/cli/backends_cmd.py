@@ -1,0 +1,49 @@
+"""``agentprov backends``: build and check the environments backends run in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def backends() -> None:
+    """Build and check backend environments ($AGENTPROV_HOME/envs/<id>/)."""
+
+
+@backends.command("build")
+@click.argument("backend")
+@click.option("--dry-run", is_flag=True, help="Print the build plan; write nothing.")
+@click.option("--offline-check", is_flag=True,
+              help="Verify an existing build from its files and a network-blocked hello.")
+@click.option("--allow-network", is_flag=True, help="Let uv download packages (else --offline).")
+@click.option("--env-file", metavar="PATH", help="An .env for builds that need one.")
+def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
+          env_file: str | None) -> int:
+    """Build BACKEND's environment from its committed uv.lock, and record its identity."""
+    from agentprov_core import backends as b
+    from agentprov_core.errors import AgentprovError
+
+    if dry_run and offline_check:
+        raise AgentprovError("cli.usage.exclusive", first="--dry-run", second="--offline-check")
+    if env_file is not None and not Path(env_file).is_file():
+        raise AgentprovError("cli.usage.env_file", path=env_file)
+    bp = b.plan_build(backend, allow_network)
+    if dry_run:
+        for line in b.dry_run_lines(bp):
+            click.echo(line)
+        return 0
+    if offline_check:
+        b.offline_check(bp)
+        click.echo(f"agentprov backends build --offline-check: {bp.env_id} verified "
+                   "(marker, lock, RECORD, guarded files, hello identity)")
+        return 0
+    from agentprov_core.interpreters import find_python312
+
+    python = find_python312()
+    what, m = b.build(bp, python)
+    click.echo(f"agentprov backends build: {bp.env_id} {what} at {bp.env_dir} "
+               f"({len(m.distributions)} distributions, {m.files_verified} files hashed; "
+               f"Python {m.python})")
+    return 0

@@ -1,0 +1,99 @@
+"""An environment's identity recomputed by T0 from its files, importing nothing from it.
+
+* every installed distribution: name, version (from METADATA) and the sha256 of its
+  RECORD's own text (the same digest the worker's hello reports);
+* every file RECORD lists with a hash is re-hashed and compared (any changed installed file
+  fails the check);
+* the guarded files: the environment's ``pyvenv.cfg`` and the copies of the backend
+  project's ``uv.lock`` and ``pyproject.toml`` made at build time;
+* the installed defence registry's sha256.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentprov_core.digests import digest, file_sha256
+
+GUARDED = ("pyvenv.cfg", "agentprov/uv.lock", "agentprov/pyproject.toml")
+
+
+def site_packages(env: Path) -> Path:
+    found = sorted(env.glob("lib/python3*/site-packages"))
+    if not found:
+        raise FileNotFoundError(f"{env} has no lib/python3*/site-packages")
+    return found[0]
+
+
+def _metadata(dist_info: Path) -> tuple[str, str]:
+    name = version = ""
+    with open(dist_info / "METADATA", encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                break
+            if line.startswith("Name:"):
+                name = line[5:].strip()
+            elif line.startswith("Version:"):
+                version = line[8:].strip()
+    return name.lower().replace("_", "-"), version
+
+
+@dataclass
+class Identity:
+    distributions: dict[str, dict[str, str]]
+    files_verified: int
+    guarded: dict[str, str]
+    defence_registry_sha256: str | None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def digest(self) -> str:
+        return digest({"distributions": self.distributions, "guarded": self.guarded,
+                       "defence_registry_sha256": self.defence_registry_sha256})
+
+
+def _b64(h: bytes) -> str:
+    return base64.urlsafe_b64encode(h).rstrip(b"=").decode()
+
+
+def compute(env: Path, verify_files: bool = True) -> Identity:
+    sp = site_packages(env)
+    dists: dict[str, dict[str, str]] = {}
+    problems: list[str] = []
+    verified = 0
+    for info in sorted(sp.glob("*.dist-info")):
+        record = info / "RECORD"
+        if not record.is_file():
+            problems.append(f"{info.name} has no RECORD")
+            continue
+        text = record.read_text(encoding="utf-8")
+        name, version = _metadata(info)
+        dists[name] = {"version": version,
+                       "record_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+        if not verify_files:
+            continue
+        for line in text.splitlines():
+            path, _, rest = line.partition(",")
+            algo_hash = rest.partition(",")[0]
+            if not algo_hash:
+                continue
+            algo, _, expected = algo_hash.partition("=")
+            target = (sp / path).resolve() if ".." in path else sp / path
+            try:
+                actual = _b64(hashlib.new(algo, target.read_bytes()).digest())
+            except FileNotFoundError:
+                problems.append(f"{name}: {path} is missing")
+                continue
+            if actual != expected:
+                problems.append(f"{name}: {path} differs from its RECORD hash")
+            verified += 1
+    guarded = {}
+    for rel in GUARDED:
+        p = env / rel
+        guarded[rel] = file_sha256(p) if p.is_file() else "missing"
+    reg = sp / "agentprov_backend" / "defences.toml"
+    return Identity(dict(sorted(dists.items())), verified, guarded,
+                    file_sha256(reg) if reg.is_file() else None, problems)

@@ -1,0 +1,55 @@
+"""The environment marker, ``AGENTPROV_ENV.json``: what an environment was built as."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+MARKER = "AGENTPROV_ENV.json"
+FORMAT = "agentprov-env-marker/0.1"
+
+
+class Marker(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    format: str
+    environment_id: str
+    backend: str
+    project: str
+    built_at: str
+    agentprov: str
+    python: str
+    uv: str
+    lock_sha256: str
+    exclude_newer: str | None
+    pinned_commit: str | None
+    distributions: dict[str, dict[str, str]]
+    files_verified: int
+    guarded: dict[str, str]
+    defence_registry_sha256: str | None
+    hello: dict[str, Any]
+    probe: dict[str, Any]
+    identity_sha256: str
+
+
+def path(env_dir: Path) -> Path:
+    return env_dir / MARKER
+
+
+def read(env_dir: Path) -> Marker:
+    """Raise ``FileNotFoundError`` or ``ValueError`` (corrupt, foreign format)."""
+    raw = path(env_dir).read_bytes()
+    try:
+        m = msgspec.json.decode(raw, type=Marker)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ValueError(f"is corrupted ({exc})") from None
+    if m.format != FORMAT:
+        raise ValueError(f"has format {m.format!r}, not {FORMAT!r}")
+    return m
+
+
+def write(env_dir: Path, marker: Marker) -> None:
+    p = path(env_dir)
+    tmp = p.with_suffix(".json.tmp")
+    tmp.write_bytes(msgspec.json.format(msgspec.json.encode(marker), indent=1) + b"\n")
+    tmp.replace(p)

@@ -1,0 +1,60 @@
+"""An environment's identity as the worker sees it (the hello).
+
+Each installed distribution is identified by its name, version and the sha256 of its
+RECORD's own text (read, never stat-ing the files RECORD lists: a sandbox may forbid
+reading some of them, such as ``.env.example``). T0 computes the same digests from the
+files without importing anything from the environment; ``--offline-check`` compares both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import sys
+from importlib import metadata, resources
+from typing import Any
+
+from agentprov_backend import __version__
+
+PROTOCOL = "agentprov-worker/0.1"
+
+
+def _name(dist: metadata.Distribution) -> str:
+    return (dist.metadata["Name"] or "").lower().replace("_", "-")
+
+
+def distributions() -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for dist in metadata.distributions():
+        record = dist.read_text("RECORD")
+        if record is None:
+            continue
+        out[_name(dist)] = {
+            "version": dist.version,
+            "record_sha256": hashlib.sha256(record.encode("utf-8")).hexdigest(),
+        }
+    return dict(sorted(out.items()))
+
+
+def defence_registry_sha256() -> str:
+    data = resources.files("agentprov_backend").joinpath("defences.toml").read_bytes()
+    return hashlib.sha256(data).hexdigest()
+
+
+def hello() -> dict[str, Any]:
+    return {
+        "protocol": PROTOCOL,
+        "agentprov_backend": __version__,
+        "python": platform.python_version(),
+        "implementation": sys.implementation.name,
+        "prefix": sys.prefix,
+        "distributions": distributions(),
+        "defence_registry_sha256": defence_registry_sha256(),
+        "sources": sorted(_served_sources()),
+    }
+
+
+def _served_sources() -> list[str]:
+    from agentprov_backend.catalogue import SOURCES
+
+    return list(SOURCES)
