@@ -70,9 +70,11 @@ def backend_meta(name: str) -> SourceMeta:
 def plan_build(name: str, allow_network: bool) -> BuildPlan:
     meta = backend_meta(name)
     project = environments.project_dir(meta)
-    if project is None or not (project / "uv.lock").is_file():
-        raise AgentprovError("cli.environment.no_backend_project", backend=meta.backend)
-    env_id = environments.environment_id(meta)
+    env_id = environments.environment_id(meta)  # exit 3 when the project has no lock
+    if project is None or not (project / "uv.lock").is_file():  # git-pinned, no project yet
+        why = (f"{paths.display(project)}/uv.lock is absent" if project is not None
+               else "the source declares no backend project")
+        raise AgentprovError("cli.environment.no_backend_project", backend=meta.backend, why=why)
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
     lock = tomllib.loads((project / "uv.lock").read_text(encoding="utf-8"))
     # The no-build list: every package the lock takes from a registry is installed from a
@@ -163,6 +165,24 @@ def hello_of(bp: BuildPlan, env_dir: Path, network: bool) -> dict:
     return hello
 
 
+def record_catalogues(bp: BuildPlan, env_dir: Path) -> dict:
+    """Ask the new environment's worker for its hello and for the catalogue of every source
+    it serves, computed from the installed package; record them in ``agentprov/``."""
+    import json
+
+    from agentprov_core.workerclient import Worker
+
+    with tempfile.TemporaryDirectory(prefix="agentprov-build-") as staging, \
+            Worker(bp.env_id, env_dir, Path(staging), network=False) as w:
+        hello = w.request("hello")
+        for source in hello.get("sources", []):
+            doc = w.request("catalogue", source=source)
+            (env_dir / "agentprov" / f"catalogue-{source}.json").write_text(
+                json.dumps(doc, sort_keys=True, indent=1) + "\n", encoding="utf-8")
+    hello.pop("prefix", None)
+    return hello
+
+
 def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
     """Build the environment; return (what happened, its marker)."""
     with hold(bp.env_id):
@@ -209,12 +229,12 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
     (tmp / "agentprov").mkdir(exist_ok=True)
     shutil.copyfile(bp.project / "uv.lock", tmp / "agentprov" / "uv.lock")
     shutil.copyfile(bp.project / "pyproject.toml", tmp / "agentprov" / "pyproject.toml")
+    hello = record_catalogues(bp, tmp)
     ident = envidentity.compute(tmp)
     if ident.problems:
         raise AgentprovError("cli.environment.uv", env_id=bp.env_id,
                              detail="the installed files do not match their RECORD: "
                                     + "; ".join(ident.problems[:3]))
-    hello = hello_of(bp, tmp, network=True)
     uv_version = subprocess.run([uv, "--version"], capture_output=True, text=True).stdout.strip()
     m = marker.Marker(
         format=marker.FORMAT, environment_id=bp.env_id, backend=bp.meta.backend or "",

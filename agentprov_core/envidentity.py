@@ -4,8 +4,9 @@
   RECORD's own text (the same digest the worker's hello reports);
 * every file RECORD lists with a hash is re-hashed and compared (any changed installed file
   fails the check);
-* the guarded files: the environment's ``pyvenv.cfg`` and the copies of the backend
-  project's ``uv.lock`` and ``pyproject.toml`` made at build time;
+* the guarded files: the environment's ``pyvenv.cfg``, the copies of the backend
+  project's ``uv.lock`` and ``pyproject.toml`` made at build time, and the catalogues the
+  worker computed from the installed package at build time (``agentprov/catalogue-*.json``);
 * the installed defence registry's sha256.
 """
 
@@ -91,7 +92,8 @@ def compute(env: Path, verify_files: bool = True) -> Identity:
                 problems.append(f"{name}: {path} differs from its RECORD hash")
             verified += 1
     guarded = {}
-    for rel in GUARDED:
+    recorded = sorted(str(p.relative_to(env)) for p in env.glob("agentprov/catalogue-*.json"))
+    for rel in (*GUARDED, *recorded):
         p = env / rel
         guarded[rel] = file_sha256(p) if p.is_file() else "missing"
     reg = sp / "agentprov_backend" / "defences.toml"

@@ -30,7 +30,9 @@ def environment_id(meta: SourceMeta) -> str:
     project = project_dir(meta)
     lock = project / "uv.lock" if project is not None else None
     if lock is None or not lock.is_file():
-        raise AgentprovError("cli.environment.no_backend_project", backend=meta.backend)
+        why = (f"{paths.display(lock)} is absent" if lock is not None
+               else "the source declares no backend project")
+        raise AgentprovError("cli.environment.no_backend_project", backend=meta.backend, why=why)
     return f"{prefix}-{file_sha256(lock)[:8]}"
 
 

@@ -116,6 +116,9 @@ _reg("cli.usage.unknown_source", U, "usage",
 _reg("cli.usage.source_not_installed", U, "usage",
      "source {name!r} is a part of this build, but its plugin {distribution} is not installed (pip install {distribution}); installed sources: {known}",
      "install the plugin distribution")
+_reg("cli.usage.source_disabled", U, "usage",
+     "source {name!r} comes from {distribution} {version}, which is {status} ({why})",
+     "change AGENTPROV_LOAD_PLUGINS / AGENTPROV_DISABLED_PLUGINS")
 _reg("cli.usage.no_cells", U, "usage",
      "the plan has no cells ({why})",
      "add an attack, or include the benign cells")
@@ -149,7 +152,7 @@ _reg("cli.environment.backend_missing", E, "coded",
      "environment {env_id} of backend {backend} is not built: run agentprov backends build {backend}",
      "run agentprov backends build BACKEND")
 _reg("cli.environment.no_backend_project", E, "coded",
-     "backend {backend} has no environment project in this build (backends/{backend}/uv.lock is absent): run agentprov backends build {backend} once it lands",
+     "backend {backend} has no environment project in this build ({why})",
      "use a source whose backend is in this build")
 _reg("cli.environment.plugin_failed", E, "coded",
      "source {source!r} comes from {distribution} {version}, which failed to load: {error}",

@@ -29,6 +29,17 @@ def check_hello(hello: dict, m: Marker, backend: str) -> None:
                              what=", ".join(diffs[:5]), backend=backend)
 
 
+def check_recorded_catalogue(env_dir: Path, m: Marker, source: str) -> None:
+    """The catalogue recorded at build time must still be the one the marker hashed."""
+    from agentprov_core.digests import file_sha256
+
+    rel = f"agentprov/catalogue-{source}.json"
+    p = env_dir / rel
+    if rel in m.guarded and (not p.is_file() or file_sha256(p) != m.guarded[rel]):
+        raise AgentprovError("cli.environment.identity", env_id=m.environment_id,
+                             what=f"{rel} changed", backend=m.backend)
+
+
 def worker_catalogue(src: Source) -> Catalogue | None:
     """The catalogue served by the source's built environment, or ``None`` when the
     environment is not built (the plugin's committed catalogue then answers)."""
@@ -45,6 +56,7 @@ def worker_catalogue(src: Source) -> Catalogue | None:
         return None
     from agentprov_core.workerclient import Worker
 
+    check_recorded_catalogue(env_dir, m, meta.name)
     with backends.hold(env_id), tempfile.TemporaryDirectory(prefix="agentprov-") as staging, \
             Worker(env_id, env_dir, Path(staging), network=False) as w:
         check_hello(w.request("hello"), m, meta.backend or "")
@@ -61,6 +73,7 @@ def dry_run(p):
     env_id = p.plan.environment_id
     m = environments.read_marker(meta, env_id)
     env_dir = environments.environment_dir(env_id)
+    check_recorded_catalogue(env_dir, m, meta.name)
     with backends.hold(env_id), tempfile.TemporaryDirectory(prefix="agentprov-") as staging, \
             Worker(env_id, env_dir, Path(staging), network=False) as w:
         hello = w.request("hello")

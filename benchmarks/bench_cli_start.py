@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchutil import child_env, forked, gnu_time, read_peak_mib
+
 TARGET_RATIO = 2.0  # the issue's target: `agentprov --help` and `agentprov info` within 2x of (b)
 
 BARE_APP = '''\
@@ -73,18 +75,6 @@ def console_script() -> str | None:
     return shutil.which("agentprov")
 
 
-def child_env(home: str) -> dict[str, str]:
-    """The environment of every measured process: no AGENTPROV_* setting of the caller
-    (all plugins load, the checkout's registry), a private home, and bytecode caching on
-    (tox sets PYTHONDONTWRITEBYTECODE; without a cache every run would recompile click)."""
-    drop = {"PYTHONDONTWRITEBYTECODE", "PYTHONPROFILEIMPORTTIME", "PYTHONSTARTUP",
-            "PYTHONPYCACHEPREFIX"}
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("AGENTPROV_") and k not in drop}
-    env["AGENTPROV_HOME"] = home
-    return env
-
-
 def commands(bare: Path) -> list[tuple[str, str, list[str]]]:
     py = sys.executable
     script = console_script()
@@ -104,7 +94,7 @@ def commands(bare: Path) -> list[tuple[str, str, list[str]]]:
 
 
 def run_once(argv: list[str], env: dict[str, str], cwd: str) -> dict[str, float | None]:
-    """Wall time (s) of one subprocess, its CPU time and peak RSS (MiB) where the OS says."""
+    """Wall time (s) of one subprocess and its CPU time (user + system) where the OS says."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env, cwd=cwd)
@@ -112,19 +102,32 @@ def run_once(argv: list[str], env: dict[str, str], cwd: str) -> dict[str, float 
         _, status, ru = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = code = os.waitstatus_to_exitcode(status)
-        cpu, rss = ru.ru_utime + ru.ru_stime, maxrss_mib(ru.ru_maxrss)
+        cpu = ru.ru_utime + ru.ru_stime
     else:  # pragma: no cover - Windows
         code = proc.wait()
-        wall, cpu, rss = time.perf_counter() - t0, None, None
+        wall, cpu = time.perf_counter() - t0, None
     if code != 0:
         err = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd).stderr
         raise RuntimeError(f"{' '.join(argv)} exited {code}:\n{err[-2000:]}")
-    return {"wall": wall, "cpu": cpu, "rss": rss}
+    return {"wall": wall, "cpu": cpu}
 
 
-def maxrss_mib(value: int) -> float:
-    """ru_maxrss is KiB on Linux and bytes on macOS."""
-    return value / (1024 * 1024) if sys.platform == "darwin" else value / 1024
+def peak_rss(argv: list[str], env: dict[str, str], cwd: str, runs: int) -> float | None:
+    """Median peak RSS (MiB) of ``argv`` over ``runs`` runs through GNU time (untimed
+    runs: the wrapper would add its own start to the wall time); None without GNU time."""
+    if gnu_time() is None:
+        return None
+    peaks = []
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "peak"
+        for _ in range(runs):
+            subprocess.run(forked(argv, report), stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                           cwd=cwd, check=True)
+            peak = read_peak_mib(report)
+            if peak is not None:
+                peaks.append(peak)
+    return statistics.median(peaks) if peaks else None
 
 
 def p90(values: list[float]) -> float:
@@ -132,7 +135,8 @@ def p90(values: list[float]) -> float:
 
 
 # ---------------------------------------------------------------------- wall times
-def measure_walls(rounds: int, bare: Path, env: dict[str, str], cwd: str) -> dict[str, Any]:
+def measure_walls(rounds: int, bare: Path, env: dict[str, str], cwd: str,
+                  rss_runs: int = 3) -> dict[str, Any]:
     cmds = commands(bare)
     samples: dict[str, list[dict[str, float | None]]] = {k: [] for k, _, _ in cmds}
     for _warm in range(2):  # warm the page cache and write the bytecode caches; not timed
@@ -145,11 +149,10 @@ def measure_walls(rounds: int, bare: Path, env: dict[str, str], cwd: str) -> dic
     for key, label, argv in cmds:
         walls = [s["wall"] for s in samples[key]]
         cpus = [s["cpu"] for s in samples[key] if s["cpu"] is not None]
-        rss = [s["rss"] for s in samples[key] if s["rss"] is not None]
         rows[key] = {"label": label, "argv": argv, "median": statistics.median(walls),
                      "p90": p90(walls), "min": min(walls),
                      "cpu_median": statistics.median(cpus) if cpus else None,
-                     "rss_median": statistics.median(rss) if rss else None}
+                     "rss_median": peak_rss(argv, env, cwd, rss_runs)}
     a, b = rows["a"]["median"], rows["b"]["median"]
     for row in rows.values():
         row["vs_b"] = row["median"] / b
@@ -252,7 +255,8 @@ def run(rounds: int = 30, importtime_runs: int = 5, phase_runs: int = 10) -> dic
         phases = measure_info_phases(phase_runs, env, cwd)
     script = console_script()
     return {"walls": walls, "imports": imports, "info_phases": phases,
-            "console_script": script, "target_ratio": TARGET_RATIO}
+            "console_script": script, "target_ratio": TARGET_RATIO,
+            "gnu_time": gnu_time()}
 
 
 def _ms(v: float) -> str:
@@ -270,7 +274,12 @@ def markdown(res: dict[str, Any]) -> str:
             f"output to /dev/null. `agentprov` is {via}; the `python -m agentprov_core` rows "
             "are the same commands through `-m`. The ratios use medians. "
             "\"Own time vs (b)\" is (x − a) / (b − a): the command's time above a bare "
-            "interpreter start, against the bare click app's.", ""]
+            "interpreter start, against the bare click app's. CPU is user + system time "
+            "(median). Peak RSS is the median of three further, untimed runs under GNU "
+            "`time`, which forks the command so that the peak is the command's own "
+            "(`benchmarks/benchutil.py` says why)"
+            + ("." if res.get("gnu_time") else "; GNU time was not found, so it is "
+               "not measured."), ""]
     out += ["| | command | median ms | p90 ms | ÷ (b) | ÷ (a) | own time vs (b) "
             "| CPU ms | peak RSS MiB |",
             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]

@@ -14,10 +14,13 @@ child first imports agentprov and loads the plugins, then times ``prepare``: rea
 catalogue, the checks, the expansion and the digests. Two paths are measured:
 
 * ``prepare``: the plan in memory;
-* ``dry run``: ``prepare`` and then what ``agentprov run --dry-run --plan-json`` prints
+* ``dry run``: ``prepare`` and then what ``agentprov run --dry-run --plan-json`` does
   (``agentprov_core.cli.dryrun.print_dry_run``: the human lines on stderr and the
-  ``agentprov-run-dry-plan/0.1`` document on stdout, both to /dev/null). Its row also
-  gives the wall time of the whole subprocess: interpreter, imports, plugins, plan, output.
+  ``agentprov-run-dry-plan/0.1`` document on stdout, both to /dev/null), with the worker
+  session replaced by an in-process stand-in (see ``_worker_stand_in``).
+
+Every row also gives the wall time of the whole subprocess: interpreter, imports,
+plugins, plan, output.
 
 Wall time is the median of the timed runs; memory is the ``tracemalloc`` peak (one run
 with tracing on, since tracing slows the run) and the ``ru_maxrss`` growth over the
@@ -39,6 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchutil import child_env, forked, read_peak_mib
+
 SOURCE = "autodojo"
 TARGET_SECONDS = 10.0  # the issue's targets for the full plan
 TARGET_MIB = 500.0
@@ -52,6 +57,68 @@ def _maxrss_mib() -> float:
     return v / (1024 * 1024) if sys.platform == "darwin" else v / 1024
 
 
+def _fixed_environment(environments) -> None:
+    """No environment is built here: the environment check answers a fixed id (and, where
+    the check also reads the environment's marker, a stand-in marker with a fixed
+    identity digest)."""
+    from types import SimpleNamespace
+
+    def fixed_id(meta) -> str:
+        return f"{meta.environment_prefix or meta.backend or meta.name}-00000000"
+
+    environments.require_built = fixed_id
+    if hasattr(environments, "read_marker"):
+        environments.read_marker = lambda meta, env_id: SimpleNamespace(
+            environment_id=env_id, backend=meta.backend, identity_sha256="0" * 64,
+            hello={}, guarded={})
+
+
+def _worker_stand_in(timed, notes: list[str]):
+    """``session.dry_run`` without the worker process (no environment is built here): what
+    it costs T0 and the worker per cell, in this process. The served catalogue is the
+    plugin's own, converted as ``session`` converts the worker's answer; the plan request
+    carries every cell row as JSON both ways and the worker's ``_plan`` checks each cell.
+    Not measured: starting the worker, ``hello``, the pipe itself."""
+    import msgspec
+
+    from agentprov_core import paths, planning
+    from agentprov_core.catalogue import Catalogue
+
+    check = None
+    shared = (paths.backends_dir() or Path("backends")) / "shared" / "src"
+    try:
+        sys.path.insert(0, str(shared))
+        from agentprov_backend import worker
+
+        check = worker._plan
+    except Exception as exc:  # the stand-in then measures T0's side only
+        notes.append(f"the worker's per-cell check was not measured ({type(exc).__name__}: "
+                     f"{exc})")
+    reexpand = getattr(planning, "with_worker_catalogue", None)
+    if reexpand is None:
+        notes.append("planning.with_worker_catalogue is gone: no re-expansion measured")
+
+    def stand_in(p):
+        served = msgspec.to_builtins(p.catalogue)
+        cat = timed(lambda: msgspec.convert(served, type=Catalogue),
+                    "worker stand-in: the served catalogue, converted")
+        if reexpand is not None:  # its expansion and digest are timed as such
+            p = reexpand(p, cat)
+        msg = timed(lambda: json.dumps({"id": 3, "type": "plan", "source": SOURCE,
+                                        "benchmark_version": p.plan.benchmark_version,
+                                        "cells": [c.row() for c in p.plan.cells]}),
+                    "worker stand-in: the plan request, every cell row as JSON (T0)")
+        if check is not None:
+            worker._catalogues[SOURCE] = served
+            req = timed(lambda: json.loads(msg), "worker stand-in: decode the request (worker)")
+            res = timed(lambda: check(req), "worker stand-in: check every cell (worker _plan)")
+            timed(lambda: json.loads(json.dumps({"id": 3, "ok": True, "result": res})),
+                  "worker stand-in: the reply, both ways")
+        return p
+
+    return stand_in
+
+
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One measurement, in this (fresh) process. Returns what it measured."""
     from agentprov_core import catalogue as catmod
@@ -62,36 +129,49 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     from agentprov_core.plans import Plan
     from agentprov_core.runrequest import RunRequest
 
-    environments.require_built = lambda meta: f"{meta.environment_prefix or meta.name}-00000000"
+    _fixed_environment(environments)
     src = source_entry(SOURCE).source  # loads every plugin: not part of the measurement
     if spec.get("catalogue"):
         type(src).catalogue_file = Path(spec["catalogue"])
     options = dict(spec["options"])
-    if spec["path"] == "dry run":
+    dry = spec["path"] == "dry run"
+    if dry:
         options |= {"dry_run": True, "plan_json": True}
     req = RunRequest(SOURCE, options, set(options))
     mode = spec["mode"]
+    spent: dict[str, float] = {}  # "section|step" -> seconds
+    notes: list[str] = []
+    section = ["prepare"]  # then "output": what the dry run does after prepare()
 
-    spent: dict[str, float] = {}
+    def timed(fn, label: str):
+        t = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            key = f"{section[0]}|{label}"
+            spent[key] = spent.get(key, 0.0) + time.perf_counter() - t
 
-    def timed(owner, name: str, label: str) -> None:
-        real = getattr(owner, name)
+    def wrap(owner, name: str, label: str) -> None:
+        real = getattr(owner, name, None)
+        if real is None:
+            notes.append(f"{getattr(owner, '__name__', owner)}.{name} is gone: not timed")
+            return
+        setattr(owner, name, lambda *a, **kw: timed(lambda: real(*a, **kw), label))
 
-        def wrapper(*a, **kw):
-            t = time.perf_counter()
-            try:
-                return real(*a, **kw)
-            finally:
-                spent[label] = spent.get(label, 0.0) + time.perf_counter() - t
-
-        setattr(owner, name, wrapper)
-
+    if dry:
+        try:
+            from agentprov_core import session
+        except ImportError:
+            session = None
+        if session is not None and hasattr(session, "dry_run"):
+            session.dry_run = _worker_stand_in(timed, notes)
     if mode == "time":
-        timed(catmod, "load", "read the catalogue (msgspec)")
-        timed(srcmod, "expand_suites", "expand the cells")
-        timed(planning, "plan_digest", "plan digest (canonical JSON of every cell key)")
-        timed(Plan, "dry_plan", "dry plan document (a dict per cell)")
-        timed(dryrun, "echo_json", "json.dumps(indent=1, sort_keys) and echo")
+        wrap(catmod, "load", "read the catalogue (msgspec)")
+        wrap(srcmod, "expand_suites", "expand the cells")
+        wrap(planning, "plan_digest", "plan digest (canonical JSON of every cell key)")
+        wrap(Plan, "dry_plan", "dry plan document (a dict per cell)")
+        wrap(dryrun, "echo_json", "json.dumps(indent=1, sort_keys) and echo")
+        wrap(planning, "plan_lines", "human plan lines (the list of strings)")
     rss_before = _maxrss_mib()
     if mode == "tracemalloc":
         import tracemalloc
@@ -100,7 +180,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     prepared = planning.prepare(req)
     t1 = time.perf_counter()
-    if spec["path"] == "dry run":
+    section[0] = "output"
+    if dry:
         null = os.open(os.devnull, os.O_WRONLY)
         saved = os.dup(1), os.dup(2)
         sys.stdout.flush()
@@ -117,7 +198,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             os.close(null)
     t2 = time.perf_counter()
     out: dict[str, Any] = {"cells": len(prepared.cells), "plan_sha256": prepared.plan.plan_sha256,
-                           "prepare_s": t1 - t0, "output_s": t2 - t1, "total_s": t2 - t0}
+                           "prepare_s": t1 - t0, "output_s": t2 - t1, "total_s": t2 - t0,
+                           "notes": notes}
     if mode == "tracemalloc":
         import tracemalloc
 
@@ -169,31 +251,30 @@ def scaled_catalogue(k: int, into: Path) -> Path:
 
 
 def run_child(spec: dict[str, Any], env: dict[str, str], cwd: str) -> dict[str, Any]:
+    """One measurement in a fresh process, forked by a small one (``benchutil.forked``) so
+    that its ru_maxrss is its own; the whole process's wall time as seen from here."""
     argv = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            cwd=cwd, text=True)
-    stdout, stderr = proc.communicate()
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(f"child {spec} exited {proc.returncode}:\n{stderr[-3000:]}")
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "peak"
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(forked(argv, report), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, cwd=cwd, text=True)
+        stdout, stderr = proc.communicate()
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(f"child {spec} exited {proc.returncode}:\n{stderr[-3000:]}")
+        peak = read_peak_mib(report)
     res = json.loads(stdout)
     res["process_wall_s"] = wall
+    if peak is not None and "rss_after_mib" in res:
+        res["rss_after_mib"] = max(res["rss_after_mib"], peak)  # GNU time saw the exit too
     return res
-
-
-def child_env(home: str) -> dict[str, str]:
-    drop = {"PYTHONDONTWRITEBYTECODE", "PYTHONPROFILEIMPORTTIME", "PYTHONSTARTUP"}
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("AGENTPROV_") and k not in drop}
-    env["AGENTPROV_HOME"] = home
-    return env
 
 
 def summarise(timed: list[dict[str, Any]], traced: dict[str, Any]) -> dict[str, Any]:
     med = statistics.median
     phases = {name: med(r["phases_s"].get(name, 0.0) for r in timed)
-              for name in timed[0]["phases_s"]}
+              for name in dict.fromkeys(k for r in timed for k in r["phases_s"])}
     return {
         "cells": timed[0]["cells"], "runs": len(timed),
         "plan_sha256": timed[0]["plan_sha256"],
@@ -208,6 +289,7 @@ def summarise(timed: list[dict[str, Any]], traced: dict[str, Any]) -> dict[str, 
         "tracemalloc_peak_mib": traced["tracemalloc_peak_mib"],
         "tracemalloc_retained_mib": traced["tracemalloc_retained_mib"],
         "phases_s": phases,
+        "notes": sorted({n for x in [*timed, traced] for n in x["notes"]}),
     }
 
 
@@ -261,9 +343,23 @@ def markdown(res: dict[str, Any]) -> str:
             f"({', '.join(exp['needing_options']) or 'none'}: its own plan below, with a "
             "small temporary cache file and `--autodojo-variant 0`). "
             f"Every measurement is a fresh subprocess; wall time is the median of "
-            f"{res['repeats']} runs, tracemalloc the peak of one traced run, RSS the median "
-            "ru_maxrss. The timed section starts after the imports and the plugin loading.",
-            ""]
+            f"{res['repeats']} runs; tracemalloc is the peak of one traced run (tracing "
+            "slows it); RSS is the child's ru_maxrss, its growth over the timed section and "
+            "its peak, medians (the child is forked by a small process so that the numbers "
+            "are its own: `benchmarks/benchutil.py`). The timed section starts after the "
+            "imports and the plugin loading; \"whole process\" is the subprocess from start "
+            "to exit, as the parent saw it.",
+            "",
+            "Paths: *prepare* is `planning.prepare(RunRequest(\"autodojo\", ...))` with a "
+            "scripted model and the environment check answering a fixed id (no environment "
+            "is built here). *dry run* is that and then what `agentprov run autodojo "
+            "--dry-run --plan-json` does after it (`cli.dryrun.print_dry_run`, output to "
+            "/dev/null), where the worker session (`session.dry_run`) is replaced by a "
+            "stand-in in the same process: the plugin's catalogue as the served one, the "
+            "second check and expansion from it (`planning.with_worker_catalogue`), the "
+            "`plan` request with every cell row as JSON both ways and the worker's per-cell "
+            "check (`agentprov_backend.worker._plan`). Starting the worker, `hello` and the "
+            "pipe are not measured.", ""]
     out += ["| plan | path | cells | timed section s (median) | slowest run s "
             "| whole process s | tracemalloc peak MiB | RSS growth MiB | process peak RSS MiB |",
             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -291,19 +387,35 @@ def markdown(res: dict[str, Any]) -> str:
             f"{'met' if worst_s < t else '**missed**'}; highest memory (tracemalloc peak or "
             f"process peak RSS): {worst_m:.1f} MiB, {'met' if worst_m < m else '**missed**'}.",
             ""]
-    out += ["Where the time of the main plan goes (median s; the rest of `prepare` is the "
-            "checks, the refusals and the plan object):", "",
-            "| step | prepare | dry run |", "|---|---:|---:|"]
-    a, b = r["main/prepare"]["phases_s"], r["main/dry run"]["phases_s"]
-    for step in dict.fromkeys([*a, *b]):
-        pa = f"{a[step]:.3f}" if step in a and a[step] else "–"
-        pb = f"{b[step]:.3f}" if step in b and b[step] else "–"
-        out.append(f"| {step} | {pa} | {pb} |")
-    lines = r["main/dry run"]["output_s"] - sum(
-        b.get(k, 0.0) for k in ("dry plan document (a dict per cell)",
-                                "json.dumps(indent=1, sort_keys) and echo"))
-    out.append(f"| human plan lines (one `click.echo` per cell, stderr) | – | {lines:.3f} |")
-    out.append("")
+    a, b = r["main/prepare"], r["main/dry run"]
+    out += ["Where the time of the main plan goes (median s). \"Up to the plan\" is "
+            "`prepare()`; \"after the plan\" is the rest of the dry run "
+            "(`print_dry_run`, with the worker stand-in described above: its expansion and "
+            "digest are the second ones, from the served catalogue).", "",
+            "| step | prepare path | dry run: up to the plan | dry run: after the plan |",
+            "|---|---:|---:|---:|"]
+    steps = dict.fromkeys(k.split("|", 1)[1] for k in [*a["phases_s"], *b["phases_s"]])
+
+    def cell(x: dict[str, Any], sec: str, step: str) -> str:
+        v = x["phases_s"].get(f"{sec}|{step}")
+        return f"{v:.3f}" if v else "–"
+
+    for step in steps:
+        out.append(f"| {step} | {cell(a, 'prepare', step)} | {cell(b, 'prepare', step)} "
+                   f"| {cell(b, 'output', step)} |")
+
+    def rest(x: dict[str, Any], sec: str, total: float) -> str:
+        return f"{total - sum(v for k, v in x['phases_s'].items() if k.startswith(sec)):.3f}"
+
+    out += [f"| not attributed: checks, refusals, registries and the plan object (up to "
+            f"the plan); echoing the human lines, one `click.echo` per cell (after) "
+            f"| {rest(a, 'prepare|', a['prepare_s'])} | {rest(b, 'prepare|', b['prepare_s'])} "
+            f"| {rest(b, 'output|', b['output_s'])} |",
+            f"| **total** | **{a['prepare_s']:.3f}** | **{b['prepare_s']:.3f}** "
+            f"| **{b['output_s']:.3f}** |", ""]
+    notes = sorted({n for x in r.values() for n in x["notes"]})
+    if notes:
+        out += ["Notes of the run: " + "; ".join(notes) + ".", ""]
     scales = sorted(res["scales"])
     out += ["Scaling (the main plan, `prepare` only, every suite's user and injection tasks "
             "× k):", "", "| k | cells | timed section s | µs per cell | tracemalloc peak MiB "

@@ -87,11 +87,69 @@ def cli(home: Path):
 
 
 def make_marker(home: Path, env_id: str) -> Path:
-    """A minimal environment marker, so that planning tests get past the environment
-    check without building a backend (the marker's contents are checked by
-    `backends build --offline-check`, not by the existence check under test here)."""
+    """A marker as `backends build` writes it, for tests of the checks that come before the
+    worker starts (steps 1-3): nothing reads the environment's files there. Tests of the
+    environment itself use the real build (`agentdojo_env`)."""
+    from agentprov_core import marker
+    from agentprov_core.digests import file_sha256
+
     d = home / "envs" / env_id
     d.mkdir(parents=True)
-    m = d / "AGENTPROV_ENV.json"
-    m.write_text(json.dumps({"environment_id": env_id}))
-    return m
+    marker.write(d, marker.Marker(
+        format=marker.FORMAT, environment_id=env_id, backend="agentdojo",
+        project="backends/agentdojo", built_at="2026-11-29T00:00:00Z", agentprov="0.1.0",
+        python="3.12.1", uv="uv", lock_sha256=file_sha256(ROOT / "backends/agentdojo/uv.lock"),
+        exclude_newer=None, pinned_commit=None, distributions={}, files_verified=0, guarded={},
+        defence_registry_sha256=file_sha256(ROOT / "registry/defences.toml"),
+        hello={}, probe={}, identity_sha256="0" * 64))
+    return marker.path(d)
+
+
+@dataclass
+class BuiltEnv:
+    home: Path
+    env_id: str
+    env_dir: Path
+
+
+@pytest.fixture(scope="session")
+def agentdojo_env(tmp_path_factory) -> BuiltEnv:
+    """The real AgentDojo backend environment, built once per session with
+    `agentprov backends build agentdojo --allow-network` (uv downloads only what its cache
+    lacks). Tests that take it are marked slow and run in `tox -e e2e`."""
+    home = tmp_path_factory.mktemp("e2e-home")
+    e = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
+    e["AGENTPROV_HOME"] = str(home)
+    p = subprocess.run([sys.executable, "-m", "agentprov_core", "backends", "build", "agentdojo",
+                        "--allow-network"], capture_output=True, text=True, env=e, timeout=900)
+    assert p.returncode == 0, p.stdout + p.stderr
+    env_dir = Path(p.stdout.split(" built at ")[1].split(" (")[0])
+    return BuiltEnv(home, env_dir.name, env_dir)
+
+
+@pytest.fixture
+def e2e_cli(agentdojo_env):
+    """`cli` against the session's built environment."""
+
+    def run(*args: str, env: dict[str, str] | None = None, json_errors: bool = True,
+            cwd: Path | None = None) -> Result:
+        e = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
+        e["AGENTPROV_HOME"] = str(agentdojo_env.home)
+        if json_errors:
+            e["AGENTPROV_ERROR_FORMAT"] = "json"
+        e.update(env or {})
+        p = subprocess.run([sys.executable, "-m", "agentprov_core", *map(str, args)],
+                           capture_output=True, text=True, env=e, cwd=cwd or ROOT, timeout=600)
+        return Result(p.returncode, p.stdout, p.stderr)
+
+    return run
+
+
+def fake_identity(digits: str):
+    """A stand-in for `environments.backend_identity` in in-process planning tests."""
+
+    def identity(meta):
+        env_id = f"{meta.environment_prefix}-{digits}"
+        return env_id, {"environment_id": env_id}
+
+    return identity

@@ -1,9 +1,9 @@
 """The agentdojo catalogue, generated in a built backend environment, equals the committed
 snapshot byte for byte, and carries the spec's headline numbers (R-7.14, R-7.15).
 
-The environment-backed tests are opt-in: set ``AGENTPROV_TEST_BACKEND_ENV`` to a built
-agentdojo environment (a venv, e.g. the one ``scripts/snapshot_catalogue.py`` builds under
-``$AGENTPROV_HOME/envs/snapshot-agentdojo``).
+The environment-backed tests are marked slow (``tox -e e2e``): they use the environment
+named by ``AGENTPROV_TEST_BACKEND_ENV`` (a venv, e.g. the one ``scripts/snapshot_catalogue.py``
+builds), else build the real one once per session (the ``agentdojo_env`` fixture).
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ DOS = {"dos", "swearwords_dos", "captcha_dos", "offensive_email_dos", "felony_do
 NOT_NAMING_MODEL = {"manual", "direct", "ignore_previous", "system_message", "injecagent"}
 
 
-def _env_python() -> Path:
+def _env_python(request: pytest.FixtureRequest) -> Path:
     env = os.environ.get(ENV_VAR)
-    if not env:
-        pytest.skip(f"{ENV_VAR} is not set (a built agentdojo backend environment)")
+    if not env:  # build the real environment once for the session (tox -e e2e)
+        env = str(request.getfixturevalue("agentdojo_env").env_dir)
     for rel in ("bin/python", "Scripts/python.exe"):
         if (Path(env) / rel).exists():
             return Path(env) / rel
@@ -49,11 +49,12 @@ def _env_python() -> Path:
 
 
 @pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    python = _env_python()
+def generated(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> bytes:
+    python = _env_python(request)
     environ = {
         k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}
     }
+    environ["PYTHONDONTWRITEBYTECODE"] = "1"  # leave the environment's files as built
     done = subprocess.run(
         [str(python), "-m", "agentprov_backend.catalogue", "agentdojo"],
         cwd=tmp_path_factory.mktemp("catalogue-cwd"),

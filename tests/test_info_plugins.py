@@ -73,8 +73,8 @@ def test_empty_allowlist_loads_no_plugin(cli):
     assert [p["status"] for p in recs if p["name"] != "agentprov.builtin"] == ["not-allowed"] * 5
     # a source whose plugin is not loaded is not runnable, and the refusal says what to do
     c = cli("run", "agentdojo", "--catalogue", env={"AGENTPROV_LOAD_PLUGINS": ""})
-    assert (c.code, c.error["error"]) == (2, "cli.usage.source_not_installed")
-    assert "agentprov-agentdojo" in c.error["message"]
+    assert (c.code, c.error["error"]) == (2, "cli.usage.source_disabled")
+    assert "agentprov-agentdojo 0.1.0, which is not-allowed" in c.error["message"]
 
 
 def test_help_lists_commands_without_loading_plugins(cli):

@@ -1,7 +1,7 @@
 """`--plan PLAN.toml` (agentprov-run-plan/0.1): equivalence with the flags, and bad input."""
 
 import pytest
-from conftest import snapshot
+from conftest import fake_identity, snapshot
 
 from agentprov_core import environments, planning
 from agentprov_core.runrequest import RunRequest
@@ -25,7 +25,7 @@ FLAGS = dict(suite=("banking",), user_tasks="0-1", injection_tasks="0",
 
 @pytest.fixture
 def built(monkeypatch):
-    monkeypatch.setattr(environments, "require_built", lambda meta: "agentdojo-00000000")
+    monkeypatch.setattr(environments, "backend_identity", fake_identity("00000000"))
 
 
 def prepare(**options):

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, fake_identity
 
 from agentprov_core import environments, planning
 from agentprov_core.runrequest import RunRequest
@@ -14,8 +14,7 @@ from agentprov_core.runrequest import RunRequest
 
 @pytest.fixture(autouse=True)
 def built(monkeypatch):
-    monkeypatch.setattr(environments, "require_built",
-                        lambda meta: f"{meta.environment_prefix}-00000000")
+    monkeypatch.setattr(environments, "backend_identity", fake_identity("00000000"))
 
 
 def plan(source="agentdojo", given=(), **options):
@@ -126,7 +125,7 @@ def test_config_digest_changes_with_the_agent_and_the_backend_identity(monkeypat
     a = plan(**base)
     b = plan(**base, llm_element="gateway_compat")
     assert a.config_digest != b.config_digest and a.plan_sha256 != b.plan_sha256
-    monkeypatch.setattr(environments, "require_built", lambda meta: "agentdojo-11111111")
+    monkeypatch.setattr(environments, "backend_identity", fake_identity("11111111"))
     c = plan(**base)
     assert c.config_digest != a.config_digest
     # the display name is an attack parameter, not configuration: re-running with it resumes
@@ -136,7 +135,8 @@ def test_config_digest_changes_with_the_agent_and_the_backend_identity(monkeypat
 def test_digests_are_stable_across_processes_and_machines(tmp_path):
     code = ("import json; from agentprov_core import environments, planning;"
             "from agentprov_core.runrequest import RunRequest;"
-            "environments.require_built = lambda m: 'agentdojo-00000000';"
+            "environments.backend_identity = lambda m: ('agentdojo-00000000',"
+            " {'environment_id': 'agentdojo-00000000'});"
             "o = dict(suite=('banking',), user_tasks='0-1', attack=('important_instructions',),"
             " injection_tasks='0', llm_script='s', corpus='/x/c', campaign='demo');"
             "p = planning.prepare(RunRequest('agentdojo', o, set(o))).plan;"

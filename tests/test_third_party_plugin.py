@@ -70,6 +70,8 @@ def test_the_core_does_not_know_the_example() -> None:
     """Nothing in the core or its registries names the example: it is a third party."""
     for top in ("agentprov_core", "registry", "backends"):
         for path in (ROOT / top).rglob("*"):
+            if any(part.startswith(".") for part in path.relative_to(ROOT).parts):
+                continue  # a local virtual environment or cache, not the core
             if path.is_file() and path.suffix in {".py", ".toml", ".json", ".md", ".lock"}:
                 assert "examplebench" not in path.read_text(encoding="utf-8", errors="replace"), path
 
@@ -397,8 +399,8 @@ def test_disabled_plugins(agentprov: ThirdParty, name: str) -> None:
     assert (rows["brokenbench"]["status"], rows["brokenbench"]["error"]) == ("disabled", None)
     assert rows["examplebench"]["status"] == "loaded"
     done = agentprov("run", "brokenbench", "--catalogue", AGENTPROV_DISABLED_PLUGINS=name)
-    assert (done.code, done.error["error"]) == (2, "cli.usage.unknown_source")
-    assert "installed sources: examplebench" in done.error["message"]
+    assert (done.code, done.error["error"]) == (2, "cli.usage.source_disabled")
+    assert "agentprov-broken-source 0.2.0, which is disabled" in done.error["message"]
     assert agentprov("run", "examplebench", "--catalogue",
                      AGENTPROV_DISABLED_PLUGINS=name).code == 0
 
@@ -410,8 +412,8 @@ def test_load_plugins_allowlist(agentprov: ThirdParty) -> None:
         "agentprov.builtin": "builtin", "brokenbench": "not-allowed",
         "examplebench": "not-allowed"}
     done = agentprov("run", "examplebench", "--catalogue", AGENTPROV_LOAD_PLUGINS="")
-    assert (done.code, done.error["error"]) == (2, "cli.usage.unknown_source")
-    assert "installed sources: none" in done.error["message"]
+    assert (done.code, done.error["error"]) == (2, "cli.usage.source_disabled")
+    assert "AGENTPROV_LOAD_PLUGINS does not name it" in done.error["message"]
     info = agentprov("info", "--format", "json", AGENTPROV_LOAD_PLUGINS="")
     assert info.code == 0, info.err
     assert "examplebench" not in {r["name"] for r in json.loads(info.out)["parts"]}

@@ -25,12 +25,20 @@ HEX = re.compile(r"\b[0-9a-f]{8,}\b")
 TIME = re.compile(r"\b\d+(\.\d+)?s\b")
 
 
+BUILT = "<!-- transcripts: built-environment -->"
+
+
 @dataclass
 class Transcript:
     doc: Path
     index: int
     command: str
     expected: str  # output lines, then "[exit N]" when N != 0
+
+    @property
+    def built(self) -> bool:
+        """The doc's transcripts run against the real AgentDojo environment (slow)."""
+        return BUILT in self.doc.read_text(encoding="utf-8")
 
 
 def parse(doc: Path) -> tuple[list[Transcript], dict[str, str]]:
@@ -64,15 +72,17 @@ def all_transcripts():
     for doc in DOCS:
         ts, _ = parse(doc)
         for t in ts:
-            yield pytest.param(t, id=f"{doc.relative_to(ROOT)}#{t.index}")
+            marks = [pytest.mark.slow] if t.built else []
+            yield pytest.param(t, id=f"{doc.relative_to(ROOT)}#{t.index}", marks=marks)
 
 
 def normalise(text: str) -> str:
     return TIME.sub("<t>s", HEX.sub("<hex>", text))
 
 
-def run(t: Transcript, tmp: Path) -> str:
-    dirs = {"CORPORA": tmp / "corpora", "SCRIPT": tmp / "script.json", "PLANS": tmp / "plans"}
+def run(t: Transcript, tmp: Path, home: Path) -> str:
+    dirs = {"CORPORA": tmp / "corpora", "SCRIPT": tmp / "script.json", "PLANS": tmp / "plans",
+            "AGENTPROV_HOME": home}
     dirs["CORPORA"].mkdir(exist_ok=True)
     dirs["PLANS"].mkdir(exist_ok=True)
     dirs["SCRIPT"].write_text("[]")
@@ -85,7 +95,7 @@ def run(t: Transcript, tmp: Path) -> str:
     argv = shlex.split(cmd)
     assert argv[0] == "agentprov"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
-    env |= {"AGENTPROV_HOME": str(tmp / "home"), "PYTHONUNBUFFERED": "1", "COLUMNS": "100"}
+    env |= {"AGENTPROV_HOME": str(home), "PYTHONUNBUFFERED": "1", "COLUMNS": "100"}
     p = subprocess.run([sys.executable, "-m", "agentprov_core", *argv[1:]], cwd=tmp,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                        timeout=300)
@@ -98,8 +108,9 @@ def run(t: Transcript, tmp: Path) -> str:
 
 
 @pytest.mark.parametrize("t", list(all_transcripts()))
-def test_transcript(t: Transcript, tmp_path: Path):
-    got = run(t, tmp_path)
+def test_transcript(t: Transcript, tmp_path: Path, request: pytest.FixtureRequest):
+    home = request.getfixturevalue("agentdojo_env").home if t.built else tmp_path / "home"
+    got = run(t, tmp_path, home)
     if os.environ.get("AGENTPROV_UPDATE_TRANSCRIPTS") and normalise(got) != normalise(t.expected):
         text = t.doc.read_text(encoding="utf-8")
         head = "$ " + t.command

@@ -40,6 +40,13 @@ def source_entry(name: str):
             raise AgentprovError("cli.environment.plugin_failed", source=name,
                                  distribution=rec.distribution, version=rec.version,
                                  error=rec.error)
+    rec = plugins.record(name)
+    if rec is not None and rec.status in ("disabled", "not-allowed"):
+        why = ("AGENTPROV_DISABLED_PLUGINS names it" if rec.status == "disabled"
+               else "AGENTPROV_LOAD_PLUGINS does not name it")
+        raise AgentprovError("cli.usage.source_disabled", name=name,
+                             distribution=rec.distribution, version=rec.version,
+                             status=rec.status, why=why)
     known = ", ".join(sorted(sources)) or "none"
     part = partsmod.load().get(name)
     if part is not None and part.distribution:

@@ -1,0 +1,253 @@
+"""`agentprov backends build`: plans, builds, markers, offline checks, locks, and dry runs
+through the real AgentDojo environment (slow: built once per session by uv)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from filelock import FileLock
+
+from conftest import ROOT, snapshot
+from agentprov_core.digests import file_sha256
+
+LOCK8 = file_sha256(ROOT / "backends" / "agentdojo" / "uv.lock")[:8]
+ENV_ID = f"agentdojo-{LOCK8}"
+DEMO = ("--suite", "banking", "--user-tasks", "0-1", "--attack", "important_instructions",
+        "--injection-tasks", "0")
+
+
+# ------------------------------------------------------------------ no environment needed
+@pytest.mark.req("R-6.1", "R-6.2", "R-5.3")
+def test_build_dry_run_prints_the_plan_and_writes_nothing(cli, home):
+    r = cli("backends", "build", "agentdojo", "--dry-run")
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[0] == f"backend agentdojo: environment {home}/envs/{ENV_ID}"
+    assert lines[1].startswith(f"  commit8 {LOCK8} (from lock_sha256); lock sha256 {LOCK8}")
+    assert lines[2] == ("  would run: uv sync --locked --no-config --no-dev --link-mode copy "
+                        "--offline --exclude-newer 2026-10-07T00:00:00Z --no-build-package …")
+    assert lines[3].startswith(f"  UV_PROJECT_ENVIRONMENT={home}/envs/{ENV_ID}; every other "
+                               "UV_* variable is dropped except")
+    assert lines[4] == "  network: none (uv --offline: the build uses the uv cache only)"
+    assert lines[5] == ("  then: T0 identity, hello identity, sandbox-exec feasibility probe, "
+                        "marker AGENTPROV_ENV.json")
+    assert snapshot(home) == {}
+
+
+@pytest.mark.req("R-5.2")
+def test_git_pinned_backends_are_named_by_their_commit(cli):
+    r = cli("backends", "build", "autodojo", "--dry-run")
+    assert (r.code, r.error["error"]) == (3, "cli.environment.no_backend_project")
+    r = cli("run", "autodojo", "--dry-run", "--corpus", "/tmp/nowhere/a", "--campaign", "a",
+            "--suite", "banking", "--llm-script", "s")
+    assert (r.code, r.error["error"]) == (3, "cli.environment.backend_missing")
+    assert "autodojo-aa458794" in r.error["message"]
+
+
+def test_unknown_backend(cli):
+    r = cli("backends", "build", "nope", "--dry-run")
+    assert (r.code, r.error["error"]) == (2, "cli.usage.unknown_backend")
+    assert "agentdojo" in r.error["message"]
+
+
+def test_missing_interpreter_says_what_to_install(cli, home):
+    r = cli("backends", "build", "agentdojo", env={"AGENTPROV_PYTHON": "/nonexistent/python3.12"})
+    assert (r.code, r.error["error"]) == (3, "cli.environment.python")
+    assert "install python3.12" in r.error["message"]
+    assert snapshot(home) == {}
+
+
+def test_a_failed_build_leaves_nothing_that_looks_valid(cli, home, tmp_path):
+    # an empty uv cache and --offline: uv cannot install anything, so the build fails
+    r = cli("backends", "build", "agentdojo", env={"UV_CACHE_DIR": str(tmp_path / "empty-cache")})
+    assert (r.code, r.error["error"]) == (3, "cli.environment.uv")
+    envs = home / "envs"
+    assert sorted(p.name for p in envs.iterdir()) == [f"{ENV_ID}.lock"]  # no env, no temp dir
+
+
+def test_a_lock_that_does_not_match_its_project(cli, home, tmp_path):
+    backends = tmp_path / "backends"
+    shutil.copytree(ROOT / "backends", backends)
+    py = backends / "agentdojo" / "pyproject.toml"
+    py.write_text(py.read_text().replace('"agentdojo==0.1.35"', '"agentdojo>=0.1.34"'))
+    r = cli("backends", "build", "agentdojo", env={"AGENTPROV_BACKENDS": str(backends)})
+    assert (r.code, r.error["error"]) == (3, "cli.environment.lock_mismatch"), r.err
+    assert [p.name for p in (home / "envs").iterdir() if not p.name.endswith(".lock")] == []
+
+
+# --------------------------------------------------------------- the real environment
+pytestmark_slow = pytest.mark.slow
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-4.1", "R-5.3", "R-2.15", "R-3.1")
+def test_build_writes_a_marker_with_the_identity(agentdojo_env):
+    m = json.loads((agentdojo_env.env_dir / "AGENTPROV_ENV.json").read_text())
+    assert agentdojo_env.env_id == ENV_ID == m["environment_id"]
+    assert m["format"] == "agentprov-env-marker/0.1"
+    assert m["lock_sha256"] == file_sha256(ROOT / "backends" / "agentdojo" / "uv.lock")
+    assert m["distributions"]["agentdojo"]["version"] == "0.1.35"
+    assert "agentprov-backend" in m["distributions"] and "agentprov" not in m["distributions"]
+    assert m["hello"]["distributions"] == m["distributions"]
+    assert m["hello"]["python"].startswith("3.12.")
+    assert m["defence_registry_sha256"] == file_sha256(ROOT / "registry" / "defences.toml")
+    assert m["probe"]["sandbox_exec"]["status"] == "not applicable"
+    assert m["files_verified"] > 1000
+    assert set(m["guarded"]) >= {"pyvenv.cfg", "agentprov/uv.lock", "agentprov/pyproject.toml",
+                                 "agentprov/catalogue-agentdojo.json"}
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-6.3", "R-6.4")
+def test_offline_check_verifies_and_catches_a_changed_file(e2e_cli, agentdojo_env):
+    r = e2e_cli("backends", "build", "agentdojo", "--offline-check")
+    assert r.code == 0, r.err
+    assert r.out.strip() == (f"agentprov backends build --offline-check: {ENV_ID} verified "
+                             "(marker, lock, RECORD, guarded files, hello identity)")
+    target = next(agentdojo_env.env_dir.glob("lib/python3*/site-packages/agentdojo/attacks/"
+                                             "base_attacks.py"))
+    original = target.read_bytes()
+    try:
+        target.write_bytes(original + b"\n# tampered\n")
+        r = e2e_cli("backends", "build", "agentdojo", "--offline-check")
+        assert (r.code, r.error["error"]) == (3, "cli.environment.offline_check")
+        assert "agentdojo/attacks/base_attacks.py differs from its RECORD hash" in r.error["message"]
+        # and a run refuses to start on it? the dry run's hello is RECORD-based; the offline
+        # check is the file-level check (the spec's division of labour)
+    finally:
+        target.write_bytes(original)
+    assert e2e_cli("backends", "build", "agentdojo", "--offline-check").code == 0
+
+
+@pytest.mark.slow
+def test_offline_check_catches_marker_damage(e2e_cli, agentdojo_env):
+    mpath = agentdojo_env.env_dir / "AGENTPROV_ENV.json"
+    original = mpath.read_bytes()
+    try:
+        mpath.write_bytes(original[:50])
+        r = e2e_cli("backends", "build", "agentdojo", "--offline-check")
+        assert (r.code, r.error["error"]) == (3, "cli.environment.marker")
+        assert "is corrupted" in r.error["message"]
+        doc = json.loads(original)
+        doc["backend"] = "autodojo"
+        mpath.write_text(json.dumps(doc))
+        r = e2e_cli("backends", "build", "agentdojo", "--offline-check")
+        assert (r.code, r.error["error"]) == (3, "cli.environment.marker")
+        assert "is of backend autodojo" in r.error["message"]
+        doc = json.loads(original)
+        doc["guarded"]["agentprov/uv.lock"] = "0" * 64
+        mpath.write_text(json.dumps(doc))
+        r = e2e_cli("backends", "build", "agentdojo", "--offline-check")
+        assert (r.code, r.error["error"]) == (3, "cli.environment.offline_check")
+        assert "guarded file agentprov/uv.lock changed" in r.error["message"]
+    finally:
+        mpath.write_bytes(original)
+    assert e2e_cli("backends", "build", "agentdojo", "--offline-check").code == 0
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-6.9")
+def test_the_environment_lock_excludes_builds_checks_and_runs(e2e_cli, agentdojo_env, tmp_path):
+    lock = FileLock(str(agentdojo_env.home / "envs" / f"{ENV_ID}.lock"))
+    with lock:
+        for args in (("backends", "build", "agentdojo"),
+                     ("backends", "build", "agentdojo", "--offline-check"),
+                     ("run", "agentdojo", "--dry-run", "--corpus", tmp_path / "c", "--campaign",
+                      "c", *DEMO, "--llm-script", "s")):
+            r = e2e_cli(*args)
+            assert (r.code, r.error["error"]) == (3, "cli.environment.env_busy"), args
+    assert e2e_cli("backends", "build", "agentdojo", "--offline-check").code == 0
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-8.1", "R-8.2", "R-8.3", "R-8.4", "R-8.5", "R-8.6", "R-8.9", "R-8.16")
+def test_dry_run_of_the_spec_example(e2e_cli, tmp_path):
+    corpus = tmp_path / "corpora" / "live-demo"
+    base = ("run", "agentdojo", "--dry-run", "--corpus", corpus, "--campaign", "demo", *DEMO,
+            "--llm-script", tmp_path / "script.json")
+    r = e2e_cli(*base, json_errors=False)
+    assert r.code == 0, r.err
+    assert r.err.startswith("agentprov: finished in ") and r.err.rstrip().endswith("s (exit 0)")
+    lines = r.out.splitlines()
+    assert lines[0].startswith("plan ") and lines[0].endswith(
+        f"...: 4 cell(s) x 1 repeat(s); corpus agentdojo-live-demo; backend {ENV_ID}")
+    assert len(lines[0].split()[1]) == len("0123456789abcdef...:")
+    assert lines[1].startswith("  config digest sha256:") and lines[1].endswith(
+        "...; 0 unit(s) already settled; up to 12 attempt(s) due (--max-attempts 3)")
+    assert lines[2:] == ["  cell banking/user_task_0/none/none",
+                         "  cell banking/user_task_1/none/none",
+                         "  cell banking/user_task_0/important_instructions/injection_task_0",
+                         "  cell banking/user_task_1/important_instructions/injection_task_0"]
+    again = e2e_cli(*base, json_errors=False)
+    assert again.out == r.out  # digests stable run to run
+    j = e2e_cli(*base, "--plan-json")
+    doc = json.loads(j.out)
+    assert doc["plan_sha256"].startswith(lines[0].split()[1][:16])
+    assert doc["corpus_id"] == "agentdojo-live-demo" and doc["units"] == 4
+    assert "cell banking/user_task_0/none/none" in j.err  # human lines on stderr
+    assert not corpus.exists() and not corpus.with_name("live-demo.partial").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-22.27", "R-22.29")
+def test_dry_run_plan_file_and_flags_agree(e2e_cli, tmp_path):
+    plan = tmp_path / "banking-spotlighting.toml"
+    plan.write_text('[plan]\nformat = "agentprov-run-plan/0.1"\nbackend = "agentdojo"\n'
+                    'suites = ["banking"]\nuser_tasks = "0-1"\ninjection_tasks = "0"\n'
+                    'attacks = ["important_instructions"]\nbenign = "include"\n'
+                    'defence = "spotlighting_with_delimiting"\n')
+    common = ("--dry-run", "--corpus", tmp_path / "g", "--campaign", "g", "--llm-script", "s",
+              "--plan-json")
+    by_file = json.loads(e2e_cli("run", "agentdojo", "--plan", plan, *common).out)
+    by_flags = json.loads(e2e_cli("run", "agentdojo", *DEMO, "--defence",
+                                  "spotlighting_with_delimiting", *common).out)
+    undefended = json.loads(e2e_cli("run", "agentdojo", *DEMO, *common).out)
+    assert by_file["plan_sha256"] == by_flags["plan_sha256"] != undefended["plan_sha256"]
+    assert by_file["config_digest"] == undefended["config_digest"]
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-7.11", "R-7.15")
+def test_catalogue_is_served_by_the_worker(e2e_cli):
+    doc = json.loads(e2e_cli("run", "agentdojo", "--catalogue").out)
+    assert doc["provenance"]["kind"] == "worker"
+    snap = json.loads((ROOT / "plugins" / "agentprov-agentdojo" / "src" / "agentprov_agentdojo"
+                       / "catalogue.snapshot.json").read_text())
+    for key in ("suites", "attacks", "benchmark_versions", "default_benchmark_version"):
+        assert doc[key] == snap[key], key
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-2.4", "R-2.5", "R-8.1")
+def test_worker_protocol_and_its_scrubbed_environment(agentdojo_env, tmp_path):
+    from agentprov_core.workerclient import Worker
+
+    with Worker(ENV_ID, agentdojo_env.env_dir, tmp_path, network=False) as w:
+        hello = w.request("hello")
+        assert hello["protocol"] == "agentprov-worker/0.1"
+        assert hello["sources"] == ["agentdojo"]
+        res = w.request("plan", source="agentdojo", benchmark_version="v1.2.2",
+                        cells=[{"cell_key": "banking/user_task_99/none/none", "suite": "banking",
+                                "user_task_id": "user_task_99", "attack": None,
+                                "injection_task_id": None}])
+        assert res["problems"] == ["banking/user_task_99/none/none: no user task "
+                                   "'user_task_99' in banking"]
+        with pytest.raises(Exception, match="worker.unsupported"):
+            w.request("run-cell")
+        with pytest.raises(Exception, match="worker.unknown_request"):
+            w.request("nonsense")
+    # the worker ran in the staging directory with a private home
+    assert (tmp_path / "home").is_dir()
+    env_probe = subprocess.run(
+        [sys.executable, "-c", "from agentprov_core.workerclient import scrubbed_env;"
+         "from pathlib import Path; import json, os; os.environ['OPENROUTER_API_KEY']='x';"
+         f"print(json.dumps(scrubbed_env(Path('{agentdojo_env.env_dir}'), Path('{tmp_path}'))))"],
+        capture_output=True, text=True, check=True)
+    env = json.loads(env_probe.stdout)
+    assert "OPENROUTER_API_KEY" not in env and env["HOME"] == str(tmp_path / "home")
+    assert set(env) <= {"HOME", "TMPDIR", "PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE",
+                        "PYTHONUTF8", "LANG", "LC_ALL", "TZ"}
