@@ -15,7 +15,14 @@ from agentprov_core.marker import Marker
 from agentprov_core.source import Source
 
 
+PROTOCOL = "agentprov-worker/0.1"
+
+
 def check_hello(hello: dict, m: Marker, backend: str) -> None:
+    if hello.get("protocol") != PROTOCOL:
+        raise AgentprovError("cli.environment.identity", env_id=m.environment_id,
+                             what=f"protocol {hello.get('protocol')!r}, this agentprov speaks "
+                                  f"{PROTOCOL}", backend=backend)
     diffs = []
     want, got = m.hello.get("distributions", {}), hello.get("distributions", {})
     diffs += [f"{n} {'missing' if n not in got else 'changed'}" for n in sorted(want)
