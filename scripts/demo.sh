@@ -1,25 +1,35 @@
 #!/usr/bin/env bash
-# The README's main job: what this build does with AgentDojo, end to end, without a model
-# or a key. Every step is a real command; its exit code is shown.
+# The README's main job: AgentDojo end to end as far as this build goes, with no model and
+# no key. It builds the real AgentDojo backend environment (agentdojo 0.1.35 from PyPI, by
+# uv from the committed lock), verifies it offline, reads its catalogue through the worker,
+# shows a refusal, and dry-runs the user guide's plan. Every step is a real command.
 set -uo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export AGENTPROV_HOME="$work/home"
+export AGENTPROV_HOME=${AGENTPROV_HOME:-$HOME/.agentprov}
 echo '[]' > "$work/script.json"
-step() { echo; echo "\$ agentprov $*"; agentprov "$@"; echo "[exit $?]"; }
+status=0
+step() { echo; echo "\$ agentprov $*"; agentprov "$@"; rc=$?; echo "[exit $rc]"; return $rc; }
 
-step info
-echo; echo "\$ agentprov run agentdojo --catalogue   (summary)"
+step info || status=1
+step backends build agentdojo --allow-network || exit 1
+step backends build agentdojo --offline-check || exit 1
+echo; echo "\$ agentprov run agentdojo --catalogue   (summarised)"
 agentprov run agentdojo --catalogue | python3 -c '
 import json, sys
 d = json.load(sys.stdin); v = d["default_benchmark_version"]
 s = [x for x in d["suites"] if x["benchmark_version"] == v]
-print(f"agentdojo {d[\"provenance\"][\"packages\"][\"agentdojo\"]} {v}: {len(s)} suites, "
-      f"{sum(len(x[\"user_tasks\"]) for x in s)} user / {sum(len(x[\"injection_tasks\"]) for x in s)} injection tasks, "
-      f"{len(d[\"attacks\"])} attacks ({sum(a[\"dos\"] for a in d[\"attacks\"])} DoS), {len(d[\"defences\"])} defences")'
+print(f"served by: {d[\"provenance\"][\"kind\"]}; agentdojo {d[\"provenance\"][\"packages\"][\"agentdojo\"]} {v}: "
+      f"{len(s)} suites, {sum(len(x[\"user_tasks\"]) for x in s)} user / "
+      f"{sum(len(x[\"injection_tasks\"]) for x in s)} injection tasks, {len(d[\"attacks\"])} attacks "
+      f"({sum(a[\"dos\"] for a in d[\"attacks\"])} DoS), {len(d[\"defences\"])} defences")' || status=1
 step run agentdojo --dry-run --corpus "$work/corpora/g" --campaign g --suite workspace \
   --defence mandate_scoped --llm-script "$work/script.json"
-step run agentdojo --dry-run --corpus "$work/corpora/demo" --campaign demo --suite banking \
-  --user-tasks 0-1 --attack important_instructions --injection-tasks 0 --llm-script "$work/script.json"
+[ $? -eq 5 ] || status=1
+step run agentdojo --dry-run --corpus "$work/corpora/live-demo" --campaign demo --suite banking \
+  --user-tasks 0-1 --attack important_instructions --injection-tasks 0 --llm-script "$work/script.json" \
+  || status=1
 echo
-echo "nothing was written: $(find "$work/corpora" "$AGENTPROV_HOME" 2>/dev/null | wc -l) file(s) under the corpora and home"
+echo "corpora written by the dry runs: $(find "$work/corpora" 2>/dev/null | wc -l) file(s) (a dry run writes nothing)"
+echo "the environment stays in $AGENTPROV_HOME/envs/ for the next run"
+exit $status
