@@ -245,7 +245,7 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
         pinned_commit=bp.meta.pinned_commit, distributions=ident.distributions,
         files_verified=ident.files_verified, guarded=ident.guarded,
         defence_registry_sha256=ident.defence_registry_sha256, hello=hello, probe=probe(),
-        identity_sha256=ident.digest)
+        identity_sha256=ident.digest(bp.lock_sha256, hello.get("python", "")))
     marker.write(tmp, m)
     return m
 

@@ -50,10 +50,17 @@ class Identity:
     defence_registry_sha256: str | None
     problems: list[str] = field(default_factory=list)
 
-    @property
-    def digest(self) -> str:
-        return digest({"distributions": self.distributions, "guarded": self.guarded,
-                       "defence_registry_sha256": self.defence_registry_sha256})
+    def digest(self, lock_sha256: str, python: str) -> str:
+        """What runs, independent of where it is installed: the lock, the interpreter's
+        version, each distribution's version, the defence registry and the recorded
+        catalogues. (RECORD digests and pyvenv.cfg name the install location, through
+        script shebangs and paths, so they are integrity checks, not identity.)"""
+        return digest({
+            "lock_sha256": lock_sha256, "python": python,
+            "distributions": {n: d["version"] for n, d in self.distributions.items()},
+            "defence_registry_sha256": self.defence_registry_sha256,
+            "catalogues": {k: v for k, v in self.guarded.items() if "catalogue-" in k},
+        })
 
 
 def _b64(h: bytes) -> str:

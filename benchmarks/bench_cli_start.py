@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchutil import child_env, forked, gnu_time, read_peak_mib
+from benchutil import child_env, display, forked, gnu_time, read_peak_mib
 
 TARGET_RATIO = 2.0  # the issue's target: `agentprov --help` and `agentprov info` within 2x of (b)
 
@@ -266,8 +266,9 @@ def _ms(v: float) -> str:
 def markdown(res: dict[str, Any]) -> str:
     w = res["walls"]
     rows = w["rows"]
-    out = ["## CLI start-up", ""]
-    via = ("the console script `" + res["console_script"] + "`" if res["console_script"]
+    out = ["### CLI start-up", ""]
+    via = ("the console script `" + display(res["console_script"]) + "`"
+           if res["console_script"]
            else "`python -m agentprov_core` (no console script was found)")
     out += [f"{w['rounds']} rounds, interleaved (forward order on even rounds, reverse on "
             "odd), after two untimed warm-up rounds; every command a fresh subprocess, "
@@ -299,7 +300,7 @@ def markdown(res: dict[str, Any]) -> str:
     out.append("")
     for name, label in (("info", "`agentprov info`"), ("--help", "`agentprov --help`")):
         imp = res["imports"][name]
-        out += [f"### Imports of {label}", "",
+        out += [f"#### Imports of {label}", "",
                 f"`{' '.join(_short(a) for a in imp['argv'])}`, median of {imp['runs']} runs: "
                 f"{imp['modules']} modules, {imp['total_ms']:.1f} ms of import time in all "
                 f"({imp['agentprov_self_ms']:.1f} ms in agentprov's own modules' bodies). "
@@ -317,7 +318,7 @@ def markdown(res: dict[str, Any]) -> str:
         out.append("")
     ph = res["info_phases"]
     total = sum(p["ms"] for p in ph["phases"] if p["counted"])
-    out += ["### `agentprov info`, phase by phase", "",
+    out += ["#### `agentprov info`, phase by phase", "",
             "`benchmarks/info_phases_child.py` does what `agentprov info` does, step by "
             f"step, in a fresh subprocess; median of {ph['runs']} runs per row. A module "
             "imported by two phases is charged to the first. Medians of rows need not add "

@@ -335,7 +335,7 @@ def run(repeats: int = 5, scales: tuple[int, ...] = (1, 2, 4)) -> dict[str, Any]
 # ---------------------------------------------------------------------------- report
 def markdown(res: dict[str, Any]) -> str:
     exp, r = res["expected"], res["results"]
-    out = ["## Planning at scale", ""]
+    out = ["### Planning at scale", ""]
     out += [f"AutoDojo's full plan: {exp['suites']} suites, {exp['user_tasks']} user tasks, "
             f"{exp['injection_tasks']} injection tasks, {exp['attacks']} attacks "
             f"({exp['dos_attacks']} of them DoS: one cell per user task) and the benign cells. "

@@ -61,3 +61,13 @@ def read_peak_mib(peak_file: Path) -> float | None:
     except OSError:
         return None
     return int(lines[-1]) / 1024 if lines and lines[-1].strip().isdigit() else None
+
+
+def display(path: str | Path) -> str:
+    """``path`` relative to the checkout when it lies inside it (stable across machines)."""
+    root = Path(__file__).resolve().parent.parent
+    p = Path(path).absolute()
+    try:
+        return str(p.relative_to(root))
+    except ValueError:
+        return str(path)

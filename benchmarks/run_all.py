@@ -32,6 +32,7 @@ END = "<!-- results: end -->"
 sys.path.insert(0, str(HERE))
 import bench_cli_start  # noqa: E402
 import bench_planning_scale  # noqa: E402
+from benchutil import display  # noqa: E402
 
 
 def _out(argv: list[str]) -> str | None:
@@ -106,7 +107,7 @@ def report(args: argparse.Namespace) -> str:
         "",
         f"- machine: `nproc` {info['nproc']}; {info['cpu']}; {info['memory']} of memory; "
         f"{info['platform']}",
-        f"- `python --version`: {info['python']} (`{sys.executable}`)",
+        f"- `python --version`: {info['python']} (`{display(sys.executable)}`)",
         f"- agentprov {info['agentprov']}, commit {info['commit']}",
         f"- load average (1, 5, 15 min) before: {info['load_before']}; after: {_load()}",
         "",

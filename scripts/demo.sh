@@ -15,14 +15,7 @@ step info || status=1
 step backends build agentdojo --allow-network || exit 1
 step backends build agentdojo --offline-check || exit 1
 echo; echo "\$ agentprov run agentdojo --catalogue   (summarised)"
-agentprov run agentdojo --catalogue | python3 -c '
-import json, sys
-d = json.load(sys.stdin); v = d["default_benchmark_version"]
-s = [x for x in d["suites"] if x["benchmark_version"] == v]
-print(f"served by: {d[\"provenance\"][\"kind\"]}; agentdojo {d[\"provenance\"][\"packages\"][\"agentdojo\"]} {v}: "
-      f"{len(s)} suites, {sum(len(x[\"user_tasks\"]) for x in s)} user / "
-      f"{sum(len(x[\"injection_tasks\"]) for x in s)} injection tasks, {len(d[\"attacks\"])} attacks "
-      f"({sum(a[\"dos\"] for a in d[\"attacks\"])} DoS), {len(d[\"defences\"])} defences")' || status=1
+agentprov run agentdojo --catalogue | python3 scripts/catalogue_summary.py || status=1
 step run agentdojo --dry-run --corpus "$work/corpora/g" --campaign g --suite workspace \
   --defence mandate_scoped --llm-script "$work/script.json"
 [ $? -eq 5 ] || status=1

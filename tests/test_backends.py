@@ -251,3 +251,16 @@ def test_worker_protocol_and_its_scrubbed_environment(agentdojo_env, tmp_path):
     assert "OPENROUTER_API_KEY" not in env and env["HOME"] == str(tmp_path / "home")
     assert set(env) <= {"HOME", "TMPDIR", "PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE",
                         "PYTHONUTF8", "LANG", "LC_ALL", "TZ"}
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-8.10", "R-8.11")
+def test_digests_are_the_same_for_an_environment_built_elsewhere(e2e_cli, cli, home, tmp_path):
+    """A second build of the same lock in another home: the same environment id, identity
+    and configuration digest (install paths are not identity)."""
+    assert cli("backends", "build", "agentdojo", "--allow-network").code == 0
+    args = ("run", "agentdojo", "--dry-run", "--corpus", tmp_path / "c", "--campaign", "demo",
+            *DEMO, "--llm-script", "s", "--plan-json")
+    here, there = json.loads(e2e_cli(*args).out), json.loads(cli(*args).out)
+    assert (here["plan_sha256"], here["config_digest"]) == (there["plan_sha256"],
+                                                          there["config_digest"])
