@@ -11,9 +11,8 @@ from pathlib import Path
 from agentprov_core import paths
 from agentprov_core.digests import file_sha256
 from agentprov_core.errors import AgentprovError
-from agentprov_core.source import SourceMeta
-
 from agentprov_core.marker import MARKER
+from agentprov_core.source import SourceMeta
 
 
 def project_dir(meta: SourceMeta) -> Path | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -32,11 +33,9 @@ def candidates() -> list[str]:
     roots = [os.environ.get("PYENV_ROOT"), str(Path.home() / ".pyenv")]
     pyenv = shutil.which("pyenv")
     if pyenv:
-        try:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             roots.insert(0, subprocess.run([pyenv, "root"], capture_output=True, text=True,
                                            timeout=20).stdout.strip())
-        except (OSError, subprocess.TimeoutExpired):
-            pass
     for root in filter(None, roots):
         found += sorted(str(p) for p in Path(root).glob("versions/3.12*/bin/python3.12"))
     found += [p for p in ("/usr/bin/python3.12", "/usr/local/bin/python3.12") if Path(p).exists()]

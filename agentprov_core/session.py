@@ -14,7 +14,6 @@ from agentprov_core.errors import AgentprovError
 from agentprov_core.marker import Marker
 from agentprov_core.source import Source
 
-
 PROTOCOL = "agentprov-worker/0.1"
 
 

@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT, snapshot
 from filelock import FileLock
 
-from conftest import ROOT, snapshot
 from agentprov_core.digests import file_sha256
 
 LOCK8 = file_sha256(ROOT / "backends" / "agentdojo" / "uv.lock")[:8]
