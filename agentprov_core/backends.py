@@ -20,8 +20,6 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from agentprov_core import __version__, envidentity, environments, marker, paths
 from agentprov_core.digests import file_sha256
 from agentprov_core.errors import AgentprovError
@@ -128,7 +126,9 @@ def dry_run_lines(bp: BuildPlan) -> list[str]:
     ]
 
 
-def env_lock(env_id: str) -> FileLock:
+def env_lock(env_id: str):
+    from filelock import FileLock
+
     d = paths.home() / "envs"
     d.mkdir(parents=True, exist_ok=True)
     return FileLock(str(d / f"{env_id}.lock"), timeout=0)
@@ -137,6 +137,8 @@ def env_lock(env_id: str) -> FileLock:
 def hold(env_id: str):
     """Hold the environment's lock, or refuse at once (exit 3): a build, a check and a run
     of one environment exclude each other."""
+    from filelock import Timeout
+
     lock = env_lock(env_id)
     try:
         lock.acquire()

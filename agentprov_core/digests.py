@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -26,6 +25,8 @@ def _refuse_floats(obj: Any) -> None:
 
 
 def sha256_hex(data: bytes) -> str:
+    import hashlib  # OpenSSL costs start-up time: loaded when first needed
+
     return hashlib.sha256(data).hexdigest()
 
 
@@ -35,6 +36,8 @@ def digest(obj: Any) -> str:
 
 
 def file_sha256(path) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

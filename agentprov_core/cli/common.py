@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -14,7 +13,11 @@ format_option = click.option("--format", "fmt", type=click.Choice(["text", "json
 
 
 def echo_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=1, sort_keys=True, ensure_ascii=False))
+    """Pretty JSON, sorted keys, one-space indent (msgspec's encoder: the standard library's
+    falls back to pure Python whenever it indents). Floats never reach these documents."""
+    import msgspec
+
+    click.echo(msgspec.json.format(msgspec.json.encode(obj, order="sorted"), indent=1).decode())
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:

@@ -17,8 +17,7 @@ def print_dry_run(prepared, started: float) -> int:
     plan = prepared.plan
     as_json = prepared.request.options.get("plan_json")
     click.echo(f"agentprov: finished in {time.monotonic() - started:.1f}s (exit 0)", err=True)
-    for line in plan_lines(plan):
-        click.echo(line, err=bool(as_json))
+    click.echo("\n".join(plan_lines(plan)), err=bool(as_json))
     if as_json:
         echo_json(plan.dry_plan())
     return 0

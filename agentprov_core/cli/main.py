@@ -71,24 +71,23 @@ def cli(error_format: str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from agentprov_core.errors import AgentprovError
-
     _state["error_format"] = os.environ.get("AGENTPROV_ERROR_FORMAT", "text")
     try:
         rv = cli.main(args=argv, prog_name="agentprov", standalone_mode=False)
-    except AgentprovError as err:
-        from agentprov_core.errors import render, render_json
-
-        out = (render_json if _state["error_format"] == "json" else render)(err, _state["command"])
-        click.echo(out, err=True)
-        sys.exit(err.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except (click.Abort, KeyboardInterrupt):
         click.echo("agentprov: interrupted", err=True)
         sys.exit(130)
-    except Exception as exc:  # exit 70 is a bug: say so, never a bare traceback
+    except Exception as exc:
+        # An AgentprovError can only exist once its module is loaded: --help never pays for it.
+        errors = sys.modules.get("agentprov_core.errors")
+        if errors is not None and isinstance(exc, errors.AgentprovError):
+            render = errors.render_json if _state["error_format"] == "json" else errors.render
+            click.echo(render(exc, _state["command"]), err=True)
+            sys.exit(exc.exit_code)
+        # exit 70 is a bug: say so, never a bare traceback
         if os.environ.get("AGENTPROV_DEBUG"):
             raise
         click.echo(f"agentprov: internal error: {type(exc).__name__}: {exc}\n"

@@ -53,7 +53,8 @@ def _plan(req: dict[str, Any]) -> dict[str, Any]:
     """Check every cell against the installed benchmark: suites, tasks and attacks exist."""
     cat = _catalogue(req["source"])
     version = req.get("benchmark_version") or cat["default_benchmark_version"]
-    suites = {s["name"]: s for s in cat["suites"] if s["benchmark_version"] == version}
+    suites = {s["name"]: dict(s, user_set=set(s["user_tasks"]), inj_set=set(s["injection_tasks"]))
+              for s in cat["suites"] if s["benchmark_version"] == version}
     attacks = {a["name"]: a for a in cat["attacks"]}
     problems: list[str] = []
     if version not in cat["benchmark_versions"]:
@@ -65,7 +66,7 @@ def _plan(req: dict[str, Any]) -> dict[str, Any]:
             problems.append(f"{cell.get('cell_key')}: no suite {cell.get('suite')!r} "
                             f"(suites: {', '.join(suites)})")
             continue
-        if cell.get("user_task_id") not in suite["user_tasks"]:
+        if cell.get("user_task_id") not in suite["user_set"]:
             problems.append(f"{cell['cell_key']}: no user task {cell.get('user_task_id')!r} "
                             f"in {suite['name']}")
         inj = cell.get("injection_task_id")
@@ -75,7 +76,7 @@ def _plan(req: dict[str, Any]) -> dict[str, Any]:
                                 f"(attacks: {', '.join(attacks)})")
             elif attacks[cell["attack"]]["refused"]:
                 problems.append(f"{cell['cell_key']}: attack {cell['attack']!r} is refused")
-            if inj not in suite["injection_tasks"]:
+            if inj not in suite["inj_set"]:
                 problems.append(f"{cell['cell_key']}: no injection task {inj!r} in "
                                 f"{suite['name']}")
     return {"cells": len(req.get("cells", [])), "benchmark_version": version,
