@@ -56,6 +56,9 @@ _reg("cli.usage.preflight_caps", U, "usage",
 _reg("cli.usage.script_credential", U, "usage",
      "{flag} reads the key of a real endpoint; a scripted run needs none",
      "drop the credential option: --llm-script replies from the script")
+_reg("cli.usage.llm_script", U, "usage",
+     "--llm-script {location}: {what}",
+     "correct the script (format agentprov-llm-script/0.1, docs/formats/llm-script.md)")
 _reg("cli.usage.cost_needs_prices", U, "usage",
      "--max-cost-usd needs --price-in and --price-out (USD per million tokens)",
      "add both prices")
@@ -205,6 +208,19 @@ _reg("cli.refused.api_caps", R, "coded",
      "an API endpoint run needs its caps (the endpoint entry is not local): give {missing} (D-725; the provider's own key limit is the backstop)",
      "give --max-calls, --max-cost-usd, --price-in, --price-out")
 
+_reg("cli.refused.corpus_busy", R, "coded",
+     "the corpus {corpus} is being written by another agentprov run (its lock is held); only one writer at a time",
+     "wait for the other run, or name another --corpus")
+_reg("cli.refused.mixed_config", R, "coded",
+     "the corpus {corpus} holds configuration {have}, and this run is configuration {want}: a different model, endpoint, parameters or backend; pass --allow-mixed-config to add it anyway",
+     "use another --corpus, or --allow-mixed-config")
+_reg("cli.refused.mixed_transport", R, "coded",
+     "the corpus {corpus} holds {have} sessions and this run is {want}: a scripted and a real session never share a corpus",
+     "use another --corpus")
+_reg("cli.environment.corpus", E, "coded",
+     "the corpus {corpus} cannot be used: {what}",
+     "repair or move the corpus, then re-run")
+
 # --- unsupported (exit 5): printed before anything starts
 _reg("run.unsupported.no_live_capability", X, "cannot_run",
      "no live capability", "none in this build",
@@ -234,8 +250,8 @@ _reg("run.unsupported.llm_element", X, "cannot_run",
      "--llm-element {element}.", "use the native element",
      "{reason}")
 _reg("run.unsupported.campaign", X, "cannot_run",
-     "running cells is not in this build yet.", "use --dry-run or --catalogue",
-     "This build checks, plans and dry-runs (--dry-run); the campaign arrives with the worker's run-cell.")
+     "a real-model campaign is not in this build yet.", "use --llm-script, --dry-run or --catalogue",
+     "This build runs scripted campaigns (--llm-script) and dry-runs real models; consent, keys, containment and caps accounting arrive with the real-endpoint issue.")
 
 
 class AgentprovError(Exception):

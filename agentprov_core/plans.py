@@ -118,6 +118,8 @@ class Plan(msgspec.Struct, kw_only=True):
     settled: int
     plan_sha256: str
     config_digest: str
+    attempts_used: int = 0  # attempts already made on units not yet settled (all invocations)
+    settled_cells: dict[str, int] = {}
 
     @property
     def units(self) -> int:
@@ -125,14 +127,14 @@ class Plan(msgspec.Struct, kw_only=True):
 
     @property
     def attempts_due(self) -> int:
-        return (self.units - self.settled) * self.max_attempts
+        return max(0, (self.units - self.settled) * self.max_attempts - self.attempts_used)
 
     def dry_plan(self) -> dict[str, Any]:
         """The ``agentprov-run-dry-plan/0.1`` document (R-8.17)."""
         return {
             "attempts_due": self.attempts_due, "backend": self.backend,
             "benchmark_version": self.benchmark_version,
-            "cells": [dict(c.row(), settled=0) for c in self.cells],
+            "cells": [dict(c.row(), settled=self.settled_cells.get(c.key, 0)) for c in self.cells],
             "config_digest": f"sha256:{self.config_digest}", "corpus_id": self.corpus_id,
             "format": "agentprov-run-dry-plan/0.1", "max_attempts": self.max_attempts,
             "plan_sha256": self.plan_sha256, "repeats": self.repeats,

@@ -8,12 +8,15 @@ network namespace (bubblewrap, else ``unshare``), so it cannot reach any host.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import selectors
 import shutil
+import signal
 import subprocess
-import time
+import threading
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -60,26 +63,49 @@ def scrubbed_env(env_dir: Path, staging: Path) -> dict[str, str]:
 
 
 class Worker:
+    """A running worker. :meth:`submit` sends a request and returns a future; a reader
+    thread matches answers to requests by id, so run-cell requests can be in flight
+    together (the worker answers them in any order)."""
+
     def __init__(self, env_id: str, env_dir: Path, staging: Path, *, network: bool = False,
-                 timeout: float = 300.0) -> None:
+                 timeout: float = 300.0, extra_env: dict[str, str] | None = None) -> None:
         self.env_id = env_id
         self.timeout = timeout
         self._next = 0
+        self._lock = threading.Lock()
+        self._pending: dict[int, Future] = {}
         argv = [str(env_dir / "bin" / "python"), "-m", "agentprov_backend.worker"]
         if not network:
             argv = [*network_block_prefix(), *argv]
         self.stderr_path = staging / "worker.stderr"
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in close()
+        env = scrubbed_env(env_dir, staging) | (extra_env or {})
         try:
-            self.proc = subprocess.Popen(argv, cwd=staging, env=scrubbed_env(env_dir, staging),
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=self._stderr, text=True, bufsize=1)
+            self.proc = subprocess.Popen(argv, cwd=staging, env=env, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=self._stderr,
+                                         text=True, bufsize=1, start_new_session=True)
         except OSError as exc:
             self._stderr.close()
             raise AgentprovError("cli.environment.worker", env_id=env_id,
                                  detail=f"cannot start: {exc}") from None
-        self._sel = selectors.DefaultSelector()
-        self._sel.register(self.proc.stdout, selectors.EVENT_READ)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                continue
+            with self._lock:
+                fut = self._pending.pop(reply.get("id"), None)
+            if fut is not None:
+                fut.set_result(reply)
+        code = self.proc.wait()
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            fut.set_exception(self._fail(f"it exited (code {code}) with a request in flight"))
 
     def _fail(self, detail: str) -> AgentprovError:
         self._stderr.flush()
@@ -88,42 +114,55 @@ class Worker:
             detail += " (stderr: " + " | ".join(tail) + ")"
         return AgentprovError("cli.environment.worker", env_id=self.env_id, detail=detail)
 
-    def request(self, kind: str, **fields: Any) -> Any:
-        self._next += 1
-        msg = {"id": self._next, "type": kind, **fields}
+    def submit(self, kind: str, **fields: Any) -> Future:
+        fut: Future = Future()
+        with self._lock:
+            self._next += 1
+            rid = self._next
+            if self.proc.poll() is not None:
+                raise self._fail(f"it exited (code {self.proc.returncode}) before {kind}")
+            self._pending[rid] = fut
+            try:
+                self.proc.stdin.write(json.dumps({"id": rid, "type": kind, **fields}) + "\n")
+                self.proc.stdin.flush()
+            except BrokenPipeError:
+                self._pending.pop(rid, None)
+                raise self._fail(f"it exited (code {self.proc.poll()}) before {kind}") from None
+        fut.kind = kind  # type: ignore[attr-defined]
+        return fut
+
+    def result(self, fut: Future, timeout: float | None = None) -> Any:
         try:
-            self.proc.stdin.write(json.dumps(msg) + "\n")
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            raise self._fail(f"it exited (code {self.proc.poll()}) before {kind}") from None
-        deadline = time.monotonic() + self.timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not self._sel.select(timeout=left):
-                raise self._fail(f"no answer to {kind} within {self.timeout:.0f}s")
-            line = self.proc.stdout.readline()
-            if not line:
-                raise self._fail(f"it exited (code {self.proc.wait()}) during {kind}")
-            reply = json.loads(line)
-            if reply.get("id") == self._next:
-                break
+            reply = fut.result(timeout=timeout if timeout is not None else self.timeout)
+        except FutureTimeout:
+            raise self._fail(f"no answer to {fut.kind} within "  # type: ignore[attr-defined]
+                             f"{timeout or self.timeout:.0f}s") from None
         if not reply.get("ok"):
             err = reply.get("error") or {}
-            raise self._fail(f"{kind}: {err.get('code')}: {err.get('message')}")
+            raise self._fail(f"{fut.kind}: {err.get('code')}: {err.get('message')}")  # type: ignore[attr-defined]
         return reply["result"]
+
+    def request(self, kind: str, **fields: Any) -> Any:
+        return self.result(self.submit(kind, **fields))
+
+    def kill(self) -> None:
+        """End the worker and every process it started (its own process group)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
 
     def close(self) -> None:
         try:
             if self.proc.poll() is None:
                 try:
-                    self.proc.stdin.write(json.dumps({"id": 0, "type": "shutdown"}) + "\n")
-                    self.proc.stdin.flush()
-                    self.proc.wait(timeout=10)
+                    with self._lock:
+                        self.proc.stdin.write(json.dumps({"id": 0, "type": "shutdown"}) + "\n")
+                        self.proc.stdin.flush()
+                    self.proc.wait(timeout=30)
                 except (BrokenPipeError, subprocess.TimeoutExpired):
-                    self.proc.kill()
-                    self.proc.wait()
+                    self.kill()
         finally:
-            self._sel.close()
+            self._reader.join(timeout=5)
             self._stderr.close()
 
     def __enter__(self) -> Worker:

@@ -121,11 +121,18 @@ def run(ctx: click.Context, source: str, **options) -> int:
 
         echo_json(msgspec.to_builtins(planning.catalogue_for_print(src)))
         return 0
+    from agentprov_core import campaign
+    from agentprov_core.errors import AgentprovError
+
     prepared = planning.prepare(req)
+    campaign.check_corpus(prepared)
+    campaign.read_progress(prepared)
     if options["dry_run"]:
         from agentprov_core.cli.dryrun import print_dry_run
 
         return print_dry_run(prepared, started)
-    from agentprov_core.errors import AgentprovError
+    if not req.scripted:  # consent, keys, containment and caps accounting: the next issue
+        raise AgentprovError("run.unsupported.campaign", source=source)
+    from agentprov_core.session import dry_run
 
-    raise AgentprovError("run.unsupported.campaign", source=source)
+    return campaign.run(dry_run(prepared))

@@ -4,6 +4,8 @@ One JSON object per line in each direction (protocol ``agentprov-worker/0.1``, d
 in docs/protocol.md). A request is ``{"id": N, "type": T, ...}``; the answer is
 ``{"id": N, "ok": true, "result": ...}`` or ``{"id": N, "ok": false, "error": {"code": C,
 "message": M}}``. Types: ``hello``, ``catalogue``, ``plan``, ``run-cell``, ``shutdown``.
+``run-cell`` requests run concurrently (each in a process forked from a forkserver that
+imported the benchmark once); their answers may come in any order.
 
 Only protocol lines are written to the real stdout: while a request is handled,
 ``sys.stdout`` is the real stderr, so a benchmark's prints cannot corrupt the stream.
@@ -15,6 +17,7 @@ import contextlib
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -83,6 +86,52 @@ def _plan(req: dict[str, Any]) -> dict[str, Any]:
             "problems": problems}
 
 
+_ctx = None
+_ctx_lock = threading.Lock()
+
+
+def _forkserver():
+    """The forkserver that imports the benchmark once and forks a process per cell."""
+    global _ctx
+    with _ctx_lock:
+        if _ctx is None:
+            import multiprocessing
+
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(["agentprov_backend.preload"])
+            _ctx = ctx
+        return _ctx
+
+
+def run_cell(req: dict[str, Any]) -> dict[str, Any]:
+    """Run one cell in a forked child; end its session ``aborted`` when the child dies or
+    outlives ``timeout_s``."""
+    from agentprov_backend import cells, sealing
+
+    staging = Path(req["staging"])
+    staging.mkdir(parents=True, exist_ok=True)
+    proc = _forkserver().Process(target=cells.child_main, args=(req,), daemon=True)
+    proc.start()
+    proc.join(req.get("timeout_s"))
+    reason = None
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+        reason = ("cell.timeout", f"the cell outlived --cell-timeout {req.get('timeout_s')}s")
+    elif proc.exitcode != 0:
+        reason = ("cell.died", f"the cell's process ended with exit code {proc.exitcode}")
+    result_file = staging / "result.json"
+    if reason is not None or not result_file.exists():
+        code, text = reason or ("cell.no_result", "the cell's process left no result")
+        sealing.seal(staging / "capture.jsonl", "aborted", text, code)
+        return {"status": "aborted", "reason": text, "utility": None, "security": None,
+                "setup_refusal": None, "native_log": None, "error": text}
+    return json.loads(result_file.read_text(encoding="utf-8"))
+
+
 def handle(req: dict[str, Any]) -> Any:
     kind = req.get("type")
     if kind == "hello":
@@ -92,11 +141,27 @@ def handle(req: dict[str, Any]) -> Any:
     if kind == "plan":
         return _plan(req)
     if kind == "run-cell":
-        raise RequestError("worker.unsupported", "run-cell arrives with the live run")
+        return run_cell(req)
     raise RequestError("worker.unknown_request", f"unknown request type {kind!r}")
 
 
 def serve(inp: TextIO, out: TextIO) -> int:
+    write_lock = threading.Lock()
+    cells_in_flight: list[threading.Thread] = []
+
+    def reply_to(req: dict[str, Any]) -> None:
+        try:
+            reply = {"id": req.get("id"), "ok": True, "result": handle(req)}
+        except RequestError as exc:
+            reply = {"id": req.get("id"), "ok": False,
+                     "error": {"code": exc.code, "message": str(exc)}}
+        except Exception as exc:  # reported, never a dead pipe
+            reply = {"id": req.get("id"), "ok": False,
+                     "error": {"code": "worker.internal", "message": f"{type(exc).__name__}: {exc}"}}
+        with write_lock:
+            out.write(json.dumps(reply, sort_keys=True) + "\n")
+            out.flush()
+
     for line in inp:
         if not line.strip():
             continue
@@ -107,9 +172,17 @@ def serve(inp: TextIO, out: TextIO) -> int:
                                      "error": {"code": "worker.bad_json", "message": str(exc)}}
         else:
             if req.get("type") == "shutdown":
-                out.write(json.dumps({"id": req.get("id"), "ok": True, "result": None}) + "\n")
-                out.flush()
+                for t in cells_in_flight:
+                    t.join()
+                with write_lock:
+                    out.write(json.dumps({"id": req.get("id"), "ok": True, "result": None}) + "\n")
+                    out.flush()
                 return 0
+            if req.get("type") == "run-cell":  # cells run concurrently; replies carry the id
+                t = threading.Thread(target=reply_to, args=(req,), daemon=True)
+                cells_in_flight.append(t)
+                t.start()
+                continue
             try:
                 with contextlib.redirect_stdout(sys.stderr):
                     reply = {"id": req.get("id"), "ok": True, "result": handle(req)}
@@ -120,8 +193,9 @@ def serve(inp: TextIO, out: TextIO) -> int:
                 reply = {"id": req.get("id"), "ok": False,
                          "error": {"code": "worker.internal",
                                    "message": f"{type(exc).__name__}: {exc}"}}
-        out.write(json.dumps(reply, sort_keys=True) + "\n")
-        out.flush()
+        with write_lock:
+            out.write(json.dumps(reply, sort_keys=True) + "\n")
+            out.flush()
     return 0
 
 

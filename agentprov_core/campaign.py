@@ -1,0 +1,404 @@
+"""T0's campaign: run the due units of a plan in the worker and keep what happened.
+
+Every unit (cell × repeat) that is not yet settled and has attempts left is started, up to
+``--jobs`` at once. Each attempt gets a session id and a staging directory in the working
+corpus; the worker runs the cell there and writes the capture/0.1 log and the native log.
+T0 then checks the capture's hash chain, runs the redaction scan, stores both logs in the
+raw store and appends the attempt to the ledger. Failed attempts are kept.
+
+Stops: a config stop (a cell's setup refused the configuration), a drain
+(``--control-file``), ``--limit``, and an interrupt (SIGINT, SIGTERM, SIGHUP: in-flight
+sessions are sealed ``aborted`` and ledgered, exit 130; a second signal exits at once).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+import uuid
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from agentprov_core import __version__, capture_chain, environments, redaction
+from agentprov_core.corpus.ledger import Attempt
+from agentprov_core.corpus.working import MANIFEST_FORMAT, WorkingCorpus, now, partial_dir, unit_key
+from agentprov_core.errors import AgentprovError
+
+CONFIG_STOP = ("agentprov run: a cell's setup refused this configuration, so no further cell "
+               "was started (every one would fail the same way); fix the option the refusal "
+               "names and re-run the same command")
+
+
+@dataclass
+class Unit:
+    cell: Any
+    repeat: int
+    key: str
+    attempt: int
+
+
+@dataclass
+class Flight:
+    unit: Unit
+    session_id: str
+    staging: Path
+    started_at: str
+    future: Future
+
+
+@dataclass
+class Tally:
+    attempts: int = 0
+    sealed: int = 0
+    failed: int = 0
+    conclusive: int = 0
+    inconclusive: int = 0
+    quarantined: int = 0
+    refusals: list[str] = field(default_factory=list)
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _units(p, settled: set[str], counts) -> tuple[list[Unit], int]:
+    plan = p.plan
+    due, done_before = [], 0
+    for r in range(plan.repeats):
+        for cell in plan.cells:
+            key = unit_key(cell.key, plan.defence, r)
+            if key in settled:
+                done_before += 1
+                continue
+            if counts[key] >= plan.max_attempts:
+                continue  # exhausted: no attempt left
+            due.append(Unit(cell, r, key, counts[key] + 1))
+    return due, done_before
+
+
+def read_progress(p) -> None:
+    """Set the plan's settled units and attempts already used from its corpus, if any
+    (attempts are counted across invocations)."""
+    wc = WorkingCorpus.peek(p.request.options["corpus"])
+    if wc is None:
+        return
+    entries = wc.attempts()
+    settled = wc.settled(entries)
+    counts = wc.attempts_per_unit(entries)
+    plan = p.plan
+    plan.settled, plan.attempts_used, plan.settled_cells = 0, 0, {}
+    for r in range(plan.repeats):
+        for c in plan.cells:
+            key = unit_key(c.key, plan.defence, r)
+            if key in settled:
+                plan.settled += 1
+                plan.settled_cells[c.key] = plan.settled_cells.get(c.key, 0) + 1
+            else:
+                plan.attempts_used += min(counts[key], plan.max_attempts)
+
+
+def check_corpus(p) -> None:
+    """Mixed configuration and mixed transport refusals (exit 4), before anything starts."""
+    o = p.request.options
+    wc = WorkingCorpus.peek(o["corpus"])
+    if wc is None:
+        return
+    m = wc.manifest()
+    want = "scripted" if p.request.scripted else "real"
+    have = "scripted" if m.get("test_only") else "real"
+    if have != want:
+        raise AgentprovError("cli.refused.mixed_transport", corpus=wc.root, have=have, want=want)
+    digests = set(m.get("config_digests", []))
+    if digests and p.plan.config_digest not in digests and not o.get("allow_mixed_config"):
+        raise AgentprovError("cli.refused.mixed_config", corpus=wc.root,
+                             have=", ".join(sorted(d[:16] for d in digests)),
+                             want=p.plan.config_digest[:16])
+
+
+def _manifest(p, wc: WorkingCorpus, old: dict[str, Any] | None) -> dict[str, Any]:
+    from agentprov_core.plugins import manager
+
+    plan = p.plan
+    meta = p.source.meta
+    m = dict(old or {})
+    marker = environments.read_marker(meta, plan.environment_id)
+    m.update({
+        "format": MANIFEST_FORMAT, "corpus_id": plan.corpus_id, "source": meta.name,
+        "backend": plan.backend, "working": True, "test_only": p.request.scripted,
+        "synthetic": p.request.scripted, "updated_at": now(),
+        "backend_identity": {"environment_id": plan.environment_id,
+                             "identity_sha256": marker.identity_sha256,
+                             "lock_sha256": marker.lock_sha256,
+                             "pinned_commit": marker.pinned_commit,
+                             "distributions": marker.distributions},
+        "producer": {"agentprov": __version__, "sandbox": None if p.request.scripted else "?",
+                     "python": sys.version.split()[0]},
+        "plugins": sorted(({"name": r.name, "distribution": r.distribution,
+                            "version": r.version, "status": r.status}
+                           for r in manager().records), key=lambda r: r["name"]),
+        "source_meta": __import__("msgspec").to_builtins(meta),
+    })
+    m.setdefault("created_at", now())
+    m["plans"] = sorted(set(m.get("plans", [])) | {plan.plan_sha256})
+    m["config_digests"] = sorted(set(m.get("config_digests", [])) | {plan.config_digest})
+    live = dict(m.get("live") or {})
+    live.update({"endpoint_class": None if p.request.scripted else "api",
+                 "transport": "scripted" if p.request.scripted else "endpoint",
+                 "llm_element": p.request.options.get("llm_element") or "native",
+                 "caps": {"max_calls": p.request.options.get("max_calls"),
+                          "max_cost_usd": p.request.options.get("max_cost_usd")},
+                 "egress": None})
+    m["live"] = live
+    return m
+
+
+def run(p) -> int:
+    o = p.request.options
+    started = time.monotonic()
+    check_corpus(p)
+    wc = WorkingCorpus(partial_dir(o["corpus"]))
+    wc.lock()
+    try:
+        old = wc.manifest() if (wc.root / "manifest.json").is_file() else None
+        manifest = _manifest(p, wc, old)
+        manifest["partial"] = bool(old and old.get("partial"))
+        wc.write_manifest(manifest)
+        entries = wc.attempts()
+        due, done_before = _units(p, wc.settled(entries), wc.attempts_per_unit(entries))
+        jobs = o.get("jobs") or 1
+        click.echo(f"agentprov run {p.source.meta.name}: units={len(due)} plan={p.plan.units} "
+                   f"unit(s) workers={jobs}")
+        tally, stop = _campaign(p, wc, due, jobs, len(entries))
+        if stop == "interrupt":
+            exit_code = 130
+        elif stop == "config" or tally.failed or tally.quarantined or tally.inconclusive:
+            exit_code = 1
+        else:  # complete, a drain or --limit with every attempt conclusive (decisions 3, 4)
+            exit_code = 0
+        manifest = wc.manifest()
+        manifest["partial"] = bool(manifest.get("partial")) or stop in ("config", "limit",
+                                                                         "interrupt")
+        manifest["updated_at"] = now()
+        manifest.setdefault("stops", []).append({"at": now(), "stop": stop or "complete",
+                                                 "exit": exit_code})
+        wc.write_manifest(manifest)
+    finally:
+        wc.unlock()
+    _summary(p, wc, tally, stop, exit_code, started, done_before, len(due))
+    return exit_code
+
+
+def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
+    from agentprov_core.workerclient import Worker
+
+    o = p.request.options
+    tally = Tally()
+    stop: str | None = None
+    invocation = uuid.uuid4().hex[:12]
+    state = {"signals": 0}
+
+    def on_signal(signum, _frame):
+        state["signals"] += 1
+        if state["signals"] > 1:
+            click.echo("agentprov run: second signal: exiting now; in-flight sessions stay in "
+                       "staging, unledgered", err=True)
+            os._exit(130)
+        raise Interrupted
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM,
+                                                         signal.SIGHUP)}
+    endpoint = None
+    worker = None
+    flights: dict[Future, Flight] = {}
+    seq = [seq0]
+    try:
+        if p.request.scripted:
+            from agentprov_core.scripted.script import load_script
+            from agentprov_core.scripted.server import ScriptedEndpoint
+
+            endpoint = ScriptedEndpoint(load_script(Path(o["llm_script"])))
+            endpoint.start()
+        env_dir = environments.environment_dir(p.plan.environment_id)
+        (wc.root / "staging").mkdir(exist_ok=True)
+        worker = Worker(p.plan.environment_id, env_dir, wc.root / "staging", network=True)
+        limit = o.get("limit")
+        started_units = 0
+        queue = list(due)
+        stagger = o.get("start_stagger") or 0.0
+        while queue or flights:
+            while (queue and len(flights) < jobs and stop is None
+                   and (limit is None or started_units < limit)):
+                if _drain_requested(o):
+                    stop = "drain"
+                    break
+                unit = queue.pop(0)
+                fl = _launch(p, wc, worker, endpoint, unit)
+                flights[fl.future] = fl
+                started_units += 1
+                if stagger and queue:
+                    time.sleep(stagger)
+            if not flights:
+                if queue and stop is None and limit is not None and started_units >= limit:
+                    stop = "limit"
+                break
+            done, _ = wait(list(flights), timeout=0.25, return_when=FIRST_COMPLETED)
+            for fut in done:
+                fl = flights.pop(fut)
+                result = _result(worker, fl)
+                entry = _ingest(p, wc, fl, result, invocation, seq)
+                _count(tally, entry)
+                if entry.setup_refusal and stop is None:
+                    stop = "config"
+                    tally.refusals.append(f"{fl.unit.cell.key}: {entry.setup_refusal['message']}")
+            if stop is None and _drain_requested(o):
+                stop = "drain"
+    except Interrupted:
+        stop = "interrupt"
+        if worker is not None:
+            worker.kill()
+        for fl in flights.values():
+            capture_chain.seal(fl.staging / "capture.jsonl", "aborted",
+                               "interrupted: the parent received a signal", "session.interrupted")
+            entry = _ingest(p, wc, fl, {"status": "aborted", "reason": "interrupted"},
+                            invocation, seq)
+            _count(tally, entry)
+        flights.clear()
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        if worker is not None:
+            for fl in flights.values():  # the worker died with cells in flight
+                capture_chain.seal(fl.staging / "capture.jsonl", "aborted",
+                                   "the worker ended with the cell in flight", "session.worker_died")
+            worker.close()
+        if endpoint is not None:
+            endpoint.stop()
+    return tally, stop
+
+
+def _drain_requested(o) -> bool:
+    path = o.get("control_file")
+    if not path:
+        return False
+    try:
+        return Path(path).read_text(encoding="utf-8").strip() == "drain"
+    except OSError:
+        return False
+
+
+def _launch(p, wc: WorkingCorpus, worker, endpoint, unit: Unit) -> Flight:
+    o = p.request.options
+    session_id = f"s-{uuid.uuid4().hex[:16]}"
+    staging = wc.staging(session_id)
+    cell = unit.cell
+    if endpoint is not None:
+        agent = {"scripted": True, "base_url": endpoint.base_url(session_id),
+                 "model_id": "scripted", "pipeline_name": "scripted", "key_env": None,
+                 "display_name": o.get("model_display_name")}
+    else:  # real endpoints arrive with the real-endpoint issue; refused before this point
+        raise AgentprovError("run.unsupported.campaign", source=p.source.meta.name)
+    req = {
+        "session_id": session_id, "staging": str(staging), "source": p.source.meta.name,
+        "benchmark_version": p.plan.benchmark_version, "defence": p.plan.defence,
+        "cell": {"suite": cell.suite, "user_task_id": cell.user_task_id, "attack": cell.attack,
+                 "injection_task_id": cell.injection_task_id, "kind": cell.kind,
+                 "cell_key": cell.key},
+        "unit": unit.key, "attempt": unit.attempt, "agent": agent,
+        "backend": p.identity, "plan_sha256": p.plan.plan_sha256,
+        "config_digest": p.plan.config_digest, "timeout_s": o.get("cell_timeout") or 1800,
+    }
+    return Flight(unit, session_id, staging, now(), worker.submit("run-cell", **req))
+
+
+def _result(worker, fl: Flight) -> dict[str, Any]:
+    try:
+        return worker.result(fl.future, timeout=0)
+    except AgentprovError as exc:
+        capture_chain.seal(fl.staging / "capture.jsonl", "aborted", exc.message,
+                           "session.worker_failed")
+        return {"status": "aborted", "reason": exc.message}
+
+
+def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation: str,
+            seq: list[int]) -> Attempt:
+    o = p.request.options
+    cap = fl.staging / "capture.jsonl"
+    chain = capture_chain.read(cap)
+    status = result.get("status", "errored")
+    reason = result.get("reason") or result.get("error")
+    end = chain.end
+    if not chain.ok:
+        status, reason = "errored", "capture log damaged: " + "; ".join(chain.problems[:2])
+    elif end is None:
+        status, reason = "aborted", "the capture log has no end record"
+    elif end.get("status") != status:
+        status = end.get("status")
+    findings = redaction.scan(fl.staging, {})
+    base = dict(seq=seq[0], invocation=invocation, unit=fl.unit.key, cell_key=fl.unit.cell.key,
+                defence=p.plan.defence, repeat=fl.unit.repeat, attempt=fl.unit.attempt,
+                session_id=fl.session_id, started_at=fl.started_at, ended_at=now(),
+                plan_sha256=p.plan.plan_sha256, config_digest=p.plan.config_digest)
+    seq[0] += 1
+    if findings:
+        wc.quarantine(fl.session_id, fl.unit.key, findings)
+        entry = Attempt(**base, status="quarantined", conclusive=False,
+                        reason="capture.quarantined: " + "; ".join(findings[:3]))
+        wc.ledger.append(entry)
+        return entry
+    cap_sha = wc.store.put_file(cap) if cap.exists() else None
+    native_sha = native_path = None
+    if result.get("native_log"):
+        nl = fl.staging / result["native_log"]
+        if nl.is_file():
+            native_sha, native_path = wc.store.put_file(nl), result["native_log"]
+    entry = Attempt(**base, status=status, conclusive=status == "complete",
+                    capture_sha256=cap_sha, capture_head_sha256=chain.head_sha256,
+                    capture_records=len(chain.records), native_sha256=native_sha,
+                    native_path=native_path, utility=result.get("utility"),
+                    security=result.get("security"), setup_refusal=result.get("setup_refusal"),
+                    reason=reason, calls=result.get("calls"))
+    wc.ledger.append(entry)
+    if not o.get("keep_staging"):
+        wc.drop_staging(fl.session_id)
+    return entry
+
+
+def _count(t: Tally, e: Attempt) -> None:
+    t.attempts += 1
+    if e.status == "quarantined":
+        t.quarantined += 1
+    elif e.status == "complete":
+        t.sealed += 1
+        t.conclusive += 1
+    else:
+        t.failed += 1
+        t.inconclusive += 1
+
+
+def _summary(p, wc, t: Tally, stop, code: int, started: float, done_before: int,
+             due: int) -> None:
+    e = lambda s: click.echo(s, err=True)  # noqa: E731
+    e(f"run: finished in {time.monotonic() - started:.1f}s (exit {code})")
+    e(f"  units    {t.attempts} of {p.plan.units}: sealed {t.sealed}, failed {t.failed}"
+      + (f", quarantined {t.quarantined}" if t.quarantined else ""))
+    e(f"  corpus   {wc.root} (working; {len(wc.attempts())} attempt(s) in the ledger)")
+    if stop == "config":
+        e(CONFIG_STOP)
+        for r in t.refusals:
+            e(f"notice: setup refusal: {r}")
+    elif stop == "interrupt":
+        e("agentprov run: interrupted: in-flight sessions were sealed aborted and ledgered; "
+          "re-run the same command to resume")
+    elif stop == "drain":
+        e("agentprov run: drained: the cells in flight finished; re-run to resume")
+    elif stop == "limit":
+        e("agentprov run: --limit reached; re-run to resume (the corpus is partial)")
+    click.echo(f"agentprov run: {t.attempts} attempt(s); {t.conclusive} conclusive, "
+               f"0 inconsistent, {t.inconclusive} inconclusive; 0 derived, 0 failed; "
+               f"{done_before} of {p.plan.units} unit(s) done before")

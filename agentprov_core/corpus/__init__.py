@@ -1,0 +1,1 @@
+"""The working corpus (``DIR.partial``): manifest, append-only ledger, raw store, staging."""

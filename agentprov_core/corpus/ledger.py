@@ -1,0 +1,81 @@
+"""The append-only ledger of attempts: one JSON line per ended attempt, fsynced.
+
+Nothing in it is ever rewritten. A torn last line (T0 died mid-write) is ignored on read and
+reported, and the next append starts on a fresh line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+
+class Attempt(msgspec.Struct, kw_only=True):
+    seq: int
+    invocation: str
+    unit: str
+    cell_key: str
+    defence: str
+    repeat: int
+    attempt: int
+    session_id: str
+    started_at: str
+    ended_at: str
+    status: str  # complete | incomplete | errored | aborted | quarantined
+    conclusive: bool
+    capture_sha256: str | None = None
+    capture_head_sha256: str | None = None
+    capture_records: int | None = None
+    native_sha256: str | None = None
+    native_path: str | None = None
+    utility: bool | None = None
+    security: bool | None = None
+    setup_refusal: dict[str, Any] | None = None
+    reason: str | None = None
+    calls: int | None = None
+    plan_sha256: str = ""
+    config_digest: str = ""
+
+
+class Ledger:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.torn = False
+
+    def read(self) -> list[Attempt]:
+        if not self.path.exists():
+            return []
+        out = []
+        raw = self.path.read_bytes()
+        lines = raw.split(b"\n")
+        for i, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                out.append(msgspec.json.decode(line, type=Attempt))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                if i == len(lines) - 1 or all(not x.strip() for x in lines[i + 1:]):
+                    self.torn = True  # the last write was cut short: ignore it
+                    continue
+                raise ValueError(f"{self.path}: line {i + 1} is not a ledger entry") from None
+        return out
+
+    def append(self, entry: Attempt) -> None:
+        data = msgspec.json.encode(entry)
+        with open(self.path, "ab") as f:
+            if f.tell() > 0:
+                with open(self.path, "rb") as r:
+                    r.seek(-1, os.SEEK_END)
+                    if r.read(1) != b"\n":
+                        f.write(b"\n")  # after a torn line
+            f.write(data + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    @staticmethod
+    def dumps(entry: Attempt) -> str:
+        return json.dumps(msgspec.to_builtins(entry), sort_keys=True)

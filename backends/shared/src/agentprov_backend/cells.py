@@ -1,0 +1,208 @@
+"""Running one AgentDojo-shaped cell in a child process, recording it as capture/0.1.
+
+The worker imports the benchmark once (a forkserver preloads it) and forks a fresh process
+per cell, so cells are isolated and never pay the import again. The child:
+
+1. writes the capture header, builds the stock pipeline (``AgentPipeline.from_config`` with
+   AgentDojo's own ``OpenAILLM``) over an ``openai.OpenAI`` client whose HTTP transport is
+   the recording transport;
+2. loads the attack (a setup refusal, such as an attack that addresses the model by name
+   when the pipeline name has no stock entry, ends the session ``errored`` with the
+   refusal recorded, and is reported so that T0 stops the campaign: a config stop);
+3. runs the cell with AgentDojo's own runner inside ``OutputLogger`` so that the native log
+   is written to ``<staging>/native/``; records tool results and the environment digests;
+4. ends the capture ``complete`` (native log present and valid), ``incomplete`` (missing or
+   damaged) or ``errored`` (an exception), and writes ``result.json``.
+
+The only harness effects are declared in the header's instrumentation list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import traceback
+from pathlib import Path
+from typing import Any
+
+DECLARED = [
+    "http_backoff@1 policy: stock_sdk",
+    "recording_transport@1 mode: observe",
+    "tool_recorder@1 mode: observe",
+    "environment_digest@1 mode: observe",
+    "call_boundary@1 mode: observe",
+]
+
+
+def _jsonable(obj: Any) -> Any:
+    try:
+        json.dumps(obj)
+        return obj
+    except (TypeError, ValueError):
+        if hasattr(obj, "model_dump"):
+            try:
+                return obj.model_dump(mode="json")
+            except Exception:  # noqa: BLE001 - fall through to repr
+                pass
+        return repr(obj)
+
+
+def _env_digest(env: Any) -> str:
+    data = env.model_dump_json() if hasattr(env, "model_dump_json") else repr(env)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+def native_log_path(native: Path, pipeline: str, suite: str, user: str, attack: str | None,
+                    inj: str | None) -> Path:
+    return native / pipeline / suite / user / (attack or "none") / f"{inj or 'none'}.json"
+
+
+def run_cell(req: dict[str, Any]) -> dict[str, Any]:
+    """Run the cell described by ``req`` (a run-cell request) in this process."""
+    from agentprov_backend.capture import CaptureWriter
+
+    staging = Path(req["staging"])
+    cell = req["cell"]
+    agent = req["agent"]
+    declared = list(DECLARED)
+    if agent.get("display_name"):
+        declared.append(f"model_display_name@1 value: {agent['display_name']}")
+    writer = CaptureWriter(staging / "capture.jsonl", {
+        "session_id": req["session_id"], "cell": cell, "unit": req.get("unit"),
+        "attempt": req.get("attempt"), "backend": req.get("backend", {}),
+        "plan_sha256": req.get("plan_sha256"), "config_digest": req.get("config_digest"),
+        "declared_instrumentation": declared, "source": req.get("source"),
+        "benchmark_version": req.get("benchmark_version"), "test_only": agent.get("scripted", False),
+    })
+    result: dict[str, Any] = {"status": "errored", "utility": None, "security": None,
+                              "setup_refusal": None, "native_log": None, "error": None}
+    try:
+        result.update(_run(req, writer, staging))
+    except BaseException as exc:  # noqa: BLE001 - a cell's failure is evidence, not a crash
+        writer.append("note", code="cell.exception", text="".join(
+            traceback.format_exception_only(type(exc), exc)).strip(),
+            traceback="".join(traceback.format_exception(exc))[-4000:])
+        result.update(status="errored", error=f"{type(exc).__name__}: {exc}")
+        if not writer.ended:
+            writer.end("errored", reason=result["error"])
+    (staging / "result.json").write_text(json.dumps(result, sort_keys=True), encoding="utf-8")
+    return result
+
+
+def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
+    import openai
+    from agentdojo import models
+    from agentdojo.agent_pipeline import AgentPipeline, PipelineConfig
+    from agentdojo.agent_pipeline.llms.openai_llm import OpenAILLM
+    from agentdojo.attacks.attack_registry import load_attack
+    from agentdojo.benchmark import (
+        run_task_with_injection_tasks,
+        run_task_without_injection_tasks,
+    )
+    from agentdojo.functions_runtime import FunctionsRuntime
+    from agentdojo.logging import OutputLogger
+    from agentdojo.task_suite.load_suites import get_suite
+    from agentdojo.task_suite.task_suite import TaskSuite
+
+    from agentprov_backend.recording import current_call, recording_http_client
+
+    cell, agent = req["cell"], req["agent"]
+    version = req["benchmark_version"]
+    suite = get_suite(version, cell["suite"])
+    user_task = suite.get_user_task_by_id(cell["user_task_id"])
+    key = os.environ.get(agent["key_env"]) if agent.get("key_env") else None
+    client = openai.OpenAI(base_url=agent["base_url"], api_key=key or "agentprov-scripted",
+                           http_client=recording_http_client(writer))
+    llm = OpenAILLM(client, agent["model_id"])
+    llm.name = agent["pipeline_name"]
+
+    # --- observation hooks (declared): call boundaries, tool results, environment digests
+    counter = {"calls": 0}
+    original_query = OpenAILLM.query
+
+    def query(self, *args, **kwargs):
+        counter["calls"] += 1
+        call_id = f"c{counter['calls']}"
+        writer.append("model_call_start", call_id=call_id, element="OpenAILLM", model=self.model)
+        try:
+            with current_call(call_id):
+                out = original_query(self, *args, **kwargs)
+        except BaseException as exc:
+            writer.append("model_call_end", call_id=call_id, ok=False,
+                          error=f"{type(exc).__name__}: {exc}")
+            raise
+        writer.append("model_call_end", call_id=call_id, ok=True)
+        return out
+
+    OpenAILLM.query = query
+    original_run = FunctionsRuntime.run_function
+
+    def run_function(self, env, function, kwargs, raise_on_error=False):
+        out, error = original_run(self, env, function, kwargs, raise_on_error)
+        writer.append("tool_result", name=function, arguments=_jsonable(dict(kwargs)),
+                      result=_jsonable(out), error=error)
+        return out, error
+
+    FunctionsRuntime.run_function = run_function
+    original_check = TaskSuite._check_task_result
+    seen = {"done": False}
+
+    def check(self, task, model_output, pre_environment, task_environment, trace):
+        if not seen["done"]:
+            seen["done"] = True
+            writer.append("environment_digest", name="pre", sha256=_env_digest(pre_environment))
+            writer.append("environment_digest", name="post", sha256=_env_digest(task_environment))
+        return original_check(self, task, model_output, pre_environment, task_environment, trace)
+
+    TaskSuite._check_task_result = check
+
+    pipeline = AgentPipeline.from_config(PipelineConfig(
+        llm=llm, model_id=agent["model_id"],
+        defense=None if req.get("defence", "none") == "none" else req["defence"],
+        system_message_name=None, system_message=None))
+    native = staging / "native"
+    attack = None
+    if cell.get("attack"):
+        if agent.get("display_name"):
+            models.MODEL_NAMES[agent["pipeline_name"]] = agent["display_name"]
+        try:
+            attack = load_attack(cell["attack"], suite, pipeline)
+        except ValueError as exc:
+            refusal = {"code": "setup.attack_model_name",
+                       "message": f"attack '{cell['attack']}' names the model, and the pipeline "
+                                  "name has no stock MODEL_NAMES entry: "
+                                  "attack_params.model_display_name (--model-display-name) is "
+                                  "required", "detail": str(exc)}
+            writer.append("note", code="setup_refusal", text=refusal["message"])
+            writer.end("errored", reason="setup refusal")
+            return {"status": "errored", "setup_refusal": refusal,
+                    "calls": counter["calls"]}
+    with OutputLogger(str(native)):
+        if attack is None:
+            utility, security = run_task_without_injection_tasks(
+                suite, pipeline, user_task, logdir=native, force_rerun=True,
+                benchmark_version=version)
+        else:
+            u, s = run_task_with_injection_tasks(
+                suite, pipeline, user_task, attack, logdir=native, force_rerun=True,
+                injection_tasks=[cell["injection_task_id"]], benchmark_version=version)
+            key_ = (cell["user_task_id"], cell["injection_task_id"])
+            utility, security = u.get(key_), s.get(key_)
+    log = native_log_path(native, agent["pipeline_name"], cell["suite"], cell["user_task_id"],
+                          cell.get("attack"), cell.get("injection_task_id") if attack else None)
+    status, reason = "complete", None
+    try:
+        json.loads(log.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        status, reason = "incomplete", f"native log {log.name}: {type(exc).__name__}"
+    writer.end(status, reason=reason, utility=utility, security=security, calls=counter["calls"])
+    return {"status": status, "utility": utility, "security": security,
+            "native_log": str(log.relative_to(staging)) if log.exists() else None,
+            "calls": counter["calls"]}
+
+
+def child_main(req: dict[str, Any]) -> None:
+    """The forked child's entry point."""
+    os.chdir(req["staging"])
+    run_cell(req)
