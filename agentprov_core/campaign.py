@@ -50,6 +50,7 @@ class Flight:
     staging: Path
     started_at: str
     future: Future
+    quality: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -61,10 +62,36 @@ class Tally:
     inconclusive: int = 0
     quarantined: int = 0
     refusals: list[str] = field(default_factory=list)
+    quality: dict[str, Any] = field(default_factory=dict)
 
 
 class Interrupted(Exception):
     pass
+
+
+class Progress:
+    """A live line on a terminal (cells done and in flight, failures, calls); silent when
+    stderr is not a terminal."""
+
+    def __init__(self, total: int) -> None:
+        self.bar = None
+        if sys.stderr.isatty() and total:
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+            from rich.progress import Progress as RichProgress
+
+            self.bar = RichProgress(TextColumn("cells"), BarColumn(), MofNCompleteColumn(),
+                                    TextColumn("{task.description}"), transient=True)
+            self.task = self.bar.add_task("", total=total)
+            self.bar.start()
+
+    def update(self, done: int, in_flight: int, failed: int, calls: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done,
+                            description=f"{in_flight} in flight, {failed} failed, {calls} call(s)")
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def _units(p, settled: set[str], counts) -> tuple[list[Unit], int]:
@@ -177,13 +204,19 @@ def run(p) -> int:
         tally, stop = _campaign(p, wc, due, jobs, len(entries))
         if stop == "interrupt":
             exit_code = 130
-        elif stop == "config" or tally.failed or tally.quarantined or tally.inconclusive:
+        elif stop in ("config", "worker") or tally.failed or tally.quarantined or tally.inconclusive:
             exit_code = 1
         else:  # complete, a drain or --limit with every attempt conclusive (decisions 3, 4)
             exit_code = 0
         manifest = wc.manifest()
-        manifest["partial"] = bool(manifest.get("partial")) or stop in ("config", "limit",
-                                                                         "interrupt")
+        from agentprov_core import quality
+
+        live = manifest.setdefault("live", {})
+        total = live.get("quality") or {}
+        quality.merge(total, tally.quality)
+        live["quality"] = total
+        manifest["partial"] = bool(manifest.get("partial")) or stop in (
+            "config", "limit", "interrupt", "worker")
         manifest["updated_at"] = now()
         manifest.setdefault("stops", []).append({"at": now(), "stop": stop or "complete",
                                                  "exit": exit_code})
@@ -217,6 +250,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
     worker = None
     flights: dict[Future, Flight] = {}
     seq = [seq0]
+    progress: Progress | None = None
     try:
         if p.request.scripted:
             from agentprov_core.scripted.script import load_script
@@ -228,6 +262,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
         (wc.root / "staging").mkdir(exist_ok=True)
         worker = Worker(p.plan.environment_id, env_dir, wc.root / "staging", network=True)
         limit = o.get("limit")
+        progress = Progress(len(due))
         started_units = 0
         queue = list(due)
         stagger = o.get("start_stagger") or 0.0
@@ -238,7 +273,12 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
                     stop = "drain"
                     break
                 unit = queue.pop(0)
-                fl = _launch(p, wc, worker, endpoint, unit)
+                try:
+                    fl = _launch(p, wc, worker, endpoint, unit)
+                except AgentprovError as exc:  # the worker died: stop, re-run resumes
+                    stop = "worker"
+                    tally.refusals.append(exc.message)
+                    break
                 flights[fl.future] = fl
                 started_units += 1
                 if stagger and queue:
@@ -252,10 +292,12 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
                 fl = flights.pop(fut)
                 result = _result(worker, fl)
                 entry = _ingest(p, wc, fl, result, invocation, seq)
-                _count(tally, entry)
+                _count(tally, entry, fl)
                 if entry.setup_refusal and stop is None:
                     stop = "config"
                     tally.refusals.append(f"{fl.unit.cell.key}: {entry.setup_refusal['message']}")
+            progress.update(tally.attempts, len(flights), tally.failed,
+                            sum(q["calls"] for q in tally.quality.values()))
             if stop is None and _drain_requested(o):
                 stop = "drain"
     except Interrupted:
@@ -267,9 +309,11 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
                                "interrupted: the parent received a signal", "session.interrupted")
             entry = _ingest(p, wc, fl, {"status": "aborted", "reason": "interrupted"},
                             invocation, seq)
-            _count(tally, entry)
+            _count(tally, entry, fl)
         flights.clear()
     finally:
+        if progress is not None:
+            progress.stop()
         for s, h in previous.items():
             signal.signal(s, h)
         if worker is not None:
@@ -313,7 +357,12 @@ def _launch(p, wc: WorkingCorpus, worker, endpoint, unit: Unit) -> Flight:
         "backend": p.identity, "plan_sha256": p.plan.plan_sha256,
         "config_digest": p.plan.config_digest, "timeout_s": o.get("cell_timeout") or 1800,
     }
-    return Flight(unit, session_id, staging, now(), worker.submit("run-cell", **req))
+    try:
+        future = worker.submit("run-cell", **req)
+    except AgentprovError:
+        wc.drop_staging(session_id)  # nothing started in it
+        raise
+    return Flight(unit, session_id, staging, now(), future)
 
 
 def _result(worker, fl: Flight) -> dict[str, Any]:
@@ -339,6 +388,9 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
         status, reason = "aborted", "the capture log has no end record"
     elif end.get("status") != status:
         status = end.get("status")
+    from agentprov_core import quality
+
+    fl.quality = quality.from_records(chain.records)
     findings = redaction.scan(fl.staging, {})
     base = dict(seq=seq[0], invocation=invocation, unit=fl.unit.key, cell_key=fl.unit.cell.key,
                 defence=p.plan.defence, repeat=fl.unit.repeat, attempt=fl.unit.attempt,
@@ -369,7 +421,11 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
     return entry
 
 
-def _count(t: Tally, e: Attempt) -> None:
+def _count(t: Tally, e: Attempt, fl: Flight | None = None) -> None:
+    from agentprov_core import quality
+
+    if fl is not None:
+        quality.merge(t.quality, fl.quality)
     t.attempts += 1
     if e.status == "quarantined":
         t.quarantined += 1
@@ -387,11 +443,20 @@ def _summary(p, wc, t: Tally, stop, code: int, started: float, done_before: int,
     e(f"run: finished in {time.monotonic() - started:.1f}s (exit {code})")
     e(f"  units    {t.attempts} of {p.plan.units}: sealed {t.sealed}, failed {t.failed}"
       + (f", quarantined {t.quarantined}" if t.quarantined else ""))
+    from agentprov_core import quality
+
+    for line in quality.lines(t.quality):
+        e(line)
     e(f"  corpus   {wc.root} (working; {len(wc.attempts())} attempt(s) in the ledger)")
     if stop == "config":
         e(CONFIG_STOP)
         for r in t.refusals:
             e(f"notice: setup refusal: {r}")
+    elif stop == "worker":
+        e("agentprov run: the worker ended; the sessions in flight were sealed aborted; "
+          "re-run the same command to resume")
+        for r in t.refusals:
+            e(f"notice: {r}")
     elif stop == "interrupt":
         e("agentprov run: interrupted: in-flight sessions were sealed aborted and ledgered; "
           "re-run the same command to resume")

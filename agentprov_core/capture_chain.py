@@ -1,6 +1,7 @@
 """T0's reading of capture/0.1 logs: the hash chain, and sealing a session its worker could
 not end (docs/formats/capture-0.1.md). T0 never imports the worker library, so these few
-lines mirror agentprov_backend.sealing on purpose."""
+lines mirror agentprov_backend.capture (verify, and CaptureWriter.reopen for the end a
+parent appends) on purpose."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def read(path: Path) -> Chain:
             problems.append(f"record {n}: seq {rec.get('seq')} out of order")
         if rec.get("prev") != prev:
             problems.append(f"record {n}: prev does not match the sha256 of record {n - 1}")
-        prev = hashlib.sha256(canonical(rec)).hexdigest()
+        prev = hashlib.sha256(line).hexdigest()  # a line's bytes are its canonical JSON
         records.append(rec)
     if records and records[0].get("kind") != "header":
         problems.append("record 0 is not the header")
@@ -57,10 +58,11 @@ def read(path: Path) -> Chain:
 
 
 def seal(path: Path, status: str, reason: str, code: str) -> bool:
-    """Append a note and the end record (``sealed_by: parent``) unless the log already
-    ended; a torn last line is cut first. Returns whether it appended."""
+    """Append a note and the end record (``sealed_by: parent``) to an intact log that has
+    not ended. A missing, ended or damaged log (a torn last line) is left exactly as it is:
+    the log is append-only, and the damage is evidence. Returns whether it appended."""
     data = path.read_bytes() if path.exists() else b""
-    lines = [x for x in data.split(b"\n")]
+    lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     records, keep = [], 0
@@ -70,11 +72,9 @@ def seal(path: Path, status: str, reason: str, code: str) -> bool:
             keep = i + 1
         except ValueError:
             break
-    if records and records[-1].get("kind") == "end":
+    if not records or records[-1].get("kind") == "end" or keep < len(lines):
         return False
-    if keep < len(lines):
-        path.write_bytes(b"".join(x + b"\n" for x in lines[:keep]))
-    prev = hashlib.sha256(canonical(records[-1])).hexdigest() if records else None
+    prev = hashlib.sha256(lines[keep - 1]).hexdigest() if records else None
     seq = records[-1]["seq"] + 1 if records else 0
     t = records[-1].get("t", 0.0) if records else 0.0
     note = {"seq": seq, "prev": prev, "kind": "note", "t": t, "code": code, "text": reason}

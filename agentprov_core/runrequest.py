@@ -57,6 +57,8 @@ def check_usage(req: RunRequest) -> None:
                            ("model_id", "--model-id")):
             if o.get(name):
                 raise AgentprovError("cli.usage.exclusive", first=flag, second="--llm-script")
+        from agentprov_core.scripted.script import load_script
+        load_script(o["llm_script"])  # a malformed script: cli.usage.llm_script, exit 2
     creds = [flag for name, flag in CREDENTIALS if o.get(name)]
     if len(creds) > 1:
         raise AgentprovError("cli.usage.exclusive", first=creds[0], second=creds[1])

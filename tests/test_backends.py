@@ -39,11 +39,11 @@ def test_build_dry_run_prints_the_plan_and_writes_nothing(cli, home):
 
 
 @pytest.mark.req("R-5.2")
-def test_git_pinned_backends_are_named_by_their_commit(cli):
+def test_git_pinned_backends_are_named_by_their_commit(cli, script):
     r = cli("backends", "build", "autodojo", "--dry-run")
     assert (r.code, r.error["error"]) == (3, "cli.environment.no_backend_project")
     r = cli("run", "autodojo", "--dry-run", "--corpus", "/tmp/nowhere/a", "--campaign", "a",
-            "--suite", "banking", "--llm-script", "s")
+            "--suite", "banking", "--llm-script", script)
     assert (r.code, r.error["error"]) == (3, "cli.environment.backend_missing")
     assert "autodojo-aa458794" in r.error["message"]
 
@@ -151,13 +151,14 @@ def test_offline_check_catches_marker_damage(e2e_cli, agentdojo_env):
 
 @pytest.mark.slow
 @pytest.mark.req("R-6.9")
-def test_the_environment_lock_excludes_builds_checks_and_runs(e2e_cli, agentdojo_env, tmp_path):
+def test_the_environment_lock_excludes_builds_checks_and_runs(e2e_cli, agentdojo_env, tmp_path,
+                                                               script):
     lock = FileLock(str(agentdojo_env.home / "envs" / f"{ENV_ID}.lock"))
     with lock:
         for args in (("backends", "build", "agentdojo"),
                      ("backends", "build", "agentdojo", "--offline-check"),
                      ("run", "agentdojo", "--dry-run", "--corpus", tmp_path / "c", "--campaign",
-                      "c", *DEMO, "--llm-script", "s")):
+                      "c", *DEMO, "--llm-script", script)):
             r = e2e_cli(*args)
             assert (r.code, r.error["error"]) == (3, "cli.environment.env_busy"), args
     assert e2e_cli("backends", "build", "agentdojo", "--offline-check").code == 0
@@ -165,10 +166,10 @@ def test_the_environment_lock_excludes_builds_checks_and_runs(e2e_cli, agentdojo
 
 @pytest.mark.slow
 @pytest.mark.req("R-8.1", "R-8.2", "R-8.3", "R-8.4", "R-8.5", "R-8.6", "R-8.9", "R-8.16")
-def test_dry_run_of_the_spec_example(e2e_cli, tmp_path):
+def test_dry_run_of_the_spec_example(e2e_cli, tmp_path, script):
     corpus = tmp_path / "corpora" / "live-demo"
     base = ("run", "agentdojo", "--dry-run", "--corpus", corpus, "--campaign", "demo", *DEMO,
-            "--llm-script", tmp_path / "script.json")
+            "--llm-script", script)
     r = e2e_cli(*base, json_errors=False)
     assert r.code == 0, r.err
     assert r.err.startswith("agentprov: finished in ") and r.err.rstrip().endswith("s (exit 0)")
@@ -194,13 +195,13 @@ def test_dry_run_of_the_spec_example(e2e_cli, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.req("R-22.27", "R-22.29")
-def test_dry_run_plan_file_and_flags_agree(e2e_cli, tmp_path):
+def test_dry_run_plan_file_and_flags_agree(e2e_cli, tmp_path, script):
     plan = tmp_path / "banking-spotlighting.toml"
     plan.write_text('[plan]\nformat = "agentprov-run-plan/0.1"\nbackend = "agentdojo"\n'
                     'suites = ["banking"]\nuser_tasks = "0-1"\ninjection_tasks = "0"\n'
                     'attacks = ["important_instructions"]\nbenign = "include"\n'
                     'defence = "spotlighting_with_delimiting"\n')
-    common = ("--dry-run", "--corpus", tmp_path / "g", "--campaign", "g", "--llm-script", "s",
+    common = ("--dry-run", "--corpus", tmp_path / "g", "--campaign", "g", "--llm-script", script,
               "--plan-json")
     by_file = json.loads(e2e_cli("run", "agentdojo", "--plan", plan, *common).out)
     by_flags = json.loads(e2e_cli("run", "agentdojo", *DEMO, "--defence",
@@ -255,12 +256,13 @@ def test_worker_protocol_and_its_scrubbed_environment(agentdojo_env, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.req("R-8.10", "R-8.11")
-def test_digests_are_the_same_for_an_environment_built_elsewhere(e2e_cli, cli, home, tmp_path):
+def test_digests_are_the_same_for_an_environment_built_elsewhere(e2e_cli, cli, home, tmp_path,
+                                                                  script):
     """A second build of the same lock in another home: the same environment id, identity
     and configuration digest (install paths are not identity)."""
     assert cli("backends", "build", "agentdojo", "--allow-network").code == 0
     args = ("run", "agentdojo", "--dry-run", "--corpus", tmp_path / "c", "--campaign", "demo",
-            *DEMO, "--llm-script", "s", "--plan-json")
+            *DEMO, "--llm-script", script, "--plan-json")
     here, there = json.loads(e2e_cli(*args).out), json.loads(cli(*args).out)
     assert (here["plan_sha256"], here["config_digest"]) == (there["plan_sha256"],
                                                           there["config_digest"])

@@ -1,10 +1,12 @@
 """`--plan PLAN.toml` (agentprov-run-plan/0.1): equivalence with the flags, and bad input."""
 
 import pytest
-from conftest import fake_identity, snapshot
+from conftest import ROOT, fake_identity, snapshot
 
 from agentprov_core import environments, planning
 from agentprov_core.runrequest import RunRequest
+
+SCRIPT = str(ROOT / "examples" / "scripts" / "live-demo.json")
 
 SPOTLIGHT = """\
 # banking-spotlighting.toml
@@ -29,7 +31,7 @@ def built(monkeypatch):
 
 
 def prepare(**options):
-    options |= {"corpus": "/tmp/x/c", "campaign": "g", "llm_script": "s"}
+    options |= {"corpus": "/tmp/x/c", "campaign": "g", "llm_script": SCRIPT}
     return planning.prepare(RunRequest("agentdojo", options, set(options))).plan
 
 
@@ -57,7 +59,7 @@ def write(tmp_path, text):
 def test_a_refused_defence_in_a_plan_file_exits_5(cli, tmp_path, corpora, home):
     f = write(tmp_path, SPOTLIGHT.replace("spotlighting_with_delimiting", "progent"))
     r = cli("run", "agentdojo", "--dry-run", "--plan", f, "--corpus", corpora / "g",
-            "--campaign", "g", "--llm-script", "s")
+            "--campaign", "g", "--llm-script", SCRIPT)
     assert (r.code, r.error["error"]) == (5, "run.unsupported.defence_replaces_pipeline")
     assert snapshot(home) == {} and list(corpora.iterdir()) == []
 
@@ -78,7 +80,7 @@ def test_bad_plan_files_name_the_file_line_and_what(cli, tmp_path, corpora, home
                                                     what):
     f = write(tmp_path, text)
     r = cli("run", "agentdojo", "--dry-run", "--plan", f, "--corpus", corpora / "g",
-            "--campaign", "g", "--llm-script", "s")
+            "--campaign", "g", "--llm-script", SCRIPT)
     assert (r.code, r.error["error"]) == (2, "cli.usage.plan_file"), r.err
     assert r.error["message"].startswith(f"agentprov run: {f}{where}: ")
     assert what in r.error["message"]
@@ -88,7 +90,7 @@ def test_bad_plan_files_name_the_file_line_and_what(cli, tmp_path, corpora, home
 
 def test_plan_file_refusals(cli, tmp_path, corpora):
     f = write(tmp_path, SPOTLIGHT)
-    base = ("--dry-run", "--corpus", corpora / "g", "--campaign", "g", "--llm-script", "s")
+    base = ("--dry-run", "--corpus", corpora / "g", "--campaign", "g", "--llm-script", SCRIPT)
     r = cli("run", "agentdojo", "--plan", f, "--suite", "banking", *base)
     assert (r.code, r.error["error"]) == (2, "cli.usage.plan_with_cell_options")
     assert "--suite" in r.error["message"]

@@ -17,11 +17,14 @@ def built(monkeypatch):
     monkeypatch.setattr(environments, "backend_identity", fake_identity("00000000"))
 
 
+SCRIPT = str(ROOT / "examples" / "scripts" / "live-demo.json")
+
+
 def plan(source="agentdojo", given=(), **options):
     options.setdefault("corpus", "/tmp/elsewhere/c")
     options.setdefault("campaign", "demo")
     if not any(options.get(k) for k in ("model", "endpoint")):
-        options.setdefault("llm_script", "script.json")
+        options.setdefault("llm_script", SCRIPT)
     return planning.prepare(RunRequest(source, options, set(given) | set(options))).plan
 
 
@@ -138,7 +141,7 @@ def test_digests_are_stable_across_processes_and_machines(tmp_path):
             "environments.backend_identity = lambda m: ('agentdojo-00000000',"
             " {'environment_id': 'agentdojo-00000000'});"
             "o = dict(suite=('banking',), user_tasks='0-1', attack=('important_instructions',),"
-            " injection_tasks='0', llm_script='s', corpus='/x/c', campaign='demo');"
+            f" injection_tasks='0', llm_script={SCRIPT!r}, corpus='/x/c', campaign='demo');"
             "p = planning.prepare(RunRequest('agentdojo', o, set(o))).plan;"
             "print(json.dumps([p.plan_sha256, p.config_digest]))")
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -306,9 +306,9 @@ def test_order_usage_before_defence_before_environment(dry, script, home, corpor
 
 
 @pytest.mark.req("R-29.2")
-def test_api_caps_refusal_comes_before_any_key(cli, dry, home, corpora):
+def test_api_caps_refusal_comes_before_any_key(cli, dry, home, corpora, script):
     env_id = cli("run", "agentdojo", "--dry-run", "--corpus", corpora / "x", "--campaign", "x",
-                 "--llm-script", "s").error["message"].split("environment ")[1].split()[0]
+                 "--llm-script", script).error["message"].split("environment ")[1].split()[0]
     make_marker(home, env_id)
     before = snapshot(home)
     r = dry("agentdojo", *BANKING, "--model", "openrouter", "--model-id", "example-model",

@@ -8,7 +8,7 @@ from conftest import snapshot
 
 @pytest.mark.req("R-22.2")
 def test_disable_changes_only_the_toggled_line_and_refuses_runs(cli, registry_copy, corpora,
-                                                                home):
+                                                                home, script):
     env = {"AGENTPROV_REGISTRY": str(registry_copy)}
     path = registry_copy / "defences.toml"
     before = path.read_text()
@@ -21,10 +21,10 @@ def test_disable_changes_only_the_toggled_line_and_refuses_runs(cli, registry_co
     assert diff == ["-enabled = true", "+enabled = false"]
     # the disabled defence is refused before anything starts, and is no longer offered
     d = cli("run", "agentdojo", "--dry-run", "--suite", "banking", "--defence", "tool_filter",
-            "--corpus", corpora / "c", "--campaign", "c", "--llm-script", "s", env=env)
+            "--corpus", corpora / "c", "--campaign", "c", "--llm-script", script, env=env)
     assert (d.code, d.error["error"]) == (5, "run.unsupported.defence_disabled")
     u = cli("run", "agentdojo", "--dry-run", "--defence", "nope", "--corpus", corpora / "c",
-            "--campaign", "c", "--llm-script", "s", env=env)
+            "--campaign", "c", "--llm-script", script, env=env)
     assert "tool_filter" not in u.error["message"].split("builds: ")[1]
     assert snapshot(home) == {} and list(corpora.iterdir()) == []
     # enabling restores the file byte for byte

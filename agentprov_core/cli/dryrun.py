@@ -13,7 +13,10 @@ def print_dry_run(prepared, started: float) -> int:
     from agentprov_core.planning import plan_lines
     from agentprov_core.session import dry_run
 
+    from agentprov_core.campaign import read_progress
+
     prepared = dry_run(prepared)
+    read_progress(prepared)  # the worker's catalogue re-made the plan: count again
     plan = prepared.plan
     as_json = prepared.request.options.get("plan_json")
     click.echo(f"agentprov: finished in {time.monotonic() - started:.1f}s (exit 0)", err=True)

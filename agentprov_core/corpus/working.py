@@ -64,10 +64,13 @@ class WorkingCorpus:
         return self.ledger.read()
 
     def settled(self, entries: list[Attempt] | None = None) -> set[str]:
-        """Units with a conclusive attempt whose capture log is still in the raw store."""
+        """Units with a conclusive attempt whose capture log (and native log) is still in the
+        raw store, intact: a damaged or missing log unsettles its unit, which is then
+        attempted again; the old entry stays."""
         entries = self.attempts() if entries is None else entries
         return {e.unit for e in entries
-                if e.conclusive and e.capture_sha256 and self.store.has(e.capture_sha256)}
+                if e.conclusive and e.capture_sha256 and self.store.verify(e.capture_sha256)
+                and (e.native_sha256 is None or self.store.verify(e.native_sha256))}
 
     def attempts_per_unit(self, entries: list[Attempt] | None = None) -> Counter:
         entries = self.attempts() if entries is None else entries

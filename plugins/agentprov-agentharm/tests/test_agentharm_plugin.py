@@ -24,16 +24,18 @@ def test_catalogue_tasks():
 def test_every_limit_is_required(tmp_path, missing):
     limits = {"--message-limit": "10", "--token-limit": "20000", "--time-limit": "600"}
     del limits[missing]
+    (tmp_path / "script.json").write_text("[]")
     r = agentprov("run", "agentharm", "--dry-run", "--corpus", tmp_path / "c", "--campaign", "c",
                   "--task", "inspect_evals/agentharm", "--samples", "limit:2",
                   *[x for kv in limits.items() for x in kv], "--judge", "refusal_judge=m",
-                  "--judge", "semantic_judge=m", "--llm-script", "s")
+                  "--judge", "semantic_judge=m", "--llm-script", tmp_path / "script.json")
     err = json.loads(r.stderr)
     assert (r.returncode, err["error"]) == (2, "cli.usage.backend_plan")
     assert missing.lstrip("-").replace("-", "_") in err["message"]
 
 
 def test_suite_options_do_not_apply(tmp_path):
+    (tmp_path / "script.json").write_text("[]")
     r = agentprov("run", "agentharm", "--dry-run", "--corpus", tmp_path / "c", "--campaign", "c",
-                  "--suite", "banking", "--llm-script", "s")
+                  "--suite", "banking", "--llm-script", tmp_path / "script.json")
     assert json.loads(r.stderr)["error"] == "cli.usage.option_for_other_kind"

@@ -70,8 +70,9 @@ INSTRUMENTATION_RE = re.compile(r"^[a-z][a-z0-9_.-]*@[0-9]+( [a-z][a-z0-9_.-]*: 
 #: is recorded, in ``headers_dropped``.
 ALLOWED_HEADERS = frozenset({
     "accept", "accept-encoding", "content-type", "content-length", "content-encoding",
-    "transfer-encoding", "user-agent", "host", "date", "server", "retry-after",
-    "retry-after-ms", "x-request-id", "request-id", "anthropic-version", "anthropic-beta",
+    "transfer-encoding", "connection", "user-agent", "host", "date", "server", "retry-after",
+    "retry-after-ms", "x-should-retry", "x-request-id", "request-id", "anthropic-version",
+    "anthropic-beta",
 })
 #: Header name prefixes recorded verbatim: the SDKs' telemetry, OpenAI's own headers
 #: (organization, project, version, processing time) and providers' rate limits.
@@ -482,6 +483,10 @@ def verify(path, expected_head=None, require_end=True):
         problems.append(f"record {ends[1]}: a second end record")
     if ends and ends[0] != len(records) - 1:
         problems.append(f"record {ends[0] + 1}: written after the end record")
+    for i in ends:
+        if records[i].get("status") not in ("complete", "incomplete", "errored", "aborted"):
+            problems.append(f"record {i}: end status {records[i].get('status')!r} is not "
+                            f"complete, incomplete, errored or aborted")
     if records and not ends and require_end:
         problems.append("the log has no end record (unsealed)")
     last_t = None

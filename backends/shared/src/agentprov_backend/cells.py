@@ -84,7 +84,7 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
             traceback.format_exception_only(type(exc), exc)).strip(),
             traceback="".join(traceback.format_exception(exc))[-4000:])
         result.update(status="errored", error=f"{type(exc).__name__}: {exc}")
-        if not writer.ended:
+        if not writer._ended:
             writer.end("errored", reason=result["error"])
     (staging / "result.json").write_text(json.dumps(result, sort_keys=True), encoding="utf-8")
     return result
@@ -105,7 +105,7 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
     from agentdojo.task_suite.load_suites import get_suite
     from agentdojo.task_suite.task_suite import TaskSuite
 
-    from agentprov_backend.recording import current_call, recording_http_client
+    from agentprov_backend.recording import recording_http_client
 
     cell, agent = req["cell"], req["agent"]
     version = req["benchmark_version"]
@@ -118,29 +118,22 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
     llm.name = agent["pipeline_name"]
 
     # --- observation hooks (declared): call boundaries, tool results, environment digests
+    from agentprov_backend.recording import model_call
+
     counter = {"calls": 0}
     original_query = OpenAILLM.query
 
     def query(self, *args, **kwargs):
         counter["calls"] += 1
-        call_id = f"c{counter['calls']}"
-        writer.append("model_call_start", call_id=call_id, element="OpenAILLM", model=self.model)
-        try:
-            with current_call(call_id):
-                out = original_query(self, *args, **kwargs)
-        except BaseException as exc:
-            writer.append("model_call_end", call_id=call_id, ok=False,
-                          error=f"{type(exc).__name__}: {exc}")
-            raise
-        writer.append("model_call_end", call_id=call_id, ok=True)
-        return out
+        with model_call(writer, f"c{counter['calls']}", element="OpenAILLM", model=self.model):
+            return original_query(self, *args, **kwargs)
 
     OpenAILLM.query = query
     original_run = FunctionsRuntime.run_function
 
     def run_function(self, env, function, kwargs, raise_on_error=False):
         out, error = original_run(self, env, function, kwargs, raise_on_error)
-        writer.append("tool_result", name=function, arguments=_jsonable(dict(kwargs)),
+        writer.append("tool_result", tool=function, arguments=_jsonable(dict(kwargs)),
                       result=_jsonable(out), error=error)
         return out, error
 

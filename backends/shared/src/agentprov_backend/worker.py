@@ -106,7 +106,8 @@ def _forkserver():
 def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     """Run one cell in a forked child; end its session ``aborted`` when the child dies or
     outlives ``timeout_s``."""
-    from agentprov_backend import cells, sealing
+    from agentprov_backend import cells
+    from agentprov_backend.capture import CaptureError, CaptureWriter
 
     staging = Path(req["staging"])
     staging.mkdir(parents=True, exist_ok=True)
@@ -126,7 +127,12 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     result_file = staging / "result.json"
     if reason is not None or not result_file.exists():
         code, text = reason or ("cell.no_result", "the cell's process left no result")
-        sealing.seal(staging / "capture.jsonl", "aborted", text, code)
+        try:  # the parent ends the session its child could not end, continuing the chain
+            w = CaptureWriter.reopen(staging / "capture.jsonl")
+            w.append("note", code=code, text=text)
+            w.end("aborted", reason=text)
+        except (CaptureError, OSError):
+            pass  # no log, an ended log or a damaged one: T0 records what it finds
         return {"status": "aborted", "reason": text, "utility": None, "security": None,
                 "setup_refusal": None, "native_log": None, "error": text}
     return json.loads(result_file.read_text(encoding="utf-8"))

@@ -1,0 +1,565 @@
+"""capture/0.1 and the recording transport (backends/shared/src/agentprov_backend).
+
+The writer and the verifier are standard library only: their tests load ``capture.py``
+straight from the source tree and run in the fast suite. The recording transport needs the
+backend environment's openai, httpx2 and agentdojo: those tests (marked slow) run driver
+scripts with the real environment's Python, with PYTHONPATH pointing at the source tree so
+the latest code is used, against a real loopback OpenAI-style HTTP server started here.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_SRC = ROOT / "backends" / "shared" / "src"
+
+
+def _load_capture():
+    spec = importlib.util.spec_from_file_location(
+        "_agentprov_backend_capture_under_test", SHARED_SRC / "agentprov_backend" / "capture.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+capture = _load_capture()
+
+CELL = {"suite": "banking", "user_task_id": "user_task_0", "attack": "none",
+        "injection_task_id": None, "cell_key": "banking/user_task_0/none/none"}
+HEADER = {"session_id": "s-test", "cell": CELL, "unit": "u-test", "attempt": 1,
+          "backend": {"environment_id": "agentdojo-00000000", "identity_sha256": "0" * 64},
+          "plan_sha256": "1" * 64, "config_digest": "sha256:" + "2" * 64,
+          "declared_instrumentation": ["http_backoff@1 policy: stock_sdk",
+                                       "recording_transport@1"]}
+
+
+def lines_of(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_bytes().splitlines()]
+
+
+def write_session(path: Path, sentinel: str = "unused") -> object:
+    w = capture.CaptureWriter(path, HEADER)
+    w.append("model_call_start", call_id="c1", element="OpenAILLM", model="gpt-4o")
+    w.append("wire_request", attempt_id="a1", call_id="c1", first_attempt_id="a1",
+             method="POST", url=f"http://127.0.0.1:9/v1/chat/completions?key={sentinel}",
+             headers=[("Authorization", f"Bearer {sentinel}"), ("Content-Type",
+                      "application/json"), ("X-Stainless-Retry-Count", "0"),
+                      ("api-key", sentinel), ("x-api-key", sentinel),
+                      ("Cookie", f"s={sentinel}"), ("OpenAI-Api-Key", sentinel),
+                      ("X-Stainless-Auth", sentinel)],
+             **capture.body_fields(b'{"model":"gpt-4o","temperature":0.7}'))
+    w.append("wire_response", attempt_id="a1", call_id="c1", status=200,
+             headers={"content-type": "application/json", "set-cookie": f"k={sentinel}",
+                      "x-ratelimit-remaining-tokens": "999"},
+             **capture.body_fields(b'{"id":"x","choices":[]}'))
+    w.append("model_call_end", call_id="c1", status="ok")
+    w.append("tool_result", tool="get_balance", arguments={}, result="1810.0", error=None)
+    w.append("environment_digest", name="post", sha256="3" * 64)
+    w.append("note", code="test.note", text="a note")
+    w.end("complete", reason=None)
+    return w
+
+
+# -- the writer and the verifier (fast, standard library only) ---------------------------
+
+@pytest.mark.req("R-2.7")
+def test_chain_verifies_and_every_record_is_canonical(tmp_path):
+    p = tmp_path / "capture.jsonl"
+    w = write_session(p)
+    ok, n, head, problems = capture.verify(p)
+    assert (ok, problems) == (True, [])
+    assert n == 9 and head == w.head_sha256
+    raw = p.read_bytes().splitlines()
+    recs = [json.loads(x) for x in raw]
+    assert [r["seq"] for r in recs] == list(range(9))
+    assert recs[0]["prev"] is None and recs[0]["kind"] == "header"
+    assert recs[0]["format"] == "capture/0.1"
+    for prev_line, rec in zip(raw, recs[1:], strict=False):
+        assert rec["prev"] == hashlib.sha256(prev_line).hexdigest()
+    for line, rec in zip(raw, recs, strict=True):
+        assert capture.canonical(rec) == line
+        assert isinstance(rec["t"], float)
+    assert head == hashlib.sha256(raw[-1]).hexdigest()
+    assert recs[-1]["counts"]["wire_request"] == 1 and recs[-1]["counts"]["header"] == 1
+    # a float in a recorded body is the wire's (kept); the writer's own fields refuse them
+    assert recs[2]["body"] == {"model": "gpt-4o", "temperature": 0.7}
+
+
+@pytest.mark.req("R-2.7")
+def test_headers_are_allowlisted_and_no_secret_reaches_the_file(tmp_path):
+    sentinel = f"sk-SENTINEL-{uuid.uuid4().hex}"
+    p = tmp_path / "capture.jsonl"
+    write_session(p, sentinel)
+    data = p.read_bytes()
+    assert sentinel.encode() not in data
+    req = lines_of(p)[2]
+    assert req["headers"] == {"content-type": "application/json",
+                              "x-stainless-retry-count": "0"}
+    assert req["headers_dropped"] == ["api-key", "authorization", "cookie", "openai-api-key",
+                                      "x-api-key", "x-stainless-auth"]
+    assert req["url"] == "http://127.0.0.1:9/v1/chat/completions"
+    assert req["query_keys"] == ["key"]
+    resp = lines_of(p)[3]
+    assert resp["headers"] == {"content-type": "application/json",
+                               "x-ratelimit-remaining-tokens": "999"}
+    assert resp["headers_dropped"] == ["set-cookie"]
+
+
+@pytest.mark.req("R-2.7")
+@pytest.mark.parametrize("where", ["header", "middle", "last"])
+def test_one_corrupted_byte_is_reported_at_its_record(tmp_path, where):
+    p = tmp_path / "capture.jsonl"
+    w = write_session(p)
+    lines = p.read_bytes().splitlines(keepends=True)
+    k = {"header": 0, "middle": 4, "last": len(lines) - 1}[where]
+    line = bytearray(lines[k])
+    # still valid, canonical JSON: a letter of the kind, or (last) a digit of a count
+    mark = b'"note":' if where == "last" else b'"kind":"'
+    i = line.index(mark) + len(mark)
+    line[i] = ord("X") if where != "last" else ord("7")
+    lines[k] = bytes(line)
+    p.write_bytes(b"".join(lines))
+    if where == "last":  # only the head recorded elsewhere (the ledger) can tell
+        ok, _, head, problems = capture.verify(p)
+        assert ok and head != w.head_sha256
+        ok, _, _, problems = capture.verify(p, expected_head=w.head_sha256)
+    else:
+        ok, _, _, problems = capture.verify(p)
+    assert not ok
+    assert problems and all(x.startswith(f"record {k}:") for x in problems), problems
+
+
+@pytest.mark.req("R-2.7")
+def test_verifier_reports_seq_prev_torn_and_unsealed(tmp_path):
+    p = tmp_path / "capture.jsonl"
+    write_session(p)
+    lines = p.read_bytes().splitlines(keepends=True)
+    # a corrupted prev: record 3 names itself, not its predecessor
+    bad = json.loads(lines[3])
+    bad["prev"] = "0" * 64
+    q = tmp_path / "prev.jsonl"
+    q.write_bytes(b"".join([*lines[:3], capture.canonical(bad) + b"\n", *lines[4:]]))
+    ok, _, _, problems = capture.verify(q)
+    assert not ok and all(x.startswith("record 3:") for x in problems), problems
+    # a dropped record
+    q.write_bytes(b"".join(lines[:4] + lines[5:]))
+    ok, _, _, problems = capture.verify(q)
+    assert not ok and any("seq is 5, expected 4" in x for x in problems)
+    # a torn last line (a write cut short), and no end
+    q.write_bytes(b"".join(lines[:5]) + lines[5][:20])
+    ok, n, _, problems = capture.verify(q)
+    assert not ok and n == 5
+    assert "record 5: torn (the file does not end with a newline)" in problems
+    assert "the log has no end record (unsealed)" in problems
+    # not canonical (a space added), although the same JSON value
+    q.write_bytes(b"".join([lines[0].replace(b'{"', b'{ "', 1), *lines[1:]]))
+    ok, _, _, problems = capture.verify(q)
+    assert not ok and "record 0: not in canonical form" in problems
+
+
+@pytest.mark.req("R-2.7", "R-21.18")
+def test_end_is_written_once_and_nothing_after_it(tmp_path):
+    p = tmp_path / "capture.jsonl"
+    w = capture.CaptureWriter(p, HEADER)
+    w.append("note", code="x", text="y")
+    with pytest.raises(capture.CaptureError, match="status"):
+        w.end("stopped")  # there is no stopped status
+    w.end("errored", reason="RuntimeError: boom")
+    with pytest.raises(capture.CaptureError, match="ended"):
+        w.end("complete")
+    with pytest.raises(capture.CaptureError, match="ended"):
+        w.append("note", code="x", text="y")
+    recs = lines_of(p)
+    assert [r["kind"] for r in recs] == ["header", "note", "end"]
+    assert recs[-1]["status"] == "errored" and recs[-1]["reason"] == "RuntimeError: boom"
+    assert capture.verify(p)[0]
+    # a session file is never continued by a new writer
+    with pytest.raises(FileExistsError):
+        capture.CaptureWriter(p, HEADER)
+    with pytest.raises(capture.CaptureError, match="already ended"):
+        capture.CaptureWriter.reopen(p)
+
+
+def test_parent_can_append_the_aborted_end_to_an_unsealed_log(tmp_path):
+    p = tmp_path / "capture.jsonl"
+    w = capture.CaptureWriter(p, HEADER)
+    w.append("note", code="x", text="y")
+    w.close()  # the worker died here
+    assert capture.verify(p)[3] == ["the log has no end record (unsealed)"]
+    assert capture.verify(p, require_end=False)[0]
+    r = capture.CaptureWriter.reopen(p)
+    assert r.seq == 2 and r.head_sha256 == w.head_sha256
+    r.append("note", code="session.worker_died", text="the worker exited with -9")
+    r.end("aborted", reason="worker_died")
+    ok, n, _, problems = capture.verify(p)
+    assert ok and n == 4, problems
+    assert lines_of(p)[-1]["counts"] == {"header": 1, "note": 2}
+
+
+def test_writer_refuses_bad_records(tmp_path):
+    p = tmp_path / "capture.jsonl"
+    with pytest.raises(capture.CaptureError, match="declared_instrumentation"):
+        capture.CaptureWriter(p, dict(HEADER, declared_instrumentation=["no version"]))
+    with pytest.raises(capture.CaptureError, match="lacks"):
+        capture.CaptureWriter(p, {k: v for k, v in HEADER.items() if k != "cell"})
+    assert not p.exists()
+    w = capture.CaptureWriter(p, HEADER)
+    with pytest.raises(capture.CaptureError, match="unknown record kind"):
+        w.append("model_call", call_id="c")
+    with pytest.raises(capture.CaptureError, match="lacks"):
+        w.append("note", code="x")
+    with pytest.raises(capture.CaptureError, match="set by the writer"):
+        w.append("note", code="x", text="y", seq=7)
+    with pytest.raises(capture.CaptureError, match="float"):
+        w.append("note", code="x", text="y", elapsed=0.5)
+    with pytest.raises(capture.CaptureError, match="written by the writer"):
+        w.append("end", status="complete")
+    assert capture.verify(p, require_end=False)[1] == 1  # nothing but the header
+
+
+def test_body_encodings():
+    assert capture.body_fields(b"")["body_encoding"] == "empty"
+    assert capture.body_fields(b'{"a":[1,2.5]}')["body"] == {"a": [1, 2.5]}
+    assert capture.body_fields(b"data: {}\n\n")["body_encoding"] == "text"
+    assert capture.body_fields(b"NaN")["body_encoding"] == "text"  # not strict JSON
+    b = capture.body_fields(b"\xff\x00")
+    assert b["body_encoding"] == "base64" and b["body"] == "/wA="
+    assert b["body_sha256"] == hashlib.sha256(b"\xff\x00").hexdigest() and b["body_bytes"] == 2
+
+
+# -- a real loopback OpenAI-style server ---------------------------------------------------
+
+def completion(n: int, model: str = "gpt-4o-2024-05-13") -> bytes:
+    return json.dumps({
+        "id": f"chatcmpl-{n}", "object": "chat.completion", "created": 1764000000,
+        "model": model, "system_fingerprint": "fp_test",
+        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                     "message": {"role": "assistant", "content": f"reply {n} é"}}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15},
+    }).encode()
+
+
+class Server:
+    """Scenario = first path segment: ok, gzip, flaky (500, 500, then 200), down (always
+    500), bad (400), close (closes without a response), short (a cut body), hang."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        self.sent: list[bytes] = []
+        self.counts: dict[str, int] = {}
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                scenario = self.path.strip("/").split("/")[0]
+                with outer.lock:
+                    n = outer.counts.get(scenario, 0)
+                    outer.counts[scenario] = n + 1
+                    outer.requests.append({"scenario": scenario, "path": self.path,
+                                           "headers": {k.lower(): v for k, v in
+                                                       self.headers.items()},
+                                           "body": body})
+                if scenario == "close":
+                    self.close_connection = True
+                    return
+                if scenario == "hang":
+                    time.sleep(3)
+                    self.close_connection = True
+                    return
+                status, payload, extra = 200, completion(n), {}
+                if scenario == "down" or (scenario == "flaky" and n < 2):
+                    status = 500
+                    payload = b'{"error":{"message":"boom","type":"server_error"}}'
+                    extra = {"retry-after-ms": "5"}
+                elif scenario == "bad":
+                    status = 400
+                    payload = b'{"error":{"message":"bad request","type":"invalid"}}'
+                elif scenario == "gzip":
+                    payload = gzip.compress(completion(n), mtime=0)
+                    extra = {"content-encoding": "gzip"}
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("x-request-id", f"req-{scenario}-{n}")
+                self.send_header("set-cookie", "__cf_bm=server-cookie; path=/")
+                for k, v in extra.items():
+                    self.send_header(k, v)
+                if scenario == "short":
+                    self.send_header("content-length", str(len(payload) + 50))
+                    self.end_headers()
+                    self.wfile.write(payload[:10])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                with outer.lock:
+                    outer.sent.append(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def url(self, scenario: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{scenario}/v1"
+
+
+@pytest.fixture
+def server():
+    s = Server()
+    s.thread.start()
+    yield s
+    s.httpd.shutdown()
+    s.httpd.server_close()
+
+
+# The driver: run inside the backend environment with the source tree on PYTHONPATH.
+DRIVER = r'''
+import base64, contextlib, json, sys
+cfg = json.loads(sys.argv[1])
+from agentprov_backend.capture import CaptureWriter
+from agentprov_backend.recording import current_call, model_call, recording_http_client
+import openai
+
+w = CaptureWriter(cfg["capture"], cfg["header"])
+out = {"openai": openai.__version__}
+http_client = recording_http_client(w, library=cfg.get("library", "httpx2"),
+                                    **cfg.get("client_kwargs", {}))
+def _names(obj):
+    return [c.__module__.split(".")[0] + "." + c.__qualname__ for c in type(obj).__mro__]
+out["client"] = _names(http_client)
+out["transport"] = _names(http_client._transport.inner)[0]
+client = openai.OpenAI(base_url=cfg["base_url"], api_key=cfg["api_key"],
+                       http_client=http_client, default_headers=cfg.get("default_headers"),
+                       default_query=cfg.get("default_query"),
+                       max_retries=cfg.get("max_retries", 2))
+mode = cfg["mode"]
+try:
+    if mode == "sdk":
+        with current_call(cfg["call_id"]) if cfg.get("call_id") else contextlib.nullcontext():
+            raw = client.chat.completions.with_raw_response.create(
+                model="gpt-4o-2024-05-13", temperature=0.7,
+                messages=[{"role": "user", "content": "hello"}])
+        out["content_b64"] = base64.b64encode(raw.http_response.content).decode()
+        out["status"] = raw.http_response.status_code
+        out["headers"] = dict(raw.http_response.headers)
+        out["completion"] = raw.parse().model_dump(mode="json")
+    elif mode == "element":
+        from agentdojo.agent_pipeline.llms.openai_llm import OpenAILLM
+        from agentdojo.functions_runtime import FunctionsRuntime
+        llm = OpenAILLM(client, "gpt-4o-2024-05-13")
+        with model_call(w, cfg["call_id"], element="OpenAILLM", model=llm.model):
+            llm.query("hello", FunctionsRuntime([]))
+    elif mode == "raw":
+        with current_call(cfg["call_id"]):
+            http_client.post(cfg["base_url"] + "/chat/completions", json={"x": 1})
+except Exception as exc:
+    out["error"] = type(exc).__module__ + "." + type(exc).__qualname__
+w.end("complete" if "error" not in out else "errored", reason=out.get("error"))
+print(json.dumps(out))
+'''
+
+
+def drive(env, tmp_path: Path, **cfg) -> tuple[dict, list[dict], bytes]:
+    cap = tmp_path / f"capture-{uuid.uuid4().hex[:8]}.jsonl"
+    cfg = {"capture": str(cap), "header": HEADER, "api_key": "sk-unused", **cfg}
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith(("AGENTPROV_", "OPENAI_")) and "proxy" not in k.lower()}
+    e["PYTHONPATH"] = str(SHARED_SRC)
+    e["PYTHONDONTWRITEBYTECODE"] = "1"
+    p = subprocess.run([str(env.env_dir / "bin" / "python"), "-c", DRIVER, json.dumps(cfg)],
+                       capture_output=True, text=True, env=e, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    ok, _, _, problems = capture.verify(cap)
+    assert ok, problems
+    return json.loads(p.stdout.strip().splitlines()[-1]), lines_of(cap), cap.read_bytes()
+
+
+def wire(recs: list[dict]) -> list[dict]:
+    return [r for r in recs if r["kind"].startswith("wire_")]
+
+
+# -- (a) a chat completion through openai.OpenAI, recorded, and no secret in any byte ----
+
+@pytest.mark.slow
+@pytest.mark.req("R-2.7")
+@pytest.mark.parametrize("library", ["httpx2", "httpx"])
+def test_chat_completion_recorded_without_secrets(agentdojo_env, tmp_path, server, library):
+    key, hdr, cookie, query = (f"sk-SENTINEL-{what}-{uuid.uuid4().hex}"
+                               for what in ("key", "hdr", "cookie", "query"))
+    out, recs, data = drive(agentdojo_env, tmp_path, mode="sdk", library=library,
+                            base_url=server.url("ok"), api_key=key,
+                            default_headers={"X-Api-Key": hdr, "Cookie": f"c={cookie}",
+                                             "OpenAI-Organization": "org-test"},
+                            default_query={"key": query})
+    assert out["openai"] == "3.26.0" and "error" not in out, out
+    # openai 3.26.0 takes an httpx2.Client (its stock DefaultHttpxClient is one) or a
+    # legacy httpx.Client; the transport wrapped is that library's HTTPTransport
+    assert out["client"][:2] == {"httpx2": ["openai._DefaultHttpxClient", "httpx2.Client"],
+                                 "httpx": ["httpx.Client", "httpx.BaseClient"]}[library]
+    assert out["transport"] == f"{library}.HTTPTransport"
+    # the server really got the secrets: the transport stripped nothing on the wire
+    got = server.requests[0]
+    assert got["headers"]["authorization"] == f"Bearer {key}"
+    assert got["headers"]["x-api-key"] == hdr and query in got["path"]
+    for secret in (key, hdr, cookie, query):
+        assert secret.encode() not in data
+    req, resp = wire(recs)
+    assert (req["kind"], resp["kind"]) == ("wire_request", "wire_response")
+    assert req["call_id"] == "call-a1" and req["first_attempt_id"] == req["attempt_id"] == "a1"
+    assert req["method"] == "POST"
+    assert req["url"] == f"http://127.0.0.1:{server.port}/ok/v1/chat/completions"
+    assert req["query_keys"] == ["key"]
+    assert {"authorization", "x-api-key", "cookie"} <= set(req["headers_dropped"])
+    assert req["headers"]["content-type"] == "application/json"
+    assert req["headers"]["openai-organization"] == "org-test"
+    assert req["headers"]["x-stainless-retry-count"] == "0"
+    assert req["headers"]["user-agent"].startswith("OpenAI/Python 3.26.0")
+    assert not [h for h in req["headers"] if h not in ("accept", "accept-encoding", "host",
+                "connection", "content-length", "content-type", "user-agent",
+                "openai-organization")
+                and not h.startswith("x-stainless-")]
+    # the body as sent: parsed, and its digest is of the exact bytes the server received
+    assert req["body"]["temperature"] == 0.7 and req["body"]["model"] == "gpt-4o-2024-05-13"
+    assert req["body_sha256"] == hashlib.sha256(got["body"]).hexdigest()
+    assert resp["status"] == 200 and resp["headers_dropped"] == ["set-cookie"]
+    assert resp["headers"]["x-request-id"] == "req-ok-0"
+    assert resp["body"] == json.loads(server.sent[0])
+    assert resp["body_sha256"] == hashlib.sha256(server.sent[0]).hexdigest()
+    assert isinstance(resp["elapsed_ms"], int)
+    # the SDK got the server's bytes unchanged
+    assert base64.b64decode(out["content_b64"]) == server.sent[0]
+    assert out["completion"]["choices"][0]["message"]["content"] == "reply 0 é"
+    assert recs[-1]["kind"] == "end" and recs[-1]["status"] == "complete"
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-2.7")
+def test_gzip_response_recorded_decoded_and_served_encoded(agentdojo_env, tmp_path, server):
+    out, recs, _ = drive(agentdojo_env, tmp_path, mode="sdk", base_url=server.url("gzip"))
+    assert "error" not in out, out
+    resp = wire(recs)[1]
+    assert resp["headers"]["content-encoding"] == "gzip"
+    assert resp["body"] == json.loads(completion(0))
+    assert resp["body_sha256"] == hashlib.sha256(completion(0)).hexdigest()
+    assert resp["wire_sha256"] == hashlib.sha256(server.sent[0]).hexdigest()
+    assert base64.b64decode(out["content_b64"]) == completion(0)  # httpx2 decoded it
+    assert out["headers"]["content-length"] == str(len(server.sent[0]))
+
+
+# -- (b) 500, 500, 200: three attempts linked to the first; the SDK gets the 200 ---------
+
+@pytest.mark.slow
+@pytest.mark.req("R-2.7", "R-21.13")
+def test_sdk_retries_are_recorded_and_linked(agentdojo_env, tmp_path, server):
+    out, recs, _ = drive(agentdojo_env, tmp_path, mode="sdk", base_url=server.url("flaky"),
+                         call_id="c-flaky")
+    assert "error" not in out and out["status"] == 200, out
+    w = wire(recs)
+    assert [r["kind"] for r in w] == ["wire_request", "wire_response"] * 3
+    assert [r["status"] for r in w if r["kind"] == "wire_response"] == [500, 500, 200]
+    reqs = [r for r in w if r["kind"] == "wire_request"]
+    assert [r["attempt_id"] for r in reqs] == ["a1", "a2", "a3"]
+    assert {r["first_attempt_id"] for r in reqs} == {"a1"}
+    assert {r["call_id"] for r in w} == {"c-flaky"}
+    assert [r["attempt_index"] for r in reqs] == [0, 1, 2]
+    assert [r["headers"]["x-stainless-retry-count"] for r in reqs] == ["0", "1", "2"]
+    assert server.counts["flaky"] == 3
+    assert base64.b64decode(out["content_b64"]) == server.sent[-1] == completion(2)
+    assert out["completion"]["id"] == "chatcmpl-2"
+    assert w[-1]["body"] == json.loads(completion(2))
+
+
+# -- (c) AgentDojo's OpenAILLM against a persistent 500: 3 tenacity x 3 SDK = 9 ----------
+
+@pytest.mark.slow
+@pytest.mark.req("R-2.7", "R-21.12", "R-21.13")
+def test_agentdojo_element_nine_attempts_linked_to_the_first(agentdojo_env, tmp_path, server):
+    t = time.monotonic()
+    out, recs, _ = drive(agentdojo_env, tmp_path, mode="element", base_url=server.url("down"),
+                         call_id="c-down")
+    assert out["error"] == "openai.InternalServerError"
+    assert server.counts["down"] == 9
+    w = wire(recs)
+    reqs = [r for r in w if r["kind"] == "wire_request"]
+    resps = [r for r in w if r["kind"] == "wire_response"]
+    assert len(reqs) == len(resps) == 9
+    assert {r["status"] for r in resps} == {500}
+    assert {r["first_attempt_id"] for r in reqs} == {"a1"}
+    assert {r["call_id"] for r in w} == {"c-down"}
+    assert [r["attempt_index"] for r in reqs] == list(range(9))
+    assert [r["headers"]["x-stainless-retry-count"] for r in reqs] == ["0", "1", "2"] * 3
+    start, end = (r for r in recs if r["kind"].startswith("model_call"))
+    assert start == {**start, "kind": "model_call_start", "call_id": "c-down",
+                     "element": "OpenAILLM", "model": "gpt-4o-2024-05-13"}
+    assert end["status"] == "error" and end["wire_attempts"] == 9
+    assert end["error_type"] == "openai.InternalServerError" and end["first_attempt_id"] == "a1"
+    assert time.monotonic() - t < 120
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-21.14")
+def test_agentdojo_element_does_not_retry_a_400(agentdojo_env, tmp_path, server):
+    out, recs, _ = drive(agentdojo_env, tmp_path, mode="element", base_url=server.url("bad"),
+                         call_id="c-bad")
+    assert out["error"] == "openai.BadRequestError"
+    assert server.counts["bad"] == 1
+    assert [(r["kind"], r.get("status")) for r in wire(recs)] == [
+        ("wire_request", None), ("wire_response", 400)]
+
+
+# -- (d) a closed connection, a cut body and a timeout: wire_error -------------------------
+
+@pytest.mark.slow
+@pytest.mark.req("R-2.7", "R-21.13")
+def test_closed_connection_is_a_wire_error_per_attempt(agentdojo_env, tmp_path, server):
+    out, recs, _ = drive(agentdojo_env, tmp_path, mode="sdk", base_url=server.url("close"),
+                         call_id="c-close")
+    assert out["error"] == "openai.APIConnectionError"
+    w = wire(recs)
+    assert [r["kind"] for r in w] == ["wire_request", "wire_error"] * 3
+    errs = [r for r in w if r["kind"] == "wire_error"]
+    assert {r["error_type"] for r in errs} == {"httpx2.RemoteProtocolError"}
+    assert {r["stage"] for r in errs} == {"send"}
+    assert {r["first_attempt_id"] for r in w if r["kind"] == "wire_request"} == {"a1"}
+    assert [r["attempt_id"] for r in errs] == ["a1", "a2", "a3"]
+    assert server.counts["close"] == 3
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-2.7")
+def test_cut_body_and_timeout_are_wire_errors(agentdojo_env, tmp_path, server):
+    out, recs, _ = drive(agentdojo_env, tmp_path, mode="raw", base_url=server.url("short"),
+                         call_id="c-short")
+    assert out["error"] == "httpx2.RemoteProtocolError"
+    req, err = wire(recs)
+    assert err["kind"] == "wire_error" and err["stage"] == "receive"
+    assert err["status"] == 200 and err["received_bytes"] == 10
+    assert err["headers"]["x-request-id"] == "req-short-0"
+    out, recs, _ = drive(agentdojo_env, tmp_path, mode="sdk", base_url=server.url("hang"),
+                         max_retries=0, client_kwargs={"timeout": 0.5})
+    assert out["error"] == "openai.APITimeoutError"
+    req, err = wire(recs)
+    assert err["error_type"] == "httpx2.ReadTimeout" and 400 <= err["elapsed_ms"] < 3000
