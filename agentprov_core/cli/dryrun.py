@@ -10,10 +10,9 @@ from agentprov_core.cli.common import echo_json
 
 
 def print_dry_run(prepared, started: float) -> int:
+    from agentprov_core.campaign import read_progress
     from agentprov_core.planning import plan_lines
     from agentprov_core.session import dry_run
-
-    from agentprov_core.campaign import read_progress
 
     prepared = dry_run(prepared)
     read_progress(prepared)  # the worker's catalogue re-made the plan: count again
