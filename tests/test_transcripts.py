@@ -85,7 +85,7 @@ def run(t: Transcript, tmp: Path, home: Path) -> str:
             "AGENTPROV_HOME": home}
     dirs["CORPORA"].mkdir(exist_ok=True)
     dirs["PLANS"].mkdir(exist_ok=True)
-    dirs["SCRIPT"].write_text("[]")
+    dirs["SCRIPT"].write_bytes((ROOT / "examples" / "scripts" / "live-demo.json").read_bytes())
     _, files = parse(t.doc)
     for name, body in files.items():
         (dirs["PLANS"] / name).write_text(body)
@@ -107,9 +107,15 @@ def run(t: Transcript, tmp: Path, home: Path) -> str:
     return got
 
 
+_DOC_DIRS: dict[Path, Path] = {}
+
+
 @pytest.mark.parametrize("t", list(all_transcripts()))
-def test_transcript(t: Transcript, tmp_path: Path, request: pytest.FixtureRequest):
+def test_transcript(t: Transcript, tmp_path: Path, request: pytest.FixtureRequest,
+                    tmp_path_factory: pytest.TempPathFactory):
     home = request.getfixturevalue("agentdojo_env").home if t.built else tmp_path / "home"
+    if t.built:  # a built-environment page is one session: later commands see earlier corpora
+        tmp_path = _DOC_DIRS.setdefault(t.doc, tmp_path_factory.mktemp("doc"))
     got = run(t, tmp_path, home)
     if os.environ.get("AGENTPROV_UPDATE_TRANSCRIPTS") and normalise(got) != normalise(t.expected):
         text = t.doc.read_text(encoding="utf-8")

@@ -44,6 +44,5 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
     python = find_python312()
     what, m = b.build(bp, python)
     click.echo(f"agentprov backends build: {bp.env_id} {what} at {bp.env_dir} "
-               f"({len(m.distributions)} distributions, {m.files_verified} files hashed; "
-               f"Python {m.python})")
+               f"({len(m.distributions)} distributions; Python {m.python})")
     return 0
