@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The README's main job: AgentDojo end to end as far as this build goes, with no model and
-# no key. It builds the real AgentDojo backend environment (agentdojo 0.1.35 from PyPI, by
-# uv from the committed lock), verifies it offline, reads its catalogue through the worker,
-# shows a refusal, and dry-runs the user guide's plan. Every step is a real command.
+# The README's main job: a scripted AgentDojo campaign end to end, with no model and no key.
+# It builds the real AgentDojo backend environment (agentdojo 0.1.35 from PyPI, by uv from
+# the committed lock), verifies it offline, reads its catalogue through the worker, shows a
+# refusal, dry-runs the plan, then runs it with the scripted transport: the first run stops
+# at the attack that needs a display name (a config stop, exit 1), and the same command with
+# --model-display-name resumes it to the end. Every step is a real command.
 set -uo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -24,5 +26,14 @@ step run agentdojo --dry-run --corpus "$work/corpora/live-demo" --campaign demo 
   || status=1
 echo
 echo "corpora written by the dry runs: $(find "$work/corpora" 2>/dev/null | wc -l) file(s) (a dry run writes nothing)"
+corpus="$AGENTPROV_HOME/corpora/live-demo-$(date +%Y%m%d-%H%M%S)"
+run=(run agentdojo --corpus "$corpus" --campaign demo --suite banking --user-tasks 0-1
+     --attack important_instructions --injection-tasks 0 --llm-script examples/scripts/live-demo.json)
+step "${run[@]}"
+[ $? -eq 1 ] || status=1   # the config stop
+step "${run[@]}" --model-display-name "Scripted Model" || status=1
+echo
+echo "the working corpus is $corpus.partial:"
+ls "$corpus.partial"
 echo "the environment stays in $AGENTPROV_HOME/envs/ for the next run"
 exit $status
