@@ -44,8 +44,10 @@ def backends_dir() -> Path | None:
 
 
 def home() -> Path:
+    """``$AGENTPROV_HOME`` (made absolute: workers run in other directories), else
+    ``~/.agentprov``."""
     env = os.environ.get("AGENTPROV_HOME")
-    return Path(env) if env else Path.home() / ".agentprov"
+    return Path(env).absolute() if env else Path.home() / ".agentprov"
 
 
 def display(path: Path) -> str:
