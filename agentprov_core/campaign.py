@@ -13,6 +13,8 @@ sessions are sealed ``aborted`` and ledgered, exit 130; a second signal exits at
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import signal
 import sys
@@ -185,7 +187,24 @@ def _manifest(p, wc: WorkingCorpus, old: dict[str, Any] | None) -> dict[str, Any
     return m
 
 
+#: The corpus's filesystem refused a write: a full disk or quota, a read-only or failing device.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+
+
 def run(p) -> int:
+    try:
+        return _run(p)
+    except OSError as exc:
+        if exc.errno not in DISK_ERRNOS:
+            raise
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise AgentprovError(
+            "cli.environment.corpus", corpus=partial_dir(p.request.options["corpus"]),
+            what=f"a write failed: {exc.strerror}{where}; the attempts already in its ledger "
+                 "are kept: free space and re-run the same command to resume") from None
+
+
+def _run(p) -> int:
     o = p.request.options
     started = time.monotonic()
     check_corpus(p)
@@ -317,9 +336,13 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
         for s, h in previous.items():
             signal.signal(s, h)
         if worker is not None:
-            for fl in flights.values():  # the worker died with cells in flight
-                capture_chain.seal(fl.staging / "capture.jsonl", "aborted",
-                                   "the worker ended with the cell in flight", "session.worker_died")
+            if flights:  # the worker died, or T0 failed (a full disk), with cells in flight
+                worker.kill()
+            for fl in flights.values():
+                with contextlib.suppress(OSError):  # unsealed in staging if it cannot be written
+                    capture_chain.seal(fl.staging / "capture.jsonl", "aborted",
+                                       "the worker ended with the cell in flight",
+                                       "session.worker_died")
             worker.close()
         if endpoint is not None:
             endpoint.stop()
@@ -383,7 +406,8 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
     reason = result.get("reason") or result.get("error")
     end = chain.end
     if not chain.ok:
-        status, reason = "errored", "capture log damaged: " + "; ".join(chain.problems[:2])
+        damage = "capture log damaged: " + "; ".join(chain.problems[:2])
+        status, reason = "errored", f"{reason}; {damage}" if reason else damage
     elif end is None:
         status, reason = "aborted", "the capture log has no end record"
     elif end.get("status") != status:

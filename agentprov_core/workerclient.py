@@ -51,9 +51,11 @@ def network_block_prefix() -> tuple[str, ...]:
                          detail="tried " + (", ".join(tried) or "nothing: neither bwrap nor unshare"))
 
 
-def scrubbed_env(env_dir: Path, staging: Path) -> dict[str, str]:
+def scrubbed_env(env_dir: Path, staging: Path, tmp: Path | None = None) -> dict[str, str]:
+    """The worker's whole environment. ``tmp`` is its TMPDIR: a short path (the forkserver's
+    Unix socket lives there, and socket paths are limited to about 100 bytes)."""
     home = staging / "home"
-    tmp = staging / "tmp"
+    tmp = tmp or staging / "tmp"
     home.mkdir(parents=True, exist_ok=True)
     tmp.mkdir(parents=True, exist_ok=True)
     env = {k: os.environ[k] for k in ALLOWED_ENV if k in os.environ}
@@ -79,7 +81,10 @@ class Worker:
             argv = [*network_block_prefix(), *argv]
         self.stderr_path = staging / "worker.stderr"
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in close()
-        env = scrubbed_env(env_dir, staging) | (extra_env or {})
+        import tempfile
+
+        self._tmp = Path(tempfile.mkdtemp(prefix="agentprov-w-"))
+        env = scrubbed_env(env_dir, staging, self._tmp) | (extra_env or {})
         try:
             self.proc = subprocess.Popen(argv, cwd=staging, env=env, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=self._stderr,
@@ -102,6 +107,9 @@ class Worker:
             if fut is not None:
                 fut.set_result(reply)
         code = self.proc.wait()
+        if code != 0:  # killed or crashed: end what it started (its forkserver and cells)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
         with self._lock:
             pending, self._pending = self._pending, {}
         for fut in pending.values():
@@ -164,6 +172,7 @@ class Worker:
         finally:
             self._reader.join(timeout=5)
             self._stderr.close()
+            shutil.rmtree(self._tmp, ignore_errors=True)
 
     def __enter__(self) -> Worker:
         return self

@@ -1,7 +1,8 @@
 """The append-only ledger of attempts: one JSON line per ended attempt, fsynced.
 
-Nothing in it is ever rewritten. A torn last line (T0 died mid-write) is ignored on read and
-reported, and the next append starts on a fresh line.
+Nothing in it is ever rewritten. A torn line (T0 died, or the disk filled, mid-write) is
+ignored on read and reported (``torn``), and the next append starts on a fresh line after it,
+so a torn line can also sit between two entries.
 """
 
 from __future__ import annotations
@@ -57,11 +58,16 @@ class Ledger:
                 continue
             try:
                 out.append(msgspec.json.decode(line, type=Attempt))
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                if i == len(lines) - 1 or all(not x.strip() for x in lines[i + 1:]):
-                    self.torn = True  # the last write was cut short: ignore it
-                    continue
-                raise ValueError(f"{self.path}: line {i + 1} is not a ledger entry") from None
+            except msgspec.ValidationError:  # JSON, but not an attempt: not a torn write
+                from agentprov_core.errors import AgentprovError
+
+                raise AgentprovError("cli.environment.corpus", corpus=self.path.parent,
+                                     what=f"{self.path.name} line {i + 1} is not a ledger "
+                                          "entry") from None
+            except msgspec.DecodeError:
+                # a write cut short (T0 died, the disk was full): ignored, last or not, since
+                # the next append starts on a fresh line after it
+                self.torn = True
         return out
 
     def append(self, entry: Attempt) -> None:

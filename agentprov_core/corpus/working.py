@@ -95,12 +95,16 @@ class WorkingCorpus:
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".manifest-")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(manifest, f, sort_keys=True, indent=1)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.root / "manifest.json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(manifest, f, sort_keys=True, indent=1)
+                f.write("\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.root / "manifest.json")
+        except BaseException:  # a full disk: the old manifest stays, no temporary is left
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     def staging(self, session_id: str) -> Path:
         d = self.root / "staging" / session_id
