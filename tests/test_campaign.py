@@ -9,7 +9,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 pytestmark = pytest.mark.slow
