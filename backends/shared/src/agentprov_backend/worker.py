@@ -13,7 +13,6 @@ Only protocol lines are written to the real stdout: while a request is handled,
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -155,7 +154,12 @@ def serve(inp: TextIO, out: TextIO) -> int:
     write_lock = threading.Lock()
     cells_in_flight: list[threading.Thread] = []
 
-    def reply_to(req: dict[str, Any]) -> None:
+    def send(reply: dict[str, Any]) -> None:
+        with write_lock:
+            out.write(json.dumps(reply, sort_keys=True) + "\n")
+            out.flush()
+
+    def answer(req: dict[str, Any]) -> None:
         try:
             reply = {"id": req.get("id"), "ok": True, "result": handle(req)}
         except RequestError as exc:
@@ -164,9 +168,7 @@ def serve(inp: TextIO, out: TextIO) -> int:
         except Exception as exc:  # reported, never a dead pipe
             reply = {"id": req.get("id"), "ok": False,
                      "error": {"code": "worker.internal", "message": f"{type(exc).__name__}: {exc}"}}
-        with write_lock:
-            out.write(json.dumps(reply, sort_keys=True) + "\n")
-            out.flush()
+        send(reply)
 
     for line in inp:
         if not line.strip():
@@ -174,34 +176,19 @@ def serve(inp: TextIO, out: TextIO) -> int:
         try:
             req = json.loads(line)
         except json.JSONDecodeError as exc:
-            reply: dict[str, Any] = {"id": None, "ok": False,
-                                     "error": {"code": "worker.bad_json", "message": str(exc)}}
-        else:
-            if req.get("type") == "shutdown":
-                for t in cells_in_flight:
-                    t.join()
-                with write_lock:
-                    out.write(json.dumps({"id": req.get("id"), "ok": True, "result": None}) + "\n")
-                    out.flush()
-                return 0
-            if req.get("type") == "run-cell":  # cells run concurrently; replies carry the id
-                t = threading.Thread(target=reply_to, args=(req,), daemon=True)
-                cells_in_flight.append(t)
-                t.start()
-                continue
-            try:
-                with contextlib.redirect_stdout(sys.stderr):
-                    reply = {"id": req.get("id"), "ok": True, "result": handle(req)}
-            except RequestError as exc:
-                reply = {"id": req.get("id"), "ok": False,
-                         "error": {"code": exc.code, "message": str(exc)}}
-            except Exception as exc:  # reported, never a dead pipe
-                reply = {"id": req.get("id"), "ok": False,
-                         "error": {"code": "worker.internal",
-                                   "message": f"{type(exc).__name__}: {exc}"}}
-        with write_lock:
-            out.write(json.dumps(reply, sort_keys=True) + "\n")
-            out.flush()
+            send({"id": None, "ok": False, "error": {"code": "worker.bad_json", "message": str(exc)}})
+            continue
+        if req.get("type") == "shutdown":
+            for t in cells_in_flight:
+                t.join()
+            send({"id": req.get("id"), "ok": True, "result": None})
+            return 0
+        if req.get("type") == "run-cell":  # cells run concurrently; replies carry the id
+            t = threading.Thread(target=answer, args=(req,), daemon=True)
+            cells_in_flight.append(t)
+            t.start()
+            continue
+        answer(req)
     return 0
 
 
