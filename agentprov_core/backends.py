@@ -40,7 +40,8 @@ class BuildPlan:
     offline: bool
 
     def uv_args(self) -> list[str]:
-        args = ["sync", "--locked", "--no-config", "--no-dev", "--link-mode", "copy"]
+        args = ["sync", "--locked", "--no-config", "--no-dev", "--link-mode", "copy",
+                "--compile-bytecode"]
         if self.offline:
             args.append("--offline")
         if self.exclude_newer:
@@ -157,16 +158,6 @@ def probe() -> dict[str, object]:
                              "note": "the macOS probe arrives with containment"}}
 
 
-def hello_of(bp: BuildPlan, env_dir: Path, network: bool) -> dict:
-    from agentprov_core.workerclient import Worker
-
-    with tempfile.TemporaryDirectory(prefix="agentprov-hello-") as staging, \
-            Worker(bp.env_id, env_dir, Path(staging), network=network) as w:
-        hello = w.request("hello")
-    hello.pop("prefix", None)  # where it was asked from, not what it is
-    return hello
-
-
 def record_catalogues(bp: BuildPlan, env_dir: Path) -> dict:
     """Ask the new environment's worker for its hello and for the catalogue of every source
     it serves, computed from the installed package; record them in ``agentprov/``."""
@@ -245,7 +236,7 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
         agentprov=__version__, python=hello.get("python", ""), uv=uv_version,
         lock_sha256=bp.lock_sha256, exclude_newer=bp.exclude_newer,
         pinned_commit=bp.meta.pinned_commit, distributions=ident.distributions,
-        files_verified=ident.files_verified, guarded=ident.guarded,
+        files_verified=ident.files_verified, guarded=ident.guarded, compiled=ident.compiled,
         defence_registry_sha256=ident.defence_registry_sha256, hello=hello, probe=probe(),
         identity_sha256=ident.digest(bp.lock_sha256, hello.get("python", "")))
     marker.write(tmp, m)
@@ -267,16 +258,26 @@ def offline_check(bp: BuildPlan) -> marker.Marker:
         if m.lock_sha256 != bp.lock_sha256:
             raise fail(f"the marker's lock_sha256 differs from backends/{bp.meta.backend_project}"
                        "/uv.lock")
-        ident = envidentity.compute(bp.env_dir)
-        if ident.problems:
-            raise fail("; ".join(ident.problems[:5])
-                       + (f" (+{len(ident.problems) - 5} more)" if len(ident.problems) > 5 else ""))
-        diffs = _diff_dists(m.distributions, ident.distributions, "RECORD")
-        diffs += [f"guarded file {k} changed" for k in m.guarded
-                  if ident.guarded.get(k) != m.guarded[k]]
-        if diffs:
-            raise fail("; ".join(diffs[:5]))
-        hello = hello_of(bp, bp.env_dir, network=False)
+        from agentprov_core.workerclient import Worker
+
+        # the worker starts while T0 hashes the files; its hello is read afterwards
+        with tempfile.TemporaryDirectory(prefix="agentprov-hello-") as staging, \
+                Worker(bp.env_id, bp.env_dir, Path(staging), network=False) as w:
+            pending = w.submit("hello")
+            ident = envidentity.compute(bp.env_dir)
+            if ident.problems:
+                raise fail("; ".join(ident.problems[:5]) + (
+                    f" (+{len(ident.problems) - 5} more)" if len(ident.problems) > 5 else ""))
+            diffs = _diff_dists(m.distributions, ident.distributions, "RECORD")
+            diffs += [f"guarded file {k} changed" for k in m.guarded
+                      if ident.guarded.get(k) != m.guarded[k]]
+            if m.compiled is not None and ident.compiled != m.compiled:
+                diffs.append(f"compiled bytecode changed ({ident.compiled['files']} .pyc files, "
+                             f"the marker recorded {m.compiled['files']})")
+            if diffs:
+                raise fail("; ".join(diffs[:5]))
+            hello = w.result(pending)
+        hello.pop("prefix", None)
         hdiff = _diff_dists(m.hello.get("distributions", {}), hello.get("distributions", {}),
                             "hello")
         for key in ("python", "defence_registry_sha256", "agentprov_backend"):

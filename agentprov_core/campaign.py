@@ -315,6 +315,10 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
                 if entry.setup_refusal and stop is None:
                     stop = "config"
                     tally.refusals.append(f"{fl.unit.cell.key}: {entry.setup_refusal['message']}")
+            if stop is None and worker.proc.poll() is not None:  # it died, even on the last cell
+                stop = "worker"
+                tally.refusals.append(f"the worker of {p.plan.environment_id} exited (code "
+                                      f"{worker.proc.returncode}) with a cell in flight")
             progress.update(tally.attempts, len(flights), tally.failed,
                             sum(q["calls"] for q in tally.quality.values()))
             if stop is None and _drain_requested(o):

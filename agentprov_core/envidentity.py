@@ -7,7 +7,9 @@
 * the guarded files: the environment's ``pyvenv.cfg``, the copies of the backend
   project's ``uv.lock`` and ``pyproject.toml`` made at build time, and the catalogues the
   worker computed from the installed package at build time (``agentprov/catalogue-*.json``);
-* the installed defence registry's sha256.
+* the installed defence registry's sha256;
+* the bytecode compiled at build time (``.pyc`` files are not in RECORD): their count and
+  one digest over every path and sha256, so a changed or added ``.pyc`` fails the check.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import base64
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agentprov_core.digests import digest, file_sha256
 
@@ -48,6 +51,7 @@ class Identity:
     files_verified: int
     guarded: dict[str, str]
     defence_registry_sha256: str | None
+    compiled: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     def digest(self, lock_sha256: str, python: str) -> str:
@@ -104,5 +108,11 @@ def compute(env: Path, verify_files: bool = True) -> Identity:
         p = env / rel
         guarded[rel] = file_sha256(p) if p.is_file() else "missing"
     reg = sp / "agentprov_backend" / "defences.toml"
+    h = hashlib.sha256()
+    n = 0
+    for pyc in sorted(sp.rglob("*.pyc")):
+        h.update(f"{pyc.relative_to(sp)}\0{file_sha256(pyc)}\n".encode())
+        n += 1
     return Identity(dict(sorted(dists.items())), verified, guarded,
-                    file_sha256(reg) if reg.is_file() else None, problems)
+                    file_sha256(reg) if reg.is_file() else None,
+                    {"files": n, "sha256": h.hexdigest()}, problems)

@@ -26,6 +26,7 @@ class Marker(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     distributions: dict[str, dict[str, str]]
     files_verified: int
     guarded: dict[str, str]
+    compiled: dict[str, Any] | None = None
     defence_registry_sha256: str | None
     hello: dict[str, Any]
     probe: dict[str, Any]

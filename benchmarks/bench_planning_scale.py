@@ -306,6 +306,7 @@ def run(repeats: int = 5, scales: tuple[int, ...] = (1, 2, 4)) -> dict[str, Any]
         home.mkdir()
         cache = tmpdir / "autodojo-cache.json"  # any file: the plan records its sha256
         cache.write_text('{"bench": "a placeholder cache; only its sha256 is planned"}\n')
+        (tmpdir / "script.json").write_text("[]")  # the usage step loads the script
         base = {"llm_script": str(tmpdir / "script.json"), "corpus": str(tmpdir / "corpus"),
                 "campaign": "bench"}
         plans = {

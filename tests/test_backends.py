@@ -29,7 +29,8 @@ def test_build_dry_run_prints_the_plan_and_writes_nothing(cli, home):
     assert lines[0] == f"backend agentdojo: environment {home}/envs/{ENV_ID}"
     assert lines[1].startswith(f"  commit8 {LOCK8} (from lock_sha256); lock sha256 {LOCK8}")
     assert lines[2] == ("  would run: uv sync --locked --no-config --no-dev --link-mode copy "
-                        "--offline --exclude-newer 2026-10-07T00:00:00Z --no-build-package …")
+                        "--compile-bytecode --offline --exclude-newer 2026-10-07T00:00:00Z "
+                        "--no-build-package …")
     assert lines[3].startswith(f"  UV_PROJECT_ENVIRONMENT={home}/envs/{ENV_ID}; every other "
                                "UV_* variable is dropped except")
     assert lines[4] == "  network: none (uv --offline: the build uses the uv cache only)"
@@ -120,6 +121,17 @@ def test_offline_check_verifies_and_catches_a_changed_file(e2e_cli, agentdojo_en
         # check is the file-level check (the spec's division of labour)
     finally:
         target.write_bytes(original)
+    assert e2e_cli("backends", "build", "agentdojo", "--offline-check").code == 0
+    # bytecode is not in RECORD: the marker's digest over every .pyc catches it
+    pyc = next(agentdojo_env.env_dir.glob("lib/python3*/site-packages/agentdojo/__pycache__/*.pyc"))
+    original = pyc.read_bytes()
+    try:
+        pyc.write_bytes(original + b"\0")
+        r = e2e_cli("backends", "build", "agentdojo", "--offline-check")
+        assert (r.code, r.error["error"]) == (3, "cli.environment.offline_check")
+        assert "compiled bytecode changed" in r.error["message"]
+    finally:
+        pyc.write_bytes(original)
     assert e2e_cli("backends", "build", "agentdojo", "--offline-check").code == 0
 
 

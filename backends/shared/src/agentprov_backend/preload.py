@@ -1,10 +1,22 @@
-"""Imported once by the worker's forkserver, so that every forked cell starts warm."""
+"""Imported once by the worker's forkserver, so that every forked cell starts warm.
+
+Besides the benchmark, what the SDK imports lazily at a cell's first model call:
+``client.chat.completions``, httpx2's transport (``httpcore2``, ``h11``) and ``truststore``
+(the client's SSL context). Left to the cell, every forked process imports these 62 modules
+again, compiled from source since the environment holds no bytecode: about 0.25 s a cell
+(``benchmarks/bench_campaign.py``, rows (d) and (e) of the recording overhead).
+"""
 
 import agentdojo.agent_pipeline  # noqa: F401
 import agentdojo.attacks.attack_registry  # noqa: F401
 import agentdojo.benchmark  # noqa: F401
 import agentdojo.task_suite.load_suites  # noqa: F401
+import h11  # noqa: F401
+import httpcore2  # noqa: F401
 import openai  # noqa: F401
+import openai.resources.chat.chat  # noqa: F401
+import openai.resources.chat.completions.completions  # noqa: F401
+import truststore  # noqa: F401
 
 import agentprov_backend.capture  # noqa: F401
 import agentprov_backend.cells  # noqa: F401

@@ -1,0 +1,997 @@
+"""Live campaigns: the recording's overhead, concurrency, and agentdojo's own runner.
+
+The real AgentDojo environment is built once in a temporary ``AGENTPROV_HOME``
+(``python -m agentprov_core backends build agentdojo --allow-network``; skipped, saying why,
+when it cannot be built). Every model call is answered by agentprov's scripted endpoint
+(``agentprov_core.scripted.server.ScriptedEndpoint``) on loopback, with a fixed latency per
+call; every cell makes three calls (the replies of ``examples/scripts/live-demo.json``: two
+tool calls and a final text). Three measurements, each side by side in one run,
+interleaved (forward order on even rounds, reverse on odd) after an untimed warm-up:
+
+1. **Recording overhead.** Inside the backend environment (``<env>/bin/python``,
+   ``PYTHONPATH`` = the checkout's ``backends/shared/src``, ``PYTHONDONTWRITEBYTECODE=1``
+   as the worker runs): a parent that imported what the worker's forkserver imports forks a
+   fresh process per cell, as the worker does, and the cell (banking ``user_task_0``) runs
+   either with AgentDojo's own pipeline over the stock ``openai.OpenAI`` client, or as
+   ``agentprov_backend.cells.run_cell`` does (``recording_http_client(writer)``, the
+   ``CaptureWriter`` and the observation hooks), with ``durable=True`` (an fsync per record,
+   the default) and with ``durable=False``; at 0 ms and at 50 ms per call. The endpoint runs
+   in a separate process of T0's interpreter. The same parents also show what a forked cell
+   still imports after the worker's preload (the modules it imports, compiled from source
+   in every cell: the environment holds no bytecode).
+2. **Concurrency.** 24 benign cells (``--suite banking,slack --user-tasks 0-11``) through the
+   real CLI at ``--jobs 1`` and ``--jobs min(4, cores)`` (``--jobs`` above the host's core
+   count is refused), 200 ms per call, a fresh corpus per run.
+3. **Against agentdojo's own runner.** ``<env>/bin/python -m agentdojo.scripts.benchmark
+   --model vllm_parsed -s banking`` (its 16 benign cells; ``vllm_parsed`` is the provider
+   that drives AgentDojo's own ``OpenAILLM``, the element agentprov runs, against
+   ``http://localhost:$LOCAL_LLM_PORT/v1``) against ``agentprov run agentdojo --suite banking
+   --benign only --jobs 1``, 200 ms per call. Where agentprov's time goes is measured by
+   running the same command in a fresh process with timers around its phases, joined
+   with the capture logs and native logs of its corpus.
+
+Run it alone (``python benchmarks/bench_campaign.py``). The ratios are the result; the
+absolute times belong to the machine that measured them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench_backend import Skip, agentprov_argv, env_python_env, t0_env
+from bench_cli_start import console_script, p90
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_SRC = ROOT / "backends" / "shared" / "src"
+DEMO_SCRIPT = ROOT / "examples" / "scripts" / "live-demo.json"
+BACKEND = "agentdojo"
+
+RECORDING_TARGET = 0.05   # the issue: recording under 5% of a cell's wall time
+CONCURRENCY_TARGET = 3.5  # the issue: --jobs 4 at least 3.5x --jobs 1
+RUNNER_TARGET = 1.15      # the issue: agentprov --jobs 1 within 1.15x of agentdojo's runner
+CALLS_PER_CELL = 3
+
+# ----------------------------------------------------------------------------- children
+# The scripted endpoint, in a separate process of T0's interpreter. argv: script, mode.
+# Mode "runner" also answers /v1/... (agentdojo's runner has no session in its base URL)
+# as the one session "runner"; the script then holds every cell's replies in a row.
+ENDPOINT_CHILD = r'''
+import json, re, sys
+from agentprov_core.scripted import server
+from agentprov_core.scripted.script import load_script
+if sys.argv[2] == "runner":
+    _route = server._Handler._route
+    def route(self):
+        m = re.match(r"^/v1/(chat/completions|models)$", self.path.split("?", 1)[0])
+        return ("runner", m[1]) if m else _route(self)
+    server._Handler._route = route
+ep = server.ScriptedEndpoint(load_script(sys.argv[1])).start()
+print(ep.port, flush=True)
+sys.stdin.read()
+ep.stop()
+print(json.dumps(ep.sessions()), flush=True)
+'''
+
+# A cell runner in the backend environment. It imports what the worker's forkserver
+# imports (agentprov_backend.preload) and the modules named in argv[1], then, per request
+# line on stdin, forks a child that runs one cell (a fresh process per cell, as the worker
+# does) and answers one line: the child's report and the wall time from fork to reap.
+HARNESS = r'''
+import importlib, json, os, sys, time
+proto = os.fdopen(os.dup(1), "w", encoding="utf-8")
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+t0 = time.perf_counter()
+import agentprov_backend.preload  # noqa: F401  what the worker's forkserver imports
+preload_s = time.perf_counter() - t0
+failed = []
+t0 = time.perf_counter()
+for name in json.loads(sys.argv[1]):
+    try:
+        importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001
+        failed.append(f"{name}: {type(exc).__name__}")
+extra_s = time.perf_counter() - t0
+from pathlib import Path
+from agentprov_backend import capture, cells
+
+
+def stock_cell(req):
+    """cells._run without the recording: AgentDojo's pipeline over the stock client."""
+    import openai
+    from agentdojo.agent_pipeline import AgentPipeline, PipelineConfig
+    from agentdojo.agent_pipeline.llms.openai_llm import OpenAILLM
+    from agentdojo.benchmark import run_task_without_injection_tasks
+    from agentdojo.logging import OutputLogger
+    from agentdojo.task_suite.load_suites import get_suite
+
+    staging, cell, agent = Path(req["staging"]), req["cell"], req["agent"]
+    suite = get_suite(req["benchmark_version"], cell["suite"])
+    user_task = suite.get_user_task_by_id(cell["user_task_id"])
+    client = openai.OpenAI(base_url=agent["base_url"], api_key="agentprov-scripted")
+    llm = OpenAILLM(client, agent["model_id"])
+    llm.name = agent["pipeline_name"]
+    pipeline = AgentPipeline.from_config(PipelineConfig(
+        llm=llm, model_id=agent["model_id"], defense=None, system_message_name=None,
+        system_message=None))
+    native = staging / "native"
+    with OutputLogger(str(native)):
+        utility, security = run_task_without_injection_tasks(
+            suite, pipeline, user_task, logdir=native, force_rerun=True,
+            benchmark_version=req["benchmark_version"])
+    log = cells.native_log_path(native, agent["pipeline_name"], cell["suite"],
+                                cell["user_task_id"], None, None)
+    json.loads(log.read_text(encoding="utf-8"))
+    result = {"status": "complete", "utility": utility, "security": security,
+              "native_log": str(log.relative_to(staging))}
+    (staging / "result.json").write_text(json.dumps(result, sort_keys=True), encoding="utf-8")
+    return result
+
+
+def child(job):
+    req = job["req"]
+    staging = Path(req["staging"])
+    staging.mkdir(parents=True)
+    os.chdir(staging)
+    # as in the worker, whose fd 1 is its stderr file: AgentDojo's prints go to a file
+    fd = os.open(staging / "stdout.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.close(fd)
+    sys.stdout = os.fdopen(1, "w", encoding="utf-8", closefd=False)
+    before = set(sys.modules)
+    t = time.perf_counter()
+    if job["variant"] == "stock":
+        res = stock_cell(req)
+    else:
+        if job["variant"] == "rec-nofsync":
+            capture.CaptureWriter.__init__.__kwdefaults__["durable"] = False
+        res = cells.run_cell(req)
+    inner = time.perf_counter() - t
+    doc = {"inner": inner, "status": res.get("status"), "error": res.get("error"),
+           "new_modules": sorted(set(sys.modules) - before)}
+    if res.get("native_log"):
+        native = json.loads((staging / res["native_log"]).read_text(encoding="utf-8"))
+        doc["assistant_messages"] = sum(1 for m in native["messages"] if m["role"] == "assistant")
+        doc["duration"] = native.get("duration")
+    cap = staging / "capture.jsonl"
+    if cap.exists():
+        data = cap.read_bytes()
+        doc["records"] = data.count(b"\n")
+        doc["capture_bytes"] = len(data)
+    return doc
+
+
+proto.write(json.dumps({"preload_s": preload_s, "extra_s": extra_s, "failed": failed,
+                        "modules": len(sys.modules)}) + "\n")
+proto.flush()
+for line in sys.stdin:
+    job = json.loads(line)
+    r, w = os.pipe()
+    t = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            doc = child(job)
+        except BaseException as exc:  # noqa: BLE001
+            import traceback
+            doc = {"error": "".join(traceback.format_exception(exc))[-3000:]}
+        data = json.dumps(doc).encode()
+        while data:
+            data = data[os.write(w, data):]
+        os._exit(0)
+    os.close(w)
+    chunks = []
+    while chunk := os.read(r, 1 << 16):
+        chunks.append(chunk)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    wall = time.perf_counter() - t
+    doc = json.loads(b"".join(chunks) or b"{}")
+    doc["wall"] = wall
+    doc["exit"] = os.waitstatus_to_exitcode(status)
+    proto.write(json.dumps(doc) + "\n")
+    proto.flush()
+'''
+
+# `agentprov run ...` in-process, in a fresh process of T0's interpreter, with timers around
+# its phases (wall clock, to join with the capture logs' started_at). argv: output, args...
+INSTRUMENTED_CHILD = r'''
+import json, sys, time
+t_first = time.time()
+events = []
+
+
+def wrap(owner, name, label, detail=None):
+    orig = getattr(owner, name)
+
+    def timed(*a, **k):
+        t = time.time()
+        out = None
+        try:
+            out = orig(*a, **k)
+            return out
+        finally:
+            events.append([label, t, time.time(), detail(a, k, out) if detail else None])
+    setattr(owner, name, timed)
+
+
+from agentprov_core.cli.main import main
+from agentprov_core import campaign, planning, session, workerclient
+from agentprov_core.scripted import server
+
+wrap(planning, "prepare", "prepare")
+wrap(campaign, "check_corpus", "check_corpus")
+wrap(campaign, "read_progress", "read_progress")
+wrap(session, "dry_run", "check")
+wrap(workerclient, "network_block_prefix", "probe")
+wrap(workerclient.Worker, "__init__", "worker_init", lambda a, k, o: bool(k.get("network")))
+wrap(workerclient.Worker, "request", "request", lambda a, k, o: a[1])
+wrap(workerclient.Worker, "close", "worker_close")
+wrap(campaign, "run", "campaign_run")
+wrap(campaign, "_campaign", "campaign_cells")
+wrap(campaign, "_launch", "launch", lambda a, k, o: o.session_id if o is not None else None)
+wrap(campaign, "_ingest", "ingest", lambda a, k, o: a[2].session_id)
+wrap(server.ScriptedEndpoint, "start", "endpoint_start")
+wrap(server.ScriptedEndpoint, "stop", "endpoint_stop")
+t_imported = time.time()
+code = 0
+try:
+    main(sys.argv[2:])
+except SystemExit as exc:
+    code = exc.code
+t_last = time.time()
+with open(sys.argv[1], "w", encoding="utf-8") as f:
+    json.dump({"t_first": t_first, "t_imported": t_imported, "t_last": t_last, "code": code,
+               "events": events}, f)
+'''
+
+
+# --------------------------------------------------------------------------- helpers
+def _stats(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values),
+            "p90": p90(values) if len(values) > 1 else values[0], "n": len(values),
+            "values": values}
+
+
+def _epoch(stamp: str) -> float:
+    return dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=dt.UTC).timestamp()
+
+
+def fs_of(path: Path) -> str:
+    """The filesystem type and device a path lives on (/proc/mounts, longest prefix)."""
+    try:
+        mounts = [line.split()[:3] for line in Path("/proc/mounts").read_text().splitlines()]
+    except OSError:
+        return "?"
+    p = str(path.resolve())
+    best = max((m for m in mounts if p == m[1] or p.startswith(m[1].rstrip("/") + "/")),
+               key=lambda m: len(m[1]), default=None)
+    return f"{best[2]} ({best[0]})" if best else "?"
+
+
+def replies() -> list[dict[str, Any]]:
+    """The three replies of the user guide's script, without their notes."""
+    out = json.loads(DEMO_SCRIPT.read_text(encoding="utf-8"))
+    return [{k: v for k, v in r.items() if k != "note"} for r in out]
+
+
+def write_script(path: Path, latency_s: float, cells: int = 1) -> Path:
+    path.write_text(json.dumps({"format": "agentprov-llm-script/0.1", "latency_s": latency_s,
+                                "replies": replies() * cells}), encoding="utf-8")
+    return path
+
+
+def load_avg() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+class Endpoint:
+    """The scripted endpoint in its own process of T0's interpreter."""
+
+    def __init__(self, script: Path, mode: str, env: dict[str, str], cwd: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", ENDPOINT_CHILD, str(script), mode],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     env=env, cwd=cwd)
+        self.port = int(self.proc.stdout.readline())
+        self.sessions: dict[str, int] = {}
+
+    def base_url(self, session_id: str) -> str:
+        return f"http://127.0.0.1:{self.port}/s/{session_id}/v1"
+
+    def close(self) -> dict[str, int]:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            line = self.proc.stdout.readline()
+            self.sessions = json.loads(line) if line.strip() else {}
+            self.proc.wait(timeout=30)
+        return self.sessions
+
+    def __enter__(self) -> Endpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Harness:
+    """HARNESS in the backend environment: forks one process per cell."""
+
+    def __init__(self, py: Path, env: dict[str, str], cwd: Path, extras: list[str],
+                 name: str) -> None:
+        self.log = cwd / f"harness-{name}.stderr"
+        self._err = open(self.log, "wb")  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen([str(py), "-c", HARNESS, json.dumps(extras)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._err, text=True, env=env, cwd=str(cwd))
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the harness did not start: {self._tail()}")
+        self.info = json.loads(line)
+
+    def _tail(self) -> str:
+        self._err.flush()
+        return self.log.read_text(errors="replace")[-3000:]
+
+    def run(self, variant: str, req: dict[str, Any]) -> dict[str, Any]:
+        self.proc.stdin.write(json.dumps({"variant": variant, "req": req}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the harness ended: {self._tail()}")
+        doc = json.loads(line)
+        if doc.get("exit") != 0 or doc.get("status") != "complete" or (
+                doc.get("assistant_messages") != CALLS_PER_CELL):
+            raise RuntimeError(f"{variant}: the cell did not complete with "
+                               f"{CALLS_PER_CELL} model calls: {json.dumps(doc)[:3000]}")
+        return doc
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+        self._err.close()
+
+    def __enter__(self) -> Harness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def interleave(rounds: int, cmds: dict[str, Callable[[], float]],
+               warmup: tuple[str, ...] | None = None) -> dict[str, list[float]]:
+    """An untimed warm-up (every command, or those named), then ``rounds`` rounds, forward
+    order on even rounds and reverse on odd ones."""
+    keys = list(cmds)
+    for key in (keys if warmup is None else warmup):
+        cmds[key]()
+    samples: dict[str, list[float]] = {k: [] for k in keys}
+    for r in range(rounds):
+        for key in (keys if r % 2 == 0 else list(reversed(keys))):
+            samples[key].append(cmds[key]())
+    return samples
+
+
+# ------------------------------------------------------------------------------ build
+def build(home: Path, cwd: str) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "agentprov_core", "--error-format", "json", "backends",
+            "build", BACKEND, "--allow-network"]
+    t = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=t0_env(home), cwd=cwd)
+    took = time.perf_counter() - t
+    if proc.returncode != 0:
+        try:
+            err = json.loads(proc.stderr.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            err = {}
+        if str(err.get("error", "")).startswith("cli.environment."):
+            why = " ".join(str(err.get("message") or err["error"]).split())
+            raise Skip(why.split(" | hint:")[0].rstrip(" |"))
+        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    envs = sorted(p for p in (home / "envs").iterdir()
+                  if p.is_dir() and p.name.startswith(f"{BACKEND}-"))
+    if len(envs) != 1:
+        raise RuntimeError(f"unexpected build result: {proc.stdout!r} {envs}")
+    marker = json.loads((envs[0] / "AGENTPROV_ENV.json").read_text(encoding="utf-8"))
+    cat = json.loads((envs[0] / "agentprov" / f"catalogue-{BACKEND}.json").read_text())
+    dists = marker.get("distributions") or {}
+    versions = {name: (d.get("version", "?") if isinstance(d, dict) else str(d))
+                for name, d in dists.items()} if isinstance(dists, dict) else {}
+    return {"env_id": envs[0].name, "env_dir": str(envs[0]), "build_s": took,
+            "python": marker["python"], "benchmark_version": cat["default_benchmark_version"],
+            "agentdojo": versions.get("agentdojo", "?"), "openai": versions.get("openai", "?")}
+
+
+# ------------------------------------------------------------- 1. recording overhead
+CONFIGS_1 = {  # key -> (parent, variant, label)
+    "a": ("warm", "stock", "stock `openai.OpenAI` client, no capture"),
+    "b": ("warm", "rec", "recording transport + capture writer + hooks, `durable=True` "
+                         "(fsync per record; the default)"),
+    "c": ("warm", "rec-nofsync", "(b) with `durable=False` (no fsync)"),
+    "d": ("plain", "rec", "(b) forked from the worker's preload alone (today's worker)"),
+    "e": ("plain", "stock", "(a) forked from the worker's preload alone"),
+}
+
+
+def cell_req(scratch: Path, ep: Endpoint, env_id: str, version: str) -> dict[str, Any]:
+    sid = f"s-{uuid.uuid4().hex[:16]}"
+    key = "banking/user_task_0/none/none"
+    return {"session_id": sid, "staging": str(scratch / "cells" / sid), "source": BACKEND,
+            "benchmark_version": version, "defence": "none",
+            "cell": {"suite": "banking", "user_task_id": "user_task_0", "attack": None,
+                     "injection_task_id": None, "kind": "benign", "cell_key": key},
+            "unit": f"{key}#0", "attempt": 1,
+            "agent": {"scripted": True, "base_url": ep.base_url(sid), "model_id": "scripted",
+                      "pipeline_name": "scripted", "key_env": None, "display_name": None},
+            "backend": {"environment_id": env_id}, "plan_sha256": "0" * 64,
+            "config_digest": "sha256:" + "0" * 64, "timeout_s": 1800}
+
+
+def measure_recording(rounds: int, built: dict[str, Any], home: Path,
+                      work: Path) -> dict[str, Any]:
+    env_dir = Path(built["env_dir"])
+    py = env_dir / "bin" / "python"
+    henv = env_python_env(home) | {"PYTHONPATH": str(SHARED_SRC)}
+    tenv = t0_env(home)
+    scratch = work / "recording"
+    scratch.mkdir()
+    s0 = write_script(work / "script-0ms.json", 0.0)
+    s50 = write_script(work / "script-50ms.json", 0.05)
+    out: dict[str, Any] = {"rounds": rounds, "scratch_fs": fs_of(scratch), "latencies": {}}
+    with Endpoint(s0, "sessions", tenv, str(work)) as ep0, \
+            Endpoint(s50, "sessions", tenv, str(work)) as ep50, \
+            Harness(py, henv, scratch, [], "plain") as plain:
+        # what a cell imports after the fork: run one cell of each kind, untimed
+        found = set(plain.run("rec", cell_req(scratch, ep0, built["env_id"],
+                                              built["benchmark_version"]))["new_modules"])
+        found |= set(plain.run("stock", cell_req(scratch, ep0, built["env_id"],
+                                                 built["benchmark_version"]))["new_modules"])
+        extras = sorted(found)
+        with Harness(py, henv, scratch, extras, "warm") as warm:
+            parents = {"plain": plain, "warm": warm}
+            out["preload"] = {"plain": plain.info, "warm": warm.info, "extras": extras}
+            for ms, ep in ((0, ep0), (50, ep50)):
+                docs: dict[str, list[dict[str, Any]]] = {k: [] for k in CONFIGS_1}
+
+                def one(key: str, ep: Endpoint = ep, docs=docs) -> float:
+                    parent, variant, _ = CONFIGS_1[key]
+                    doc = parents[parent].run(variant, cell_req(
+                        scratch, ep, built["env_id"], built["benchmark_version"]))
+                    docs[key].append(doc)
+                    return doc["wall"]
+
+                samples = interleave(rounds, {k: (lambda k=k: one(k)) for k in CONFIGS_1})
+                rows = {k: _stats(v) for k, v in samples.items()}
+                for k in CONFIGS_1:
+                    timed = docs[k][1:]  # not the warm-up's
+                    rows[k]["inner"] = statistics.median(d["inner"] for d in timed)
+                    rows[k]["duration"] = statistics.median(d["duration"] for d in timed)
+                    rows[k]["new_modules"] = statistics.median(len(d["new_modules"])
+                                                               for d in timed)
+                    if "records" in timed[0]:
+                        rows[k]["records"] = statistics.median(d["records"] for d in timed)
+                        rows[k]["capture_bytes"] = statistics.median(d["capture_bytes"]
+                                                                     for d in timed)
+                # paired: the same round's (b) and (a) ran one after the other
+                pairs = {}
+                for x, y in (("b", "a"), ("c", "a"), ("b", "c"), ("d", "e"), ("d", "b"),
+                             ("e", "a")):
+                    diffs = [p - q for p, q in zip(samples[x], samples[y], strict=True)]
+                    pairs[f"{x}-{y}"] = statistics.median(diffs)
+                out["latencies"][ms] = {"rows": rows, "paired": pairs}
+        sessions = ep0.close() | ep50.close()
+    if any(n != CALLS_PER_CELL for n in sessions.values()):
+        raise RuntimeError(f"a cell's session did not make {CALLS_PER_CELL} requests: "
+                           f"{sorted(set(sessions.values()))}")
+    out["sessions"] = len(sessions)
+    return out
+
+
+# -------------------------------------------------------------------- 2. concurrency
+def run_cli(argv: list[str], env: dict[str, str], cwd: str, log: Path) -> float:
+    t = time.perf_counter()
+    with open(log, "wb") as f:
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=f, env=env,
+                              cwd=cwd)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}:\n"
+                           f"{log.read_text(errors='replace')[-3000:]}")
+    return wall
+
+
+def ledger(corpus: Path) -> list[dict[str, Any]]:
+    part = corpus.with_name(corpus.name + ".partial")
+    return [json.loads(line) for line in (part / "ledger.jsonl").read_text().splitlines()]
+
+
+def raw(corpus: Path, sha: str) -> bytes:
+    part = corpus.with_name(corpus.name + ".partial")
+    return (part / "raw" / "sha256" / sha[:2] / sha).read_bytes()
+
+
+def check_corpus(corpus: Path, cells: int) -> list[dict[str, Any]]:
+    entries = ledger(corpus)
+    good = [e for e in entries if e["status"] == "complete" and e["conclusive"]
+            and e.get("calls") == CALLS_PER_CELL]
+    if len(entries) != cells or len(good) != cells:
+        raise RuntimeError(f"{corpus}: {len(good)} of {len(entries)} attempts complete with "
+                           f"{CALLS_PER_CELL} calls; {cells} expected")
+    return entries
+
+
+def measure_concurrency(rounds: int, home: Path, work: Path, cores: int) -> dict[str, Any]:
+    jobs_hi = min(4, cores)
+    if jobs_hi < 2:
+        return {"skipped": f"os.cpu_count() is {cores}: --jobs above 1 is refused here"}
+    script = write_script(work / "script-200ms.json", 0.2)
+    env, cwd = t0_env(home), str(work)
+    runs: dict[str, list[dict[str, Any]]] = {"j1": [], "jn": []}
+
+    def go(key: str, jobs: int) -> float:
+        corpus = work / "corpora" / f"conc-{uuid.uuid4().hex[:8]}"
+        argv = agentprov_argv("run", BACKEND, "--corpus", str(corpus), "--campaign", "conc",
+                              "--suite", "banking,slack", "--user-tasks", "0-11", "--benign",
+                              "only", "--llm-script", str(script), "--jobs", str(jobs))
+        wall = run_cli(argv, env, cwd, work / f"{corpus.name}.log")
+        entries = check_corpus(corpus, 24)
+        phase = (max(_epoch(e["ended_at"]) for e in entries)
+                 - min(_epoch(e["started_at"]) for e in entries))
+        runs[key].append({"wall": wall, "cell_phase": phase})
+        shutil.rmtree(corpus.with_name(corpus.name + ".partial"))
+        return wall
+
+    samples = interleave(rounds, {"j1": lambda: go("j1", 1), "jn": lambda: go("jn", jobs_hi)},
+                         warmup=("jn",))
+    rows = {k: _stats(v) for k, v in samples.items()}
+    for k in rows:
+        timed = runs[k][-rounds:]
+        rows[k]["cell_phase"] = _stats([r["cell_phase"] for r in timed])
+    return {"rounds": rounds, "cores": cores, "jobs": jobs_hi, "rows": rows,
+            "argv": ["agentprov", "run", BACKEND, "--corpus", "$CORPUS", "--campaign", "conc",
+                     "--suite", "banking,slack", "--user-tasks", "0-11", "--benign", "only",
+                     "--llm-script", "$SCRIPT_200MS", "--jobs", "N"]}
+
+
+# ---------------------------------------------------- 3. against agentdojo's runner
+def native_durations_runner(logdir: Path) -> list[float]:
+    return [json.loads(p.read_text())["duration"] for p in sorted(logdir.rglob("*.json"))
+            if p.parent.name == "none" and p.name == "none.json"]
+
+
+def measure_runner(rounds: int, instrumented: int, built: dict[str, Any], home: Path,
+                   work: Path) -> dict[str, Any]:
+    env_dir = Path(built["env_dir"])
+    py = str(env_dir / "bin" / "python")
+    tenv = t0_env(home)
+    cwd = str(work)
+    cells = 16
+    script = write_script(work / "script-200ms.json", 0.2)
+    runner_script = write_script(work / "script-200ms-runner.json", 0.2, cells=cells)
+    pycache = work / "pycache"
+    extra: dict[str, list[dict[str, Any]]] = {"runner": [], "runner_pyc": [], "agentprov": []}
+
+    def runner(key: str, pyc: bool) -> float:
+        run_dir = work / "runner" / uuid.uuid4().hex[:8]
+        run_dir.mkdir(parents=True)
+        env = env_python_env(home, pycache if pyc else None)
+        with Endpoint(runner_script, "runner", tenv, cwd) as ep:
+            env["LOCAL_LLM_PORT"] = str(ep.port)
+            argv = [py, "-m", "agentdojo.scripts.benchmark", "--model", "VLLM_PARSED",
+                    "-s", "banking", "--logdir", str(run_dir / "runs"), "-f"]
+            wall = run_cli(argv, env, str(run_dir), run_dir / "out.log")
+            sessions = ep.close()
+        durations = native_durations_runner(run_dir / "runs")
+        if len(durations) != cells or sessions.get("runner") != cells * CALLS_PER_CELL:
+            raise RuntimeError(f"agentdojo's runner: {len(durations)} logs, {sessions} "
+                               f"requests; {cells} cells of {CALLS_PER_CELL} calls expected")
+        extra[key].append({"wall": wall, "sum_duration": sum(durations)})
+        shutil.rmtree(run_dir)
+        return wall
+
+    def cli_argv(corpus: Path) -> list[str]:
+        return ["run", BACKEND, "--corpus", str(corpus), "--campaign", "bench", "--suite",
+                "banking", "--benign", "only", "--jobs", "1", "--llm-script", str(script)]
+
+    def durations_of(corpus: Path) -> list[float]:
+        return [json.loads(raw(corpus, e["native_sha256"]))["duration"]
+                for e in check_corpus(corpus, cells)]
+
+    def agentprov() -> float:
+        corpus = work / "corpora" / f"vs-{uuid.uuid4().hex[:8]}"
+        wall = run_cli(agentprov_argv(*cli_argv(corpus)), tenv, cwd,
+                       work / f"{corpus.name}.log")
+        extra["agentprov"].append({"wall": wall, "sum_duration": sum(durations_of(corpus))})
+        shutil.rmtree(corpus.with_name(corpus.name + ".partial"))
+        return wall
+
+    samples = interleave(rounds, {"runner": lambda: runner("runner", False),
+                                  "runner_pyc": lambda: runner("runner_pyc", True),
+                                  "agentprov": agentprov})
+    rows = {k: _stats(v) for k, v in samples.items()}
+    for k in rows:
+        rows[k]["sum_duration"] = _stats([r["sum_duration"] for r in extra[k][-rounds:]])
+
+    # where agentprov's time goes: the same command, in-process with timers
+    phases = []
+    for _ in range(instrumented):
+        corpus = work / "corpora" / f"inst-{uuid.uuid4().hex[:8]}"
+        out = work / f"{corpus.name}.json"
+        argv = [sys.executable, "-c", INSTRUMENTED_CHILD, str(out), *cli_argv(corpus)]
+        began = time.time()
+        run_cli(argv, tenv, cwd, work / f"{corpus.name}.log")
+        ended = time.time()
+        doc = json.loads(out.read_text())
+        phases.append(phase_rows(doc, began, ended, corpus))
+        shutil.rmtree(corpus.with_name(corpus.name + ".partial"))
+    breakdown = [{"phase": name, "s": statistics.median(p[i][1] for p in phases)}
+                 for i, (name, _) in enumerate(phases[0])]
+
+    # the forkserver's preload: compiled from source (as the worker runs) or from a cache
+    pre = work / "pycache-preload"
+    code = "import agentprov_backend.preload"
+    no_pyc, with_pyc = env_python_env(home), env_python_env(home, pre)
+
+    def imp(env: dict[str, str]) -> Callable[[], float]:
+        def go() -> float:
+            t = time.perf_counter()
+            subprocess.run([py, "-c", code], env=env, cwd=cwd, check=True,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            return time.perf_counter() - t
+        return go
+
+    pre_samples = interleave(rounds, {"source": imp(no_pyc), "cached": imp(with_pyc)})
+    return {"rounds": rounds, "instrumented": instrumented, "cells": cells, "rows": rows,
+            "breakdown": breakdown, "preload": {k: _stats(v) for k, v in pre_samples.items()}}
+
+
+def phase_rows(doc: dict[str, Any], began: float, ended: float,
+               corpus: Path) -> list[tuple[str, float]]:
+    """The instrumented run's phases, in order; they add up to its wall time."""
+    ev = doc["events"]
+
+    def one(label: str, pick: Callable[[list], bool] = lambda e: True) -> list:
+        found = [e for e in ev if e[0] == label and pick(e)]
+        if not found:
+            raise RuntimeError(f"no {label} event in the instrumented run")
+        return found[0]
+
+    def dur(e: list) -> float:
+        return e[2] - e[1]
+
+    prep, cc, rp = one("prepare"), one("check_corpus"), one("read_progress")
+    check, run, cells_ev = one("check"), one("campaign_run"), one("campaign_cells")
+    inside = [e for e in ev if check[1] <= e[1] <= check[2]]
+    probe = [e for e in inside if e[0] == "probe"]
+    w_init = [e for e in inside if e[0] == "worker_init"]
+    reqs = {e[3]: e for e in inside if e[0] == "request"}
+    w_close = [e for e in inside if e[0] == "worker_close"]
+    launches = sorted((e for e in ev if e[0] == "launch"), key=lambda e: e[1])
+    ingests = {e[3]: e for e in ev if e[0] == "ingest"}
+    entries = {e["session_id"]: e for e in ledger(corpus)}
+    cells = []
+    for la in launches:
+        sid = la[3]
+        recs = [json.loads(line) for line in raw(corpus, entries[sid]["capture_sha256"])
+                .decode().splitlines()]
+        header = _epoch(recs[0]["started_at"])
+        end = header + recs[-1]["t"]
+        native = json.loads(raw(corpus, entries[sid]["native_sha256"]))
+        cells.append({"launch": la[1], "header": header, "end": end,
+                      "duration": native["duration"], "ingest": ingests[sid]})
+    first, rest = cells[0], cells[1:]
+    between = [nxt["launch"] - cur["ingest"][2] for cur, nxt in zip(cells, cells[1:], strict=False)]
+    campaign_worker = [e for e in ev if e[0] == "worker_init" and e[3]]
+    n = len(cells)
+    rows = [
+        ("interpreter start (to the first line)", doc["t_first"] - began),
+        ("T0: imports, plugins, options (to the plan)", prep[1] - doc["t_first"]),
+        ("T0: the plan (`planning.prepare`)", dur(prep)),
+        ("T0: corpus checks (`check_corpus`, `read_progress`)", dur(cc) + dur(rp)),
+        ("check worker (network blocked): the probe for a network block",
+         sum(map(dur, probe))),
+        ("check worker: start (`Popen`)", sum(map(dur, w_init))),
+        ("check worker: `hello` (the worker's interpreter start and imports)",
+         dur(reqs["hello"]) if "hello" in reqs else 0.0),
+        ("check worker: `catalogue`", dur(reqs["catalogue"]) if "catalogue" in reqs else 0.0),
+        ("check worker: `plan`", dur(reqs["plan"]) if "plan" in reqs else 0.0),
+        ("check worker: shutdown (`close`)", sum(map(dur, w_close))),
+        ("the check's rest (re-expanding the plan from the served catalogue)",
+         dur(check) - sum(map(dur, probe + w_init + w_close)) - sum(map(dur, reqs.values()))),
+        ("campaign: corpus lock, manifest, ledger read", cells_ev[1] - run[1]),
+        ("campaign: endpoint start, campaign worker start", first["launch"] - cells_ev[1]),
+        ("first cell: launch to its capture header (forkserver start + preload, fork)",
+         first["header"] - first["launch"]),
+        (f"cells 2-{n}: launch to capture header (fork from the forkserver)",
+         sum(c["header"] - c["launch"] for c in rest)),
+        (f"{n} cells: capture header to end, outside agentdojo's task timer "
+         "(imports left to the child, suite, client, pipeline)",
+         sum(c["end"] - c["header"] - c["duration"] for c in cells)),
+        (f"{n} cells: agentdojo's task timer (`duration` of the native logs)",
+         sum(c["duration"] for c in cells)),
+        (f"{n} cells: end record to T0's ingest (child exit, result, worker reply)",
+         sum(c["ingest"][1] - c["end"] for c in cells)),
+        (f"{n} cells: T0's ingest (hash chain, redaction scan, raw store, ledger; fsyncs)",
+         sum(dur(c["ingest"]) for c in cells)),
+        (f"{n} cells: ingest to the next launch", sum(between)),
+        ("after the last cell: worker shutdown, endpoint stop",
+         cells_ev[2] - cells[-1]["ingest"][2]),
+        ("campaign: manifest, summary", run[2] - cells_ev[2]),
+        ("interpreter shutdown (after the command)", ended - run[2]),
+    ]
+    if len(campaign_worker) != 1:
+        raise RuntimeError("expected one campaign worker")
+    return rows
+
+
+# ----------------------------------------------------------------------------- driver
+def run(recording_rounds: int = 20, rounds: int = 5, instrumented: int = 3,
+        only: tuple[str, ...] = ("recording", "concurrency", "runner"),
+        home: Path | None = None) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="agentprov-bench-") as tmp:
+        work = Path(tmp) / "work"
+        work.mkdir()
+        if home is None:
+            home = Path(tmp) / "home"
+            home.mkdir()
+        try:
+            built = build(home, str(work))
+        except Skip as exc:
+            return {"skipped": str(exc)}
+        cores = os.cpu_count() or 1
+        res: dict[str, Any] = {"build": built, "cores": cores, "load_before": load_avg(),
+                               "console_script": console_script(),
+                               "work_fs": fs_of(work)}
+        if "recording" in only:
+            res["recording"] = measure_recording(recording_rounds, built, home, work)
+        if "concurrency" in only:
+            res["concurrency"] = measure_concurrency(rounds, home, work, cores)
+        if "runner" in only:
+            res["runner"] = measure_runner(rounds, instrumented, built, home, work)
+        res["load_after"] = load_avg()
+        if any(Path(built["env_dir"]).rglob("*.pyc")):
+            raise RuntimeError("bytecode was written into the environment")
+    return res
+
+
+# ---------------------------------------------------------------------------- report
+def _ms(v: float) -> str:
+    return f"{v * 1000:,.0f}" if abs(v) >= 1 else f"{v * 1000:.1f}"
+
+
+def _s(v: float) -> str:
+    return f"{v:.2f}"
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
+
+
+def _packages(mods: list[str]) -> str:
+    tops: dict[str, int] = {}
+    for m in mods:
+        tops[m.split(".")[0]] = tops.get(m.split(".")[0], 0) + 1
+    return ", ".join(f"`{k}` ({v})" for k, v in sorted(tops.items(), key=lambda kv: -kv[1]))
+
+
+def markdown(res: dict[str, Any]) -> str:
+    out = ["### Live campaigns", ""]
+    if "skipped" in res:
+        return "\n".join(out + ["Skipped: the AgentDojo environment could not be built here "
+                                "(it needs uv, Python 3.12, and PyPI or uv's cache holding the "
+                                f"locked wheels). The build said: {res['skipped']}", ""])
+    b = res["build"]
+    out += [f"`{b['env_id']}` (agentdojo {b['agentdojo']}, openai {b['openai']}, Python "
+            f"{b['python']}, benchmark version {b['benchmark_version']}), built in "
+            f"{b['build_s']:.1f} s in a temporary `AGENTPROV_HOME`; {res['cores']} cores; "
+            f"scratch and corpora on {res['work_fs']}; load average {res['load_before']} "
+            f"before, {res['load_after']} after. Every model call is answered by "
+            "`ScriptedEndpoint` on loopback from the three replies of "
+            "`examples/scripts/live-demo.json` (two tool calls, then the final text), so "
+            "every cell makes 3 model calls.", ""]
+    if "recording" in res:
+        out += _md_recording(res["recording"])
+    if "concurrency" in res:
+        out += _md_concurrency(res["concurrency"])
+    if "runner" in res:
+        out += _md_runner(res["runner"])
+    return "\n".join(out)
+
+
+def _md_recording(r: dict[str, Any]) -> list[str]:
+    pre = r["preload"]
+    out = ["#### Recording overhead", "",
+           "What is measured: one benign cell, banking `user_task_0`, run inside the backend "
+           "environment the way the worker runs it: a parent process imports what the "
+           "worker's forkserver imports (`agentprov_backend.preload`) and forks a fresh "
+           "process per cell; the time is the parent's, from `fork` to reaping the child. "
+           "(a) runs AgentDojo's own pipeline (`AgentPipeline.from_config` with `OpenAILLM`, "
+           "`run_task_without_injection_tasks` inside `OutputLogger`) over the stock "
+           "`openai.OpenAI` client; (b) is `agentprov_backend.cells.run_cell`, the worker's "
+           "cell: the same pipeline over `recording_http_client(writer)`, the "
+           "`CaptureWriter` and the observation hooks (call boundaries, tool results, "
+           "environment digests); (c) is (b) without the fsync per record. (a) to (c) fork "
+           "from a parent that has also imported the modules a cell would otherwise import "
+           f"after the fork ({len(pre['extras'])} modules, found by running one cell of each "
+           "kind first), so that the cell's time is its own work; (d) and (e) fork from a "
+           "parent with the worker's preload alone, as the worker does today. The endpoint "
+           "runs in a separate process of T0's interpreter; each cell has its own session. "
+           f"{r['rounds']} rounds per latency, interleaved after a warm-up round; "
+           f"{r['sessions']} sessions in all, each checked to have made 3 requests, each "
+           "cell to have completed with 3 assistant messages. Scratch directory on "
+           f"{r['scratch_fs']}.", ""]
+    for ms, lat in r["latencies"].items():
+        rows, pairs = lat["rows"], lat["paired"]
+        a = rows["a"]["median"]
+        out += [f"At **{ms} ms** per model call:", "",
+                "| | cell | median ms | p90 ms | vs (a) | in the child, ms | agentdojo's "
+                "timer, ms | records | capture bytes |",
+                "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for k, (_, _, label) in CONFIGS_1.items():
+            row = rows[k]
+            out.append(f"| ({k}) | {label} | {_ms(row['median'])} | {_ms(row['p90'])} | "
+                       f"{_pct(row['median'] / a - 1)} | {_ms(row['inner'])} | "
+                       f"{_ms(row['duration'])} | {row.get('records', '–')} | "
+                       f"{row.get('capture_bytes', '–')} |")
+        bm, cm = rows["b"]["median"], rows["c"]["median"]
+        over = (bm - a) / a
+        fs = (bm - cm) / (bm - a) if bm > a else None
+        verdict = "met" if over < RECORDING_TARGET else "**missed**"
+        out += ["",
+                f"- Recording overhead, (b) ÷ (a) − 1: **{_pct(over)}** "
+                f"({_ms(bm - a)} ms a cell; median of the paired per-round differences "
+                f"{_ms(pairs['b-a'])} ms); target under {RECORDING_TARGET:.0%}: {verdict}.",
+                f"- Without fsync, (c) ÷ (a) − 1: {_pct(cm / a - 1)} ({_ms(cm - a)} ms; paired "
+                f"{_ms(pairs['c-a'])} ms). The fsyncs, (b) − (c): {_ms(bm - cm)} ms a cell "
+                f"(paired {_ms(pairs['b-c'])} ms)"
+                + (f", {fs:.0%} of the overhead." if fs is not None else "."),
+                f"- Today's worker, (d) ÷ (e) − 1: {_pct(rows['d']['median'] / rows['e']['median'] - 1)}"
+                f"; the imports left to the forked cell, (e) − (a): "
+                f"{_ms(rows['e']['median'] - a)} ms a cell (paired {_ms(pairs['e-a'])} ms), "
+                f"(d) − (b): {_ms(rows['d']['median'] - bm)} ms.", ""]
+    out += [f"The forked cell imports {len(pre['extras'])} modules after the worker's preload "
+            f"({_packages(pre['extras'])}), each compiled from source in every cell. The "
+            f"preload itself took {pre['plain']['preload_s']:.1f} s in the plain parent; "
+            f"importing the {len(pre['extras'])} modules besides took "
+            f"{pre['warm']['extra_s'] * 1000:.0f} ms once in the warm parent"
+            + (f" (not importable: {', '.join(pre['warm']['failed'])})"
+               if pre["warm"]["failed"] else "") + ".", ""]
+    return out
+
+
+def _md_concurrency(c: dict[str, Any]) -> list[str]:
+    out = ["#### Concurrency", ""]
+    if "skipped" in c:
+        return out + [f"Skipped: {c['skipped']}.", ""]
+    rows, j = c["rows"], c["jobs"]
+    out += ["What is measured: 24 benign cells (banking and slack, user tasks 0-11 of each) "
+            "through the real CLI, `" + " ".join(c["argv"]) + "`, with 200 ms per model call, "
+            "at `--jobs 1` and `--jobs " + str(j) + "`, a fresh corpus per run, "
+            f"{c['rounds']} rounds interleaved after a warm-up run. Every run is checked: exit "
+            "0, 24 complete, conclusive attempts of 3 calls each. The wall time is the "
+            "command's; the cell phase runs from the first attempt's start to the last one's "
+            "end (the ledger's `started_at` and `ended_at`). The slack cells call the script's "
+            "banking tools, which AgentDojo answers with a tool-not-found result: still 3 "
+            "calls a cell. The issue asks for `--jobs 4`; this host has "
+            f"{c['cores']} cores and `--jobs` above `os.cpu_count()` is refused, so "
+            + ("`--jobs 4` was measured." if j == 4 else
+               f"`--jobs {j}` was measured and the target is scaled to it "
+               f"({CONCURRENCY_TARGET}/4 of the ideal, {CONCURRENCY_TARGET / 4 * j:.2f}x)."),
+            "",
+            "| | `--jobs` | median s | p90 s | cell phase median s |",
+            "|---|---:|---:|---:|---:|",
+            f"| (a) | 1 | {_s(rows['j1']['median'])} | {_s(rows['j1']['p90'])} | "
+            f"{_s(rows['j1']['cell_phase']['median'])} |",
+            f"| (b) | {j} | {_s(rows['jn']['median'])} | {_s(rows['jn']['p90'])} | "
+            f"{_s(rows['jn']['cell_phase']['median'])} |", ""]
+    whole = rows["j1"]["median"] / rows["jn"]["median"]
+    phase = rows["j1"]["cell_phase"]["median"] / rows["jn"]["cell_phase"]["median"]
+    target = CONCURRENCY_TARGET / 4 * j
+    verdict = "met" if whole >= target else "**missed**"
+    fixed = rows["j1"]["median"] - rows["j1"]["cell_phase"]["median"]
+    out += [f"- Speed-up (a) ÷ (b): **{whole:.2f}x** end to end, {phase:.2f}x over the cell "
+            f"phase (ideal {j}x); target {target:.2f}x at `--jobs {j}`: {verdict}.",
+            f"- Outside the cell phase (start-up, the check worker, the forkserver's preload "
+            f"before the first cell starts, wrap-up): {fixed:.1f} s at `--jobs 1`, which "
+            "`--jobs` does not shorten.", ""]
+    return out
+
+
+def _md_runner(r: dict[str, Any]) -> list[str]:
+    rows = r["rows"]
+    out = ["#### Against agentdojo's own runner", "",
+           f"What is measured: the {r['cells']} benign banking cells, 200 ms per model call, "
+           "(a) by agentdojo's runner, `<env>/bin/python -m agentdojo.scripts.benchmark "
+           "--model vllm_parsed -s banking --logdir DIR -f` with `LOCAL_LLM_PORT` set: "
+           "`vllm_parsed` is the provider that drives AgentDojo's own `OpenAILLM` (native "
+           "tool calls, the element agentprov runs) against `http://localhost:PORT/v1`, after "
+           "one `GET /v1/models` for the model id; `--model local` would drive `LocalLLM`, "
+           "which parses tool calls out of the text, a different element. The endpoint is "
+           "agentprov's `ScriptedEndpoint` in a separate process, answering `/v1/...` as one "
+           f"session whose script holds the {r['cells']} cells' replies in a row (started "
+           "and stopped outside the timed window, and checked to have answered "
+           f"{r['cells'] * CALLS_PER_CELL} requests). (a) runs with `PYTHONDONTWRITEBYTECODE=1`, "
+           "as agentprov's worker does (the environment holds no bytecode, so both compile "
+           "agentdojo from source); (a′) reads and writes a bytecode cache outside the "
+           "environment (`PYTHONPYCACHEPREFIX`, warm), as a user's own virtualenv would. (b) "
+           "is `agentprov run agentdojo --corpus DIR --campaign bench --suite banking --benign "
+           "only --jobs 1 --llm-script SCRIPT` (the console script, a fresh corpus per run, "
+           "checked: exit 0, 16 complete attempts of 3 calls). "
+           f"{r['rounds']} rounds interleaved after a warm-up round. \"agentdojo's timer\" is "
+           "the sum over the cells of the native logs' `duration` (AgentDojo's own timing of "
+           "each task run); the rest is the harness's time around it.", "",
+           "| | command | median s | p90 s | agentdojo's timer s | the rest s | ÷ (a) | ÷ (a′) |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    a, a2 = rows["runner"]["median"], rows["runner_pyc"]["median"]
+    for key, label in (("runner", "(a) agentdojo's runner, compiling from source"),
+                       ("runner_pyc", "(a′) agentdojo's runner, bytecode cached"),
+                       ("agentprov", "(b) `agentprov run ... --jobs 1`")):
+        row = rows[key]
+        sd = row["sum_duration"]["median"]
+        lab, what = label.split(" ", 1)
+        out.append(f"| {lab} | {what} | {_s(row['median'])} | {_s(row['p90'])} | {_s(sd)} | "
+                   f"{_s(row['median'] - sd)} | {row['median'] / a:.2f} | "
+                   f"{row['median'] / a2:.2f} |")
+    bm = rows["agentprov"]["median"]
+    out += ["", f"Target (the issue): (b) within {RUNNER_TARGET}x of agentdojo's runner."]
+    for lab, x in (("(a)", a), ("(a′)", a2)):
+        verdict = "met" if bm / x <= RUNNER_TARGET else "**missed**"
+        out.append(f"- (b) ÷ {lab} = **{bm / x:.2f}**: {verdict} ({bm - x:+.1f} s)")
+    pre = r["preload"]
+    out += ["", "Where (b)'s time goes: the same command in a fresh process of T0's "
+            "interpreter, run in-process with timers around its phases (wall clock), joined "
+            "with the capture logs' `started_at` and `t` and the native logs' `duration` from "
+            f"its corpus; median of {r['instrumented']} runs per row. The rows add up to the "
+            "run's wall time.", "",
+            "| phase | s | share |", "|---|---:|---:|"]
+    total = sum(p["s"] for p in r["breakdown"])
+    out += [f"| {p['phase']} | {p['s']:.2f} | {p['s'] / total:.0%} |" for p in r["breakdown"]]
+    out += [f"| **sum of the rows** | **{total:.2f}** | |", "",
+            f"The forkserver's preload alone (`<env>/bin/python -c \"import "
+            f"agentprov_backend.preload\"`, {r['rounds']} rounds interleaved): "
+            f"{_s(pre['source']['median'])} s compiling from source, as the worker runs "
+            f"(p90 {_s(pre['source']['p90'])}), {_s(pre['cached']['median'])} s from a warm "
+            f"bytecode cache outside the environment (p90 {_s(pre['cached']['p90'])}).", ""]
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--recording-rounds", type=int, default=20,
+                    help="rounds of the recording-overhead cells, per latency [20]")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="rounds of the concurrency and runner comparisons [5]")
+    ap.add_argument("--instrumented", type=int, default=3,
+                    help="instrumented runs for the phase breakdown [3]")
+    ap.add_argument("--only", action="append", choices=["recording", "concurrency", "runner"],
+                    help="run only this measurement (repeatable)")
+    ap.add_argument("--home", type=Path,
+                    help="an AGENTPROV_HOME to build in and reuse (default: a temporary one)")
+    ap.add_argument("--json", action="store_true", help="print the raw results as JSON")
+    args = ap.parse_args(argv)
+    res = run(args.recording_rounds, args.rounds, args.instrumented,
+              tuple(args.only or ("recording", "concurrency", "runner")),
+              args.home.absolute() if args.home else None)
+    print(json.dumps(res, indent=1) if args.json else markdown(res))
+
+
+if __name__ == "__main__":
+    main()
