@@ -117,10 +117,10 @@ def read_progress(p) -> None:
     wc = WorkingCorpus.peek(p.request.options["corpus"])
     if wc is None:
         return
-    entries = wc.attempts()
+    plan = p.plan
+    entries = [e for e in wc.attempts() if e.config_digest == plan.config_digest]
     settled = wc.settled(entries)
     counts = wc.attempts_per_unit(entries)
-    plan = p.plan
     plan.settled, plan.attempts_used, plan.settled_cells = 0, 0, {}
     for r in range(plan.repeats):
         for c in plan.cells:
@@ -216,7 +216,8 @@ def _run(p) -> int:
         manifest["partial"] = bool(old and old.get("partial"))
         wc.write_manifest(manifest)
         entries = wc.attempts()
-        due, done_before = _units(p, wc.settled(entries), wc.attempts_per_unit(entries))
+        mine = [e for e in entries if e.config_digest == p.plan.config_digest]  # mixed: apart
+        due, done_before = _units(p, wc.settled(mine), wc.attempts_per_unit(mine))
         jobs = o.get("jobs") or 1
         click.echo(f"agentprov run {p.source.meta.name}: units={len(due)} plan={p.plan.units} "
                    f"unit(s) workers={jobs}")
@@ -337,8 +338,9 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
     finally:
         if progress is not None:
             progress.stop()
-        for s, h in previous.items():
-            signal.signal(s, h)
+        if not state["signals"]:  # after an interrupt on_signal stays: another signal, even
+            for s, h in previous.items():  # while the summary is written, exits 130 at once
+                signal.signal(s, h)
         if worker is not None:
             if flights:  # the worker died, or T0 failed (a full disk), with cells in flight
                 worker.kill()

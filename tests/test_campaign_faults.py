@@ -309,8 +309,7 @@ def test_worker_killed_mid_cell(runs, tmp_path):
         "end", "aborted", "parent")
     assert "exited (code -9) with a request in flight" in recs[-1]["reason"]
     # nothing the worker started outlives it (an orphaned cell would write on)
-    time.sleep(0.5)
-    assert group_members(worker) == []
+    wait_for(lambda: not group_members(worker), 5, "the worker's forkserver and cell to end")
     assert staged_sessions(part) == set()
     manifest = json.loads((part / "manifest.json").read_text())
     assert manifest["partial"] is True and manifest["stops"][-1] == {
@@ -334,7 +333,7 @@ def test_t0_killed_mid_cell_then_rerun(runs, tmp_path):
     dies with it, the killed session stays in staging unledgered, and the re-run is not
     refused and completes every unit. A torn ledger line (as T0 killed mid-append leaves)
     does not stop the re-runs either."""
-    corpus, script = tmp_path / "c", write_script(tmp_path / "s.json", slow(3))
+    corpus, script = tmp_path / "c", write_script(tmp_path / "s.json", slow(5))
     part = partial(corpus)
     args = run_args(corpus, script, "0-1")
     t0 = runs.start(args)
@@ -410,7 +409,7 @@ def test_interrupt_seals_the_session_in_flight(runs, tmp_path, signum):
     manifest = json.loads((part / "manifest.json").read_text())
     assert manifest["partial"] is True
     assert manifest["stops"][-1]["stop"] == "interrupt" and manifest["stops"][-1]["exit"] == 130
-    assert group_members(worker) == []
+    wait_for(lambda: not group_members(worker), 5, "the worker's processes to end")
     assert staged_sessions(part) == set()
 
     write_script(script, FAST)
@@ -433,12 +432,14 @@ def test_a_second_sigint_exits_at_once(runs, tmp_path):
     victim = wait_for(lambda: in_flight(part), what="the cell in flight")[0]
     runs.worker_of(t0)
     t0.send_signal(signal.SIGINT)
-    time.sleep(0.1)  # two signals sent together would be merged into one by the kernel
+    time.sleep(0.02)  # two signals sent together could be merged into one by the kernel
     t0.send_signal(signal.SIGINT)
     sent = time.monotonic()
     code, out, err = runs.finish(t0, timeout=30)
-    assert code == 130, err
-    assert time.monotonic() - sent < 10
+    # 130; or, when the second signal lands after T0 has finished, in the interpreter's last
+    # milliseconds, death by that SIGINT (which a shell reports as 130 too)
+    assert code in (130, -signal.SIGINT), err
+    assert time.monotonic() - sent < 5
     assert "Traceback" not in err
     entries = check_consistent(part)
     ledgered = {e["session_id"] for e in entries}
@@ -558,7 +559,7 @@ def test_a_full_disk_under_the_corpus(runs, tmp_path):
 
 
 # ------------------------------------------------------------------ 6. the endpoint fails
-@pytest.mark.req("R-21.12", "R-21.13", "R-21.7", "R-21.19", "R-21.33", "R-21.32")
+@pytest.mark.req("R-21.12", "R-21.13", "R-21.19", "R-21.33", "R-21.32")
 def test_http_500_every_reply(runs, tmp_path):
     """A persistent HTTP 500: AgentDojo's tenacity (3 attempts) around the SDK's 2 retries
     makes 9 wire requests, all recorded and linked to the first; the cell ends errored,

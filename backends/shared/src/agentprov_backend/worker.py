@@ -129,7 +129,7 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
         try:  # the parent ends the session its child could not end, continuing the chain
             w = CaptureWriter.reopen(staging / "capture.jsonl")
             w.append("note", code=code, text=text)
-            w.end("aborted", reason=text)
+            w.end("aborted", reason=text, sealed_by="parent")
         except (CaptureError, OSError):
             pass  # no log, an ended log or a damaged one: T0 records what it finds
         return {"status": "aborted", "reason": text, "utility": None, "security": None,
