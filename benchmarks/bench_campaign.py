@@ -955,7 +955,7 @@ def _md_recording(r: dict[str, Any]) -> list[str]:
                        f"leaves to the forked cell, (e) against (a): {_ms(pairs['e-a'])} ms a "
                        "cell paired.")
         out.append("")
-    records = r["latencies"][0]["rows"]["b"].get("records", 0)
+    records = next(iter(r["latencies"].values()))["rows"]["b"].get("records", 0)
     out += [f"One fsync after appending a record-sized line (1,600 bytes) to a file in the "
             f"scratch directory ({r['scratch_fs']}), 200 times: median "
             f"{fs['median'] * 1000:.2f} ms, p90 {fs['p90'] * 1000:.2f} ms. A cell writes "

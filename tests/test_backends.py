@@ -249,7 +249,7 @@ def test_worker_protocol_and_its_scrubbed_environment(agentdojo_env, tmp_path):
                                 "injection_task_id": None}])
         assert res["problems"] == ["banking/user_task_99/none/none: no user task "
                                    "'user_task_99' in banking"]
-        with pytest.raises(Exception, match="worker.unsupported"):
+        with pytest.raises(Exception, match="worker.bad_request: run-cell needs session_id"):
             w.request("run-cell")
         with pytest.raises(Exception, match="worker.unknown_request"):
             w.request("nonsense")

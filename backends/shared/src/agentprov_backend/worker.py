@@ -108,6 +108,10 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     from agentprov_backend import cells
     from agentprov_backend.capture import CaptureError, CaptureWriter
 
+    missing = [k for k in ("session_id", "staging", "cell", "agent", "benchmark_version")
+               if k not in req]
+    if missing:
+        raise RequestError("worker.bad_request", "run-cell needs " + ", ".join(missing))
     staging = Path(req["staging"])
     staging.mkdir(parents=True, exist_ok=True)
     proc = _forkserver().Process(target=cells.child_main, args=(req,), daemon=True)
