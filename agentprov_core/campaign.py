@@ -256,12 +256,19 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
     invocation = uuid.uuid4().hex[:12]
     state = {"signals": 0}
 
+    state["critical"] = False
+    state["pending"] = False
+
     def on_signal(signum, _frame):
         state["signals"] += 1
         if state["signals"] > 1:
             click.echo("agentprov run: second signal: exiting now; in-flight sessions stay in "
                        "staging, unledgered", err=True)
             os._exit(130)
+        if state["critical"]:  # never between a launch and its tracking, nor a finished
+            #                    cell and its ledger entry: the loop raises right after
+            state["pending"] = True
+            return
         raise Interrupted
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM,
@@ -293,13 +300,18 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
                     stop = "drain"
                     break
                 unit = queue.pop(0)
+                state["critical"] = True  # a launched cell is always tracked
                 try:
                     fl = _launch(p, wc, worker, endpoint, unit)
+                    flights[fl.future] = fl
                 except AgentprovError as exc:  # the worker died: stop, re-run resumes
                     stop = "worker"
                     tally.refusals.append(exc.message)
                     break
-                flights[fl.future] = fl
+                finally:
+                    state["critical"] = False
+                if state["pending"]:
+                    raise Interrupted
                 started_units += 1
                 if stagger and queue:
                     time.sleep(stagger)
@@ -308,14 +320,19 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
                     stop = "limit"
                 break
             done, _ = wait(list(flights), timeout=0.25, return_when=FIRST_COMPLETED)
+            state["critical"] = bool(done)
             for fut in done:
-                fl = flights.pop(fut)
+                fl = flights[fut]
                 result = _result(worker, fl)
                 entry = _ingest(p, wc, fl, result, invocation, seq)
                 _count(tally, entry, fl)
+                del flights[fut]  # ledgered: an interrupt from here on leaves it alone
                 if entry.setup_refusal and stop is None:
                     stop = "config"
                     tally.refusals.append(f"{fl.unit.cell.key}: {entry.setup_refusal['message']}")
+            state["critical"] = False
+            if state["pending"]:
+                raise Interrupted
             if stop is None and worker.proc.poll() is not None:  # it died, even on the last cell
                 stop = "worker"
                 tally.refusals.append(f"the worker of {p.plan.environment_id} exited (code "
