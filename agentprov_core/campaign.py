@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import msgspec
 
 from agentprov_core import __version__, capture_chain, environments, redaction
 from agentprov_core.corpus.ledger import Attempt
@@ -171,7 +172,7 @@ def _manifest(p, wc: WorkingCorpus, old: dict[str, Any] | None) -> dict[str, Any
         "plugins": sorted(({"name": r.name, "distribution": r.distribution,
                             "version": r.version, "status": r.status}
                            for r in manager().records), key=lambda r: r["name"]),
-        "source_meta": __import__("msgspec").to_builtins(meta),
+        "source_meta": msgspec.to_builtins(meta),
     })
     m.setdefault("created_at", now())
     m["plans"] = sorted(set(m.get("plans", [])) | {plan.plan_sha256})

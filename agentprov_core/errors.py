@@ -19,7 +19,7 @@ Three renderings exist, because the specification's messages have three shapes:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from agentprov_core.exitcodes import Exit
@@ -279,12 +279,6 @@ class AgentprovError(Exception):
     @property
     def detail(self) -> list[str]:
         return [d.format(**self.params) for d in self.spec.detail]
-
-
-@dataclass
-class RenderContext:
-    command: str = ""
-    extra: list[str] = field(default_factory=list)
 
 
 def render(err: AgentprovError, command: str) -> str:

@@ -25,12 +25,6 @@ class RunRequest:
     options: dict[str, Any]
     given: set[str] = field(default_factory=set)
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.options[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
     @property
     def scripted(self) -> bool:
         return self.options.get("llm_script") is not None

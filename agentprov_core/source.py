@@ -96,20 +96,25 @@ class Source:
         return list(dict.fromkeys(c.suite for c in cells if c.suite))
 
 
+def load_catalogue_file(source: Source, path: Path) -> Catalogue:
+    """A plugin's committed catalogue (a snapshot or a declared one), or exit 3."""
+    try:
+        return catmod.load(path)
+    except FileNotFoundError:
+        raise AgentprovError("cli.environment.no_catalogue", source=source.meta.name,
+                             why=f"{path} is missing") from None
+    except msgspec.DecodeError as exc:
+        raise AgentprovError("cli.environment.no_catalogue", source=source.meta.name,
+                             why=f"{path} is not a catalogue ({exc})") from None
+
+
 class SuiteSource(Source):
     """An AgentDojo-shaped source whose catalogue is a JSON file next to the plugin."""
 
     catalogue_file: ClassVar[Path]
 
     def catalogue(self) -> Catalogue:
-        try:
-            return catmod.load(self.catalogue_file)
-        except FileNotFoundError:
-            raise AgentprovError("cli.environment.no_catalogue", source=self.meta.name,
-                                 why=f"{self.catalogue_file} is missing") from None
-        except msgspec.DecodeError as exc:
-            raise AgentprovError("cli.environment.no_catalogue", source=self.meta.name,
-                                 why=f"{self.catalogue_file} is not a catalogue ({exc})") from None
+        return load_catalogue_file(self, self.catalogue_file)
 
     def check_plan(self, doc: PlanDoc, cat: Catalogue, ctx: RunContext) -> None:
         if doc.inspect is not None:
@@ -179,7 +184,7 @@ class InspectSource(Source):
     catalogue_file: ClassVar[Path]
 
     def catalogue(self) -> Catalogue:
-        return SuiteSource.catalogue(self)  # type: ignore[arg-type]
+        return load_catalogue_file(self, self.catalogue_file)
 
     def check_plan(self, doc: PlanDoc, cat: Catalogue, ctx: RunContext) -> None:
         if doc.attacks or doc.suites or doc.defence != "none":

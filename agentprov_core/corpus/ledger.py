@@ -7,7 +7,6 @@ so a torn line can also sit between two entries.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -81,7 +80,3 @@ class Ledger:
             f.write(data + b"\n")
             f.flush()
             os.fsync(f.fileno())
-
-    @staticmethod
-    def dumps(entry: Attempt) -> str:
-        return json.dumps(msgspec.to_builtins(entry), sort_keys=True)
