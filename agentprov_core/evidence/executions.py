@@ -1,0 +1,112 @@
+"""Where a corpus keeps its executions, and the append-only index that names them.
+
+    DIR.partial/
+      executions.jsonl            one line per derived execution, append-only (the index)
+      executions/<execution_id>/  written once, never rewritten (files are read-only)
+        aer.json                  the AER (agentprov-aer/0.1), canonical JSON
+        sem.json                  the SEM derived from it (agentprov-sem/0.1)
+        prov.json                 the PROV-JSON graph derived from both
+        validation.json           the validation of the three (agentprov-validation/0.1)
+
+An execution is one attempt's session: its id is the session id. Every attempt that reached
+the ledger with a capture log is mapped, failed ones too (a failed execution is kept, never
+discarded). The index line records the sha256 of each of the four files, so ``verify`` and
+``validate`` name a file whose bytes changed. ``recompute --out`` writes a new tree
+elsewhere; nothing here is rewritten.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import msgspec
+
+from agentprov_core.evidence.canonical import sha256
+
+INDEX = "executions.jsonl"
+DIRNAME = "executions"
+FILES = ("aer", "sem", "prov", "validation")
+
+
+class IndexEntry(msgspec.Struct, kw_only=True):
+    execution_id: str
+    unit: str
+    ledger_seq: int  # the ledger entry of the attempt it was mapped from
+    mapper: str
+    status: str  # the AER outcome status: ok | ok_with_issues | failed
+    execution_observed: bool
+    issues: list[str] = []  # register codes
+    live_vs_native: str = "unchecked"  # agree | disagree | unchecked
+    validation: str = "unvalidated"  # passed | failed | unvalidated
+    aer_sha256: str
+    sem_sha256: str
+    prov_sha256: str | None = None  # None when --skip-prov-conformance skipped PROV
+    validation_sha256: str
+    mapped_at: str
+
+
+class Executions:
+    """The executions of one corpus root (working or not)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.index_path = root / INDEX
+
+    def dir(self, execution_id: str) -> Path:
+        return self.root / DIRNAME / execution_id
+
+    def path(self, execution_id: str, name: str) -> Path:
+        return self.dir(execution_id) / f"{name}.json"
+
+    def entries(self) -> list[IndexEntry]:
+        """The index, in order; a torn last line (a write cut short) is skipped."""
+        if not self.index_path.exists():
+            return []
+        out = []
+        dec = msgspec.json.Decoder(IndexEntry)
+        for line in self.index_path.read_bytes().split(b"\n"):
+            if line.strip():
+                try:
+                    out.append(dec.decode(line))
+                except msgspec.DecodeError:
+                    continue
+        return out
+
+    def mapped(self) -> set[str]:
+        return {e.execution_id for e in self.entries()}
+
+    def write(self, execution_id: str, files: dict[str, bytes]) -> dict[str, str]:
+        """Write an execution's files once (refusing to overwrite); return their sha256s."""
+        d = self.dir(execution_id)
+        d.mkdir(parents=True, exist_ok=True)
+        digests = {}
+        for name, data in files.items():
+            target = d / f"{name}.json"
+            if target.exists():
+                raise FileExistsError(f"{target} exists: an execution is written once")
+            fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{name}-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.chmod(tmp, 0o444)
+                os.link(tmp, target)  # fails if it appeared meanwhile: never replaced
+            finally:
+                Path(tmp).unlink(missing_ok=True)
+            digests[name] = sha256(data)
+        return digests
+
+    def append_index(self, entry: IndexEntry) -> None:
+        data = msgspec.json.encode(entry)
+        with open(self.index_path, "ab") as f:
+            if f.tell() > 0:
+                with open(self.index_path, "rb") as r:
+                    r.seek(-1, os.SEEK_END)
+                    if r.read(1) != b"\n":
+                        f.write(b"\n")
+            f.write(data + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
