@@ -254,6 +254,41 @@ _reg("run.unsupported.campaign", X, "cannot_run",
      "This build runs scripted campaigns (--llm-script) and dry-runs real models; consent, keys, containment and caps accounting arrive with the real-endpoint issue.")
 
 
+# --- the corpus tools: validate, recompute, verify, stats, package
+_reg("corpus.usage.not_found", U, "usage",
+     "--corpus {corpus}: no such directory (nor {corpus}.partial)",
+     "give the corpus directory a run wrote (a working corpus ends in .partial)")
+_reg("corpus.environment.not_a_corpus", E, "coded",
+     "{corpus} is not an agentprov corpus: {what}",
+     "give the directory a run wrote: it holds manifest.json and ledger.jsonl")
+_reg("package.usage.spec", U, "usage",
+     "package needs --spec FILE (the corpus spec: what is released, under which licence)",
+     "give --spec PATH/corpus-spec.toml")
+_reg("package.unsupported.live", X, "coded",
+     "sealing a live corpus is not supported in this build",
+     "keep the working corpus under $AGENTPROV_HOME; sealing live corpora is planned for v0.2 (agentprov-corpus/0.3)")
+_reg("recompute.unsupported.remap_live", X, "coded",
+     "re-mapping a live corpus from its raw evidence is not supported (D-43): recompute re-derives SEM, PROV and validation from the stored AER",
+     "drop --remap")
+_reg("validate.environment.release", E, "coded",
+     "validate --release needs the SHACL tier's libraries ({missing}); they are the 'release' extra",
+     "install agentprov[release] (rdflib and pyshacl), or use --strict")
+
+
+#: Register codes: what the evidence records about an execution or a session (in AERs,
+#: ledger entries and the quarantine register). They are not errors of the command that
+#: meets them and have no exit code of their own; a run counts them in its summary
+#: (``issues   map.capture_error x1, …``).
+REGISTER_CODES: dict[str, str] = {
+    "capture.quarantined": "a staged file of the session held a secret: nothing of it was stored, its staging directory was kept",
+    "map.capture_error": "the capture log records that the session did not complete: errored or aborted (a setup refusal, an exception, a dead worker, a timeout)",
+    "map.capture_damaged": "the capture log failed its chain check, or is missing from the raw store",
+    "map.no_execution_observed": "no model call and no tool call was recorded: the benchmark never ran the agent",
+    "map.native_missing": "the session completed but the benchmark's native log is missing or unreadable (session incomplete)",
+    "map.live_native_disagree": "the capture's view and the native log's view of the session differ (the live-versus-native check)",
+    "map.unverifiable_accounting": "the calls the capture counts could not be checked against the worker's own count",
+}
+
 class AgentprovError(Exception):
     """An error with a registered code. ``params`` fill the message templates."""
 
@@ -326,6 +361,12 @@ def reference_markdown() -> str:
             msg += " / " + " ".join(spec.detail)
         msg = msg.replace("|", "\\|")
         out.append(f"| `{spec.code}` | {int(spec.exit)} | {msg} | {spec.fix} |")
+    out += ["", "## Register codes", "",
+            "What the evidence records about an execution or a session (AERs, ledger entries,",
+            "the quarantine register). No exit code of their own: a run counts them in its",
+            "summary (`issues   map.capture_error x1, …`).", "",
+            "| code | meaning |", "|---|---|"]
+    out += [f"| `{c}` | {m} |" for c, m in sorted(REGISTER_CODES.items())]
     return "\n".join(out) + "\n"
 
 
