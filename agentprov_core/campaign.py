@@ -160,6 +160,7 @@ def _manifest(p, wc: WorkingCorpus, old: dict[str, Any] | None) -> dict[str, Any
     marker = environments.read_marker(meta, plan.environment_id)
     m.update({
         "format": MANIFEST_FORMAT, "corpus_id": plan.corpus_id, "source": meta.name,
+        "profile": meta.live_profile, "registry_parts": "live",
         "backend": plan.backend, "working": True, "test_only": p.request.scripted,
         "synthetic": p.request.scripted, "updated_at": now(),
         "backend_identity": {"environment_id": plan.environment_id,

@@ -48,6 +48,9 @@ class SourceMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     takes_defences: bool = False
     llm_elements: tuple[str, ...] = ("native",)
     homepage: str | None = None
+    #: the live profile: what a live corpus of this source may hold, versioned
+    #: (e.g. ``agentdojo-live@3``); recorded in the manifest, shown by ``stats``
+    live_profile: str | None = None
 
 
 @dataclass

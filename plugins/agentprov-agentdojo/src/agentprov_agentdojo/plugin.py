@@ -20,6 +20,7 @@ class AgentDojo(SuiteSource):
         takes_defences=True,
         llm_elements=("native", "gateway_compat"),
         homepage="https://pypi.org/project/agentdojo/0.1.35/",
+        live_profile="agentdojo-live@3",
     )
     # generated from the real package by scripts/snapshot_catalogue.py
     catalogue_file = Path(__file__).with_name("catalogue.snapshot.json")
