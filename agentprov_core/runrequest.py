@@ -7,7 +7,6 @@ contacts a server, or writes a file.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,7 +75,9 @@ def check_usage(req: RunRequest) -> None:
                                  what="must not be negative")
     jobs = o.get("jobs")
     if jobs is not None:
-        maximum = os.cpu_count() or 1
+        from agentprov_core.hostlimits import max_jobs
+
+        maximum = max_jobs()
         if jobs < 1 or jobs > maximum:
             raise AgentprovError("cli.usage.jobs_above_host", jobs=jobs, maximum=maximum)
     for name, flag, lo in (("max_attempts", "--max-attempts", 1), ("canary", "--canary", 0),

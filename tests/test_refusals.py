@@ -242,9 +242,28 @@ def test_local_only_endpoint_options_on_an_api_endpoint(dry):
 
 @pytest.mark.req("R-15.15")
 def test_jobs_above_the_host_is_refused_not_clamped(dry, script):
-    import os
-    r = dry("agentdojo", *BANKING, "--llm-script", script, "--jobs", str((os.cpu_count() or 1) + 1))
+    from agentprov_core.hostlimits import max_jobs
+
+    top = max_jobs()
+    r = dry("agentdojo", *BANKING, "--llm-script", script, "--jobs", str(top + 1))
     assert (r.code, r.error["error"]) == (2, "cli.usage.jobs_above_host")
+    assert f"maximum of {top}" in r.error["message"]
+    r = dry("agentdojo", *BANKING, "--llm-script", script, "--jobs", str(top))
+    assert r.error is None or r.error["error"] != "cli.usage.jobs_above_host"
+
+
+@pytest.mark.req("R-15.15")
+def test_the_hosts_maximum_is_four_cells_per_cpu_bounded_by_memory(monkeypatch):
+    from agentprov_core import hostlimits
+
+    monkeypatch.setattr(hostlimits, "cpus", lambda: 2)
+    monkeypatch.setattr(hostlimits, "available_memory_mib", lambda: 24 * 1024)
+    assert hostlimits.max_jobs() == 8  # I/O-bound cells: 4 per CPU, not 1
+    monkeypatch.setattr(hostlimits, "available_memory_mib", lambda: 700)
+    assert hostlimits.max_jobs() == 2  # one per 256 MiB available
+    monkeypatch.setattr(hostlimits, "cpus", lambda: 64)
+    monkeypatch.setattr(hostlimits, "available_memory_mib", lambda: 1 << 20)
+    assert hostlimits.max_jobs() == 64  # the ceiling
 
 
 @pytest.mark.req("R-8.8")
