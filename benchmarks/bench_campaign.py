@@ -14,15 +14,15 @@ interleaved (forward order on even rounds, reverse on odd) after an untimed warm
    fresh process per cell, as the worker does, and the cell (banking ``user_task_0``) runs
    either with AgentDojo's own pipeline over the stock ``openai.OpenAI`` client, or as
    ``agentprov_backend.cells.run_cell`` does (``recording_http_client(writer)``, the
-   ``CaptureWriter`` and the observation hooks), with ``durable=True`` (an fsync per record,
-   the default) and with ``durable=False``; at 0 ms and at 50 ms per call. The endpoint runs
+   ``CaptureWriter`` and the observation hooks), with ``durable=True`` (the default: an
+   fsync at the header, before each wire request and at the end) and with ``durable=False``; at 0 ms and at 50 ms per call. The endpoint runs
    in a separate process of T0's interpreter. Besides: what a forked cell still imports after
    the worker's preload (a check that the preload covers it), what a cell costs when forked
    from a parent that has run a cell itself (the state of agentdojo's runner from its second
    cell on), the capture's own time measured inside the cell, and one fsync on the disk.
 2. **Concurrency.** 24 benign cells (``--suite banking,slack --user-tasks 0-11``) through the
-   real CLI at ``--jobs 1`` and ``--jobs min(4, cores)`` (``--jobs`` above the host's core
-   count is refused), 200 ms per call, a fresh corpus per run; the ledger and the capture
+   real CLI at ``--jobs 1`` and ``--jobs 4`` (or the host's maximum ``--jobs``, if lower:
+   ``agentprov_core.hostlimits``), 200 ms per call, a fresh corpus per run; the ledger and the capture
    logs split each run into its serial part and its cells.
 3. **Against agentdojo's own runner.** ``<env>/bin/python -m agentdojo.scripts.benchmark
    --model VLLM_PARSED -s banking`` (its 16 benign cells; ``vllm_parsed`` is the provider
@@ -459,7 +459,7 @@ def build(home: Path, cwd: str) -> dict[str, Any]:
 CONFIGS_1 = {  # key -> (parent, variant, label)
     "a": ("warm", "stock", "stock `openai.OpenAI` client, no capture"),
     "b": ("warm", "rec", "recording transport + capture writer + hooks, `durable=True` "
-                         "(fsync per record; the default)"),
+                         "(the default: fsync at the header, each wire request and the end)"),
     "c": ("warm", "rec-nofsync", "(b) with `durable=False` (no fsync)"),
     "d": ("plain", "rec", "(b) forked from the worker's preload alone, as the worker does"),
     "e": ("plain", "stock", "(a) forked from the worker's preload alone"),
@@ -621,9 +621,11 @@ def check_corpus(corpus: Path, cells: int, what: str) -> list[dict[str, Any]]:
 
 
 def measure_concurrency(rounds: int, home: Path, work: Path, cores: int) -> dict[str, Any]:
-    jobs_hi = min(4, cores)
+    from agentprov_core.hostlimits import max_jobs
+
+    jobs_hi = min(4, max_jobs())
     if jobs_hi < 2:
-        return {"skipped": f"os.cpu_count() is {cores}: --jobs above 1 is refused here"}
+        return {"skipped": f"the host's maximum --jobs is {max_jobs()}: above 1 is refused"}
     script = write_script(work / "script-200ms.json", 0.2)
     env, cwd = t0_env(home), str(work)
     runs: dict[str, list[dict[str, Any]]] = {"j1": [], "jn": []}
@@ -934,7 +936,7 @@ def _md_recording(r: dict[str, Any]) -> list[str]:
            "`openai.OpenAI` client; (b) is `agentprov_backend.cells.run_cell`, the worker's "
            "cell: the same pipeline over `recording_http_client(writer)`, the "
            "`CaptureWriter` and the observation hooks (call boundaries, tool results, "
-           "environment digests); (c) is (b) without the fsync per record. "
+           "environment digests); (c) is (b) without its fsyncs. "
            + (f"(a) to (c) fork from a parent that has also imported the {n_extra} modules a "
               "cell would otherwise import after the fork (found by running one cell of each "
               "kind first), so that the cell's time is its own work; (d) and (e) fork from a "
@@ -1005,8 +1007,9 @@ def _md_recording(r: dict[str, Any]) -> list[str]:
     out += [f"One fsync after appending a record-sized line (1,600 bytes) to a file in the "
             f"scratch directory ({r['scratch_fs']}), 200 times: median "
             f"{fs['median'] * 1000:.2f} ms, p90 {fs['p90'] * 1000:.2f} ms. A cell writes "
-            f"{records:.0f} records, each fsynced, and fsyncs its directory once: "
-            f"{(records + 1) * fs['median'] * 1000:.0f} ms a cell at the median."]
+            f"{records:.0f} records and fsyncs the log 5 times (the header, 3 wire requests, "
+            f"the end) and its directory once: {6 * fs['median'] * 1000:.0f} ms a cell at the "
+            "median."]
     if n_extra:
         out += ["", f"A forked cell imports {n_extra} modules after the worker's "
                 f"preload ({_packages(pre['extras'])}), loaded again in every forked cell; the "
@@ -1034,8 +1037,9 @@ def _md_concurrency(c: dict[str, Any]) -> list[str]:
             "command's; the cell phase runs from the first attempt's start to the last one's "
             "end (the ledger's `started_at` and `ended_at`). The slack cells call the script's "
             "banking tools, which AgentDojo answers with a tool-not-found result: still 3 "
-            "calls a cell. The issue asks for `--jobs 4`; this host has "
-            f"{c['cores']} cores and `--jobs` above `os.cpu_count()` is refused, so "
+            f"calls a cell. The issue asks for `--jobs 4`; this host has {c['cores']} cores "
+            "and its maximum `--jobs` (4 per CPU, bounded by memory: "
+            "`agentprov_core/hostlimits.py`) allows it, so "
             + ("`--jobs 4` was measured." if j == 4 else
                f"`--jobs {j}` was measured and the target is scaled to it "
                f"({CONCURRENCY_TARGET}/4 of the ideal, {CONCURRENCY_TARGET / 4 * j:.2f}x)."),

@@ -76,6 +76,29 @@ def write_session(path: Path, sentinel: str = "unused") -> object:
 
 # -- the writer and the verifier (fast, standard library only) ---------------------------
 
+def test_the_file_is_on_disk_before_each_wire_request_leaves(tmp_path, monkeypatch):
+    """fsync after the header, after every wire_request (so the request, and every record
+    before it, is durable before it is sent) and after the end; other records are written
+    at once (a dead worker loses nothing) and become durable with the next fsync."""
+    synced: list[int] = []  # the file size at each fsync of the log
+    real_fsync = os.fsync
+    path = tmp_path / "c.jsonl"
+
+    def fsync(fd):
+        real_fsync(fd)
+        if path.exists() and os.fstat(fd).st_ino == path.stat().st_ino:
+            synced.append(os.fstat(fd).st_size)
+
+    monkeypatch.setattr(capture.os, "fsync", fsync)
+    write_session(path)
+    recs = path.read_bytes().splitlines(keepends=True)
+    ends = [sum(len(r) for r in recs[:i + 1]) for i in range(len(recs))]
+    kinds = [json.loads(r)["kind"] for r in recs]
+    assert synced == [ends[i] for i, k in enumerate(kinds)
+                      if k in ("header", "wire_request", "end")]
+    assert len(synced) == 3 < len(recs)
+
+
 @pytest.mark.req("R-2.7")
 def test_chain_verifies_and_every_record_is_canonical(tmp_path):
     p = tmp_path / "capture.jsonl"

@@ -9,7 +9,9 @@ writer itself produces; floats can only appear inside recorded payloads (``body`
 ``arguments``, ``result``), which are what the wire or the benchmark carried.
 
 The writer opens the file append-only and exclusively (a new session never continues an
-old file), writes each record with one ``write`` and ``fsync``s it, keeps the head digest
+old file), writes each record with one ``write`` (so it survives the worker's death at once),
+``fsync``s the file before a wire request leaves and at the header and the end (so what
+left the machine is on disk before it left), keeps the head digest
 (the sha256 of the last line), writes ``end`` at most once and refuses anything after it.
 Headers in wire records pass an allowlist here, in the writer, so no caller can put an
 ``authorization`` or ``api-key`` header into a capture log.
@@ -47,6 +49,10 @@ HEADER_FIELDS = ("session_id", "cell", "unit", "attempt", "backend", "plan_sha25
 CELL_FIELDS = ("suite", "user_task_id", "attack", "injection_task_id", "cell_key")
 
 #: Required fields per record kind (values may be null; extra fields are allowed).
+#: the records after which the writer fsyncs the file (every record written before them
+#: included): the header, each wire request before it is sent, and the end
+SYNC_KINDS = frozenset({"header", "wire_request", "end"})
+
 KINDS: dict[str, tuple[str, ...]] = {
     "model_call_start": ("call_id", "element", "model"),
     "model_call_end": ("call_id", "status"),
@@ -347,8 +353,8 @@ class CaptureWriter:
                 while view:
                     n = os.write(self._fd, view)
                     view = view[n:]
-                if self._durable:
-                    os.fsync(self._fd)
+                if self._durable and kind in SYNC_KINDS:
+                    os.fsync(self._fd)  # and every record written since the last fsync
             except OSError as exc:
                 self._broken = f"{type(exc).__name__}: {exc}"
                 raise CaptureError(f"writing {self.path} failed: {self._broken}") from exc
