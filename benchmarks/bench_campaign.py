@@ -113,8 +113,10 @@ from pathlib import Path
 from agentprov_backend import capture, cells, recording
 
 
-def stock_cell(req):
-    """cells._run without the recording: AgentDojo's pipeline over the stock client."""
+def stock_cell(req, own_tls=False):
+    """cells._run without the recording: AgentDojo's pipeline over the stock client, with
+    the forkserver's TLS context as the worker's cells have it (``own_tls``: the client
+    builds its own, as ``openai.OpenAI()`` does in a fresh process)."""
     import openai
     from agentdojo.agent_pipeline import AgentPipeline, PipelineConfig
     from agentdojo.agent_pipeline.llms.openai_llm import OpenAILLM
@@ -125,7 +127,9 @@ def stock_cell(req):
     staging, cell, agent = Path(req["staging"]), req["cell"], req["agent"]
     suite = get_suite(req["benchmark_version"], cell["suite"])
     user_task = suite.get_user_task_by_id(cell["user_task_id"])
-    client = openai.OpenAI(base_url=agent["base_url"], api_key="agentprov-scripted")
+    kw = {} if own_tls else {"http_client": openai.DefaultHttpxClient(
+        verify=recording.shared_tls_context())}
+    client = openai.OpenAI(base_url=agent["base_url"], api_key="agentprov-scripted", **kw)
     llm = OpenAILLM(client, agent["model_id"])
     llm.name = agent["pipeline_name"]
     pipeline = AgentPipeline.from_config(PipelineConfig(
@@ -168,8 +172,8 @@ def child(job):
         return wrapper
 
     t = time.perf_counter()
-    if job["variant"] == "stock":
-        res = stock_cell(req)
+    if job["variant"] in ("stock", "stock-own-tls"):
+        res = stock_cell(req, own_tls=job["variant"] == "stock-own-tls")
     else:
         if job["variant"] == "rec-nofsync":
             capture.CaptureWriter.__init__.__kwdefaults__["durable"] = False
@@ -457,7 +461,10 @@ def build(home: Path, cwd: str) -> dict[str, Any]:
 
 # ------------------------------------------------------------- 1. recording overhead
 CONFIGS_1 = {  # key -> (parent, variant, label)
-    "a": ("warm", "stock", "stock `openai.OpenAI` client, no capture"),
+    "a": ("warm", "stock", "stock `openai.OpenAI` client (over the forkserver's TLS context, "
+                           "as the worker's cells), no capture"),
+    "g": ("warm", "stock-own-tls", "(a) with a client that builds its own TLS context, as "
+                                   "`openai.OpenAI()` does in a fresh process"),
     "b": ("warm", "rec", "recording transport + capture writer + hooks, `durable=True` "
                          "(the default: fsync at the header, each wire request and the end)"),
     "c": ("warm", "rec-nofsync", "(b) with `durable=False` (no fsync)"),
@@ -553,7 +560,7 @@ def measure_recording(rounds: int, built: dict[str, Any], home: Path,
                     # paired: the two cells of a pair ran in the same round
                     pairs = {}
                     for x, y in (("b", "a"), ("c", "a"), ("b", "c"), ("a", "f"), ("d", "e"),
-                                 ("e", "a")):
+                                 ("e", "a"), ("g", "a"), ("b", "g")):
                         if x in samples and y in samples:
                             pairs[f"{x}-{y}"] = statistics.median(
                                 p - q for p, q in zip(samples[x], samples[y], strict=True))
@@ -997,6 +1004,11 @@ def _md_recording(r: dict[str, Any]) -> list[str]:
                 "cell paired, the first-use work (lazily built schemas, caches, the first "
                 "request's code paths) that every forked cell repeats and a runner's later "
                 "cells do not."]
+        if "g-a" in pairs:
+            out.append(f"- The TLS context built once in the forkserver: a client that builds "
+                       f"its own, (g) against (a): {_ms(pairs['g-a'])} ms a cell paired; "
+                       f"agentprov's recorded cell (b) against that default stock client (g): "
+                       f"{_pct(pairs['b-g'] / rows['g']['median'])} paired.")
         if "d-e" in pairs:
             out.append(f"- From the worker's preload alone, (d) against (e): "
                        f"{_pct(pairs['d-e'] / rows['e']['median'])} paired; what the preload "

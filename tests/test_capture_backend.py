@@ -586,3 +586,43 @@ def test_cut_body_and_timeout_are_wire_errors(agentdojo_env, tmp_path, server):
     assert out["error"] == "openai.APITimeoutError"
     req, err = wire(recs)
     assert err["error_type"] == "httpx2.ReadTimeout" and 400 <= err["elapsed_ms"] < 3000
+
+
+TLS_DRIVER = r'''
+import json, ssl, sys
+from agentprov_backend import recording
+from agentprov_backend.capture import CaptureWriter
+from httpx2._config import create_ssl_context
+cfg = json.loads(sys.argv[1])
+w = CaptureWriter(cfg["capture"], cfg["header"])
+before = recording.recording_http_client(w)._transport.inner._pool._ssl_context
+recording.warm_tls_context()
+shared = recording.shared_tls_context()
+a = recording.recording_http_client(w)._transport.inner._pool._ssl_context
+b = recording.recording_http_client(w)._transport.inner._pool._ssl_context
+stock = create_ssl_context(verify=True)
+def facts(c):
+    return [type(c).__module__ + "." + type(c).__qualname__, int(c.verify_mode),
+            c.check_hostname, int(c.minimum_version), c.options & ssl.OP_NO_COMPRESSION > 0]
+w.end("complete")
+print(json.dumps({"own_before": before is not shared, "shared": a is shared and b is shared,
+                  "same_settings": facts(a) == facts(stock) == facts(before),
+                  "facts": facts(a)}))
+'''
+
+
+@pytest.mark.slow
+def test_the_forkserver_tls_context_is_the_stock_one_built_once(agentdojo_env, tmp_path):
+    """The worker's preload builds the client's TLS context once, the way httpx2 does for
+    verify=True; every recording client then uses it, with the stock settings."""
+    cap = tmp_path / "c.jsonl"
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTPROV_", "SSL_"))}
+    e["PYTHONPATH"] = str(SHARED_SRC)
+    e["PYTHONDONTWRITEBYTECODE"] = "1"
+    p = subprocess.run([str(agentdojo_env.env_dir / "bin" / "python"), "-c", TLS_DRIVER,
+                        json.dumps({"capture": str(cap), "header": HEADER})],
+                       capture_output=True, text=True, env=e, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["own_before"] and out["shared"] and out["same_settings"], out
+    assert out["facts"][1] == 2 and out["facts"][2] is True  # CERT_REQUIRED, hostname checked

@@ -5,6 +5,9 @@ Besides the benchmark, what the SDK imports lazily at a cell's first model call:
 (the client's SSL context). Left to the cell, every forked process imports these 62 modules
 again: about 75 ms a cell from the environment's bytecode, 0.25 s compiling from source
 (``benchmarks/bench_campaign.py`` checks that a forked cell imports nothing more).
+
+It also builds the client's TLS context once (``recording.warm_tls_context``): reading the
+trust store costs about 40 ms, which every forked cell would otherwise pay again.
 """
 
 import agentdojo.agent_pipeline  # noqa: F401
@@ -21,3 +24,5 @@ import truststore  # noqa: F401
 import agentprov_backend.capture  # noqa: F401
 import agentprov_backend.cells  # noqa: F401
 import agentprov_backend.recording  # noqa: F401
+
+agentprov_backend.recording.warm_tls_context()
