@@ -1,0 +1,316 @@
+"""``agentprov validate``: check every execution of a corpus in tiers (aer, sem, prov,
+linkage, and shacl with ``--release``), one execution at a time.
+
+The executions are streamed from the index (``executions.jsonl``): each one's files are read,
+checked against the digests its index row records, validated
+(:func:`agentprov_core.evidence.validation.validate`) and let go before the next, so memory
+stays flat in the size of the corpus. The summary line is the spec's::
+
+    validated 5 execution(s) of agentdojo-live-demo (working) in release mode, tiers
+    aer,sem,prov,linkage: 5 passed, 0 failed; linkage resolved 5/5 (100.00%); stored results
+    reproduced 0, differ 0
+
+Modes (``docs/formats/validation-0.1.md``): the default is ``standard`` mode, where warnings
+are printed and do not fail; ``--strict`` is ``release`` mode (warnings and unvalidated
+executions fail); ``--release`` is release mode plus the shacl tier.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from agentprov_core.cli.common import echo_json, format_option
+from agentprov_core.errors import AgentprovError
+
+REPORT_FORMAT = "agentprov-validate-report/0.1"
+#: the tier a file of an execution belongs to, for the failure lines
+FILE_TIER = {"aer": "aer", "sem": "sem", "prov": "prov", "validation": "validation"}
+
+
+@dataclass
+class Tally:
+    executions: int = 0
+    passed: int = 0
+    failed: int = 0
+    unvalidated: int = 0
+    linkage_resolved: int = 0
+    linkage_total: int = 0
+    #: stored results of an imported log re-scored from the AER (none in a live corpus)
+    reproduced: int = 0
+    differ: int = 0
+    failures: list[dict[str, Any]] = field(default_factory=list)  # kept for --format json
+    corpus_problems: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _index_rows(path: Path, torn: list[int]) -> Iterator[tuple[int, Any]]:
+    """The index rows, one at a time (``Executions.entries`` without holding them all); a
+    line that does not decode is a torn write: skipped, its number noted in ``torn``."""
+    import msgspec
+
+    from agentprov_core.evidence.executions import IndexEntry
+
+    if not path.exists():
+        return
+    dec = msgspec.json.Decoder(IndexEntry)
+    with open(path, "rb") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield n, dec.decode(line)
+            except msgspec.DecodeError:  # ValidationError included
+                torn.append(n)
+
+
+def _ledger_sessions(path: Path) -> Iterator[tuple[int, str, str | None, str]]:
+    """(line, session id, capture sha256, status) of every ledger entry, streamed."""
+    import msgspec
+
+    from agentprov_core.corpus.ledger import Attempt
+
+    if not path.exists():
+        return
+    dec = msgspec.json.Decoder(Attempt)
+    with open(path, "rb") as f:
+        for n, line in enumerate(f, start=1):
+            if line.strip():
+                try:
+                    a = dec.decode(line)
+                except msgspec.DecodeError:
+                    continue
+                yield n, a.session_id, a.capture_sha256, a.status
+
+
+def _percent(n: int, d: int) -> str:
+    return f"{100 * n / d:.2f}%" if d else "n/a"
+
+
+def summary_line(*, n: int, corpus_id: str, state: str, mode: str, tiers: str, passed: int,
+                 failed: int, unvalidated: int, resolved: int, total: int, reproduced: int,
+                 differ: int) -> str:
+    counts = f"{passed} passed, {failed} failed"
+    if unvalidated:
+        counts += f", {unvalidated} unvalidated"
+    return (f"validated {n} execution(s) of {corpus_id} ({state}) in {mode} mode, tiers "
+            f"{tiers}: {counts}; linkage resolved {resolved}/{total} "
+            f"({_percent(resolved, total)}); stored results reproduced {reproduced}, "
+            f"differ {differ}")
+
+
+class Run:
+    """One invocation's state: options, counters and how a finding is reported."""
+
+    def __init__(self, root: Path, *, strict: bool, release: bool, skip_prov: bool,
+                 fmt: str) -> None:
+        self.root = root
+        self.strict = strict or release
+        self.release = release
+        self.skip_prov = skip_prov
+        self.fmt = fmt
+        self.tally = Tally()
+
+    # ------------------------------------------------------------------ reporting
+    def report(self, execution: str | None, tier: str, file: str, what: str,
+               level: str = "error") -> bool:
+        """Print one finding; True when it fails (an error, or a warning in release mode)."""
+        fails = level == "error" or self.strict
+        kind = "failed" if fails else "warning"
+        row = {"execution": execution, "tier": tier, "file": file, "what": what, "level": kind}
+        if self.fmt == "json":
+            (self.tally.failures if execution else self.tally.corpus_problems).append(row)
+        else:
+            who = f"execution {execution} tier {tier}" if execution else "corpus"
+            click.echo(f"{kind}: {who} file {file}: {what}")
+        return fails
+
+    # ------------------------------------------------------------------ one execution
+    def execution(self, entry: Any) -> None:
+        from agentprov_core.evidence import validation as valmod
+        from agentprov_core.evidence.canonical import sha256
+        from agentprov_core.evidence.executions import FILES, Executions
+
+        ex = Executions(self.root)
+        eid = entry.execution_id
+        t = self.tally
+        t.executions += 1
+        t.linkage_total += 1  # an execution whose linkage was not checked did not resolve
+        failed = False
+
+        def rel(name: str) -> str:
+            return f"executions/{eid}/{name}"
+
+        files: dict[str, bytes] = {}
+        for name in FILES:
+            expected = getattr(entry, f"{name}_sha256")
+            p = ex.path(eid, name)
+            if expected is None:  # prov: derived with --skip-prov-conformance
+                if p.exists():
+                    failed |= self.report(eid, FILE_TIER[name], rel(p.name),
+                                          "exists, but the index records no PROV graph")
+                continue
+            if not p.is_file():
+                failed |= self.report(eid, FILE_TIER[name], rel(p.name),
+                                      f"missing (the index records sha256 {expected})")
+                continue
+            data = p.read_bytes()
+            actual = sha256(data)
+            if actual != expected:
+                failed |= self.report(eid, FILE_TIER[name], rel(p.name),
+                                      f"the index records sha256 {expected}, the file has "
+                                      f"{actual}")
+            files[name] = data
+        if "aer" not in files or "sem" not in files:
+            t.failed += 1
+            return
+
+        stored_prov = files.get("prov")
+        prov_bytes = None if self.skip_prov else stored_prov
+        try:
+            v = valmod.validate(files["aer"], files["sem"], prov_bytes, self.root,
+                                release=self.release)
+        except AgentprovError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one execution fails, not the whole run
+            self.report(eid, "internal", rel("aer.json"),
+                        f"the validator raised {type(exc).__name__}: {exc} (a bug in "
+                        "agentprov: please report it)")
+            t.failed += 1
+            return
+        if v.execution_id is not None and v.execution_id != eid:
+            failed |= self.report(eid, "aer", rel("aer.json"),
+                                  f"the AER's execution id is {v.execution_id}, the index "
+                                  f"row names {eid}")
+        unvalidated = False
+        for tier in v.tiers:
+            for problem in tier.problems:
+                file = (rel(problem.file) if problem.file in ("aer.json", "sem.json",
+                                                              "prov.json") else problem.file)
+                failed |= self.report(eid, tier.tier, file, problem.what, problem.level)
+            if tier.status == "skipped":
+                unvalidated = True
+                if self.strict:
+                    failed |= self.report(eid, tier.tier, rel(f"{tier.tier}.json"),
+                                          f"skipped ({tier.reason}); release mode needs it")
+            if tier.tier == "linkage":
+                t.linkage_resolved += tier.status == "passed"
+
+        # the stored validation, re-derived from the same inputs (a standard validation)
+        if "validation" in files and prov_bytes is stored_prov:
+            again = valmod.encode(valmod.as_standard(v))
+            if again != files["validation"]:
+                failed |= self.report(eid, "validation", rel("validation.json"),
+                                      f"differs from its re-derivation: stored sha256 "
+                                      f"{sha256(files['validation'])}, re-derived "
+                                      f"{sha256(again)}")
+        if failed:
+            t.failed += 1
+        elif unvalidated:
+            t.unvalidated += 1
+        else:
+            t.passed += 1
+
+    # ------------------------------------------------------------------ the corpus
+    def corpus(self) -> bool:
+        """Validate every execution; True when anything failed."""
+        from agentprov_core.evidence.executions import DIRNAME, INDEX
+
+        index = self.root / INDEX
+        torn: list[int] = []
+        seen: set[str] = set()
+        corpus_failed = False
+        if not index.exists():
+            corpus_failed |= self.report(None, "index", INDEX,
+                                         "absent: no execution has been mapped", "warning")
+        for n, entry in _index_rows(index, torn):
+            if entry.execution_id in seen:
+                corpus_failed |= self.report(None, "index", INDEX, (
+                    f"line {n} repeats execution {entry.execution_id}; the first row is "
+                    "validated"), "warning")
+                continue
+            seen.add(entry.execution_id)
+            self.execution(entry)
+        for n in torn:
+            corpus_failed |= self.report(None, "index", INDEX,
+                                         f"line {n} is not an index row (a torn write)",
+                                         "warning")
+        for n, session, capture, status in _ledger_sessions(self.root / "ledger.jsonl"):
+            if capture and status != "quarantined" and session not in seen:
+                corpus_failed |= self.report(None, "index", "ledger.jsonl", (
+                    f"line {n}: attempt {session} has a capture log but no execution in "
+                    f"{INDEX} (not mapped)"), "warning")
+        d = self.root / DIRNAME
+        if d.is_dir():
+            with os.scandir(d) as it:
+                orphans = sorted(e.name for e in it if e.is_dir() and e.name not in seen)
+            for name in orphans:
+                corpus_failed |= self.report(None, "index", f"{DIRNAME}/{name}",
+                                             f"has no row in {INDEX}", "warning")
+        return corpus_failed or self.tally.failed > 0
+
+
+@click.command()
+@click.option("--corpus", "corpus", required=True, metavar="DIR",
+              help="The corpus: DIR or DIR.partial (a working corpus).")
+@click.option("--strict", is_flag=True,
+              help="Release mode: warnings and unvalidated executions fail.")
+@click.option("--release", is_flag=True,
+              help="Release mode and the shacl tier (needs the 'release' extra: rdflib, "
+                   "pyshacl).")
+@click.option("--skip-prov-conformance", is_flag=True,
+              help="Skip the prov tier; the executions are then unvalidated.")
+@format_option
+def validate(corpus: str, strict: bool, release: bool, skip_prov_conformance: bool,
+             fmt: str) -> int:
+    """Validate a corpus's executions: tiers aer, sem, prov, linkage (and shacl).
+
+    Exit 0 when every execution passed (or, in standard mode, is unvalidated), 1 when any
+    failed. Each failure is a line naming the execution, tier, file and what is wrong.
+    """
+    for first, second, on in (("--strict", "--release", strict and release),
+                              ("--release", "--skip-prov-conformance",
+                               release and skip_prov_conformance),
+                              ("--strict", "--skip-prov-conformance",
+                               strict and skip_prov_conformance)):
+        if on:
+            raise AgentprovError("cli.usage.exclusive", first=first, second=second)
+    from agentprov_core.corpus.opening import open_corpus
+    from agentprov_core.evidence import validation as valmod
+
+    oc = open_corpus(corpus)
+    if release and (missing := valmod.release_missing()):
+        raise AgentprovError("validate.environment.release", missing=", ".join(missing))
+    run = Run(oc.root, strict=strict, release=release, skip_prov=skip_prov_conformance,
+              fmt=fmt)
+    failed = run.corpus()
+    t = run.tally
+    tiers = list(valmod.RELEASE_TIERS if release else valmod.TIERS)
+    if skip_prov_conformance:
+        tiers.remove("prov")
+    tiers_text = ",".join(tiers) + (" (prov skipped)" if skip_prov_conformance else "")
+    mode = "release" if (strict or release) else "standard"
+    line = summary_line(n=t.executions, corpus_id=oc.corpus_id, state=oc.state, mode=mode,
+                        tiers=tiers_text, passed=t.passed, failed=t.failed,
+                        unvalidated=t.unvalidated, resolved=t.linkage_resolved,
+                        total=t.linkage_total, reproduced=t.reproduced, differ=t.differ)
+    note = ("unvalidated: the prov tier was skipped (--skip-prov-conformance); the corpus "
+            "stays unvalidated until a full recompute --out" if skip_prov_conformance else None)
+    if fmt == "json":
+        echo_json({"format": REPORT_FORMAT, "corpus_id": oc.corpus_id, "state": oc.state,
+                   "mode": mode, "tiers": tiers, "skipped": ["prov"] if skip_prov_conformance
+                   else [], "executions": t.executions, "passed": t.passed,
+                   "failed": t.failed, "unvalidated": t.unvalidated,
+                   "linkage": {"resolved": t.linkage_resolved, "total": t.linkage_total},
+                   "stored_results": {"reproduced": t.reproduced, "differ": t.differ},
+                   "failures": t.failures, "corpus_problems": t.corpus_problems,
+                   "summary": line, "note": note, "exit": 1 if failed else 0})
+    else:
+        click.echo(line)
+        if note:
+            click.echo(note)
+    return 1 if failed else 0

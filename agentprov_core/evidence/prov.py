@@ -1,0 +1,263 @@
+"""The PROV graph of one execution: PROV-JSON derived from its AER and SEM.
+
+Built with the ``prov`` library (:class:`prov.model.ProvDocument`), serialised to PROV-JSON
+and stored in the canonical form (:func:`agentprov_core.evidence.canonical.stored`), so that
+re-deriving it from the same AER and SEM gives the same bytes. Every identifier is made from
+the execution id, call ids and content digests; the only times are the session's start and
+end as the AER records them. The reference is ``docs/formats/prov.md``.
+
+Entities are the stored artefacts, each with its sha256 and its path in the corpus (the
+linkage tier of ``validate`` resolves them): the capture log and native log named by the
+AER's evidence, the AER and the SEM. Activities are the session, its model calls (and their
+wire attempts), its tool calls, the mapping that made the AER and the derivation that made
+the SEM. Agents are agentprov, the worker environment, the model endpoint and, when one was
+configured, the defence.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from agentprov_core.evidence.aer import AER, NOT_RECORDED, ModelCall, ToolCall
+
+if TYPE_CHECKING:
+    from prov.model import ProvDocument
+
+#: the vocabulary: types and attributes of agentprov's PROV graphs
+NS = "https://agentprov.dev/ns#"
+#: the identifiers of the things in them
+ID_NS = "https://agentprov.dev/id/"
+PREFIX, ID_PREFIX = "agentprov", "apid"
+
+#: an evidence role and the PROV type of its entity
+ROLE_TYPES = {"capture": "CaptureLog", "native_log": "NativeLog", "inspect_log": "InspectLog"}
+
+
+def _part(value: Any) -> str:
+    """An identifier path segment from a value of the evidence (ids are short and plain;
+    anything else is percent-encoded, so two values never share a segment)."""
+    return quote(str(value), safe="-._~")
+
+
+# -------------------------------------------------------------------- identifiers
+def session_id(execution_id: str) -> str:
+    return f"{ID_PREFIX}:{_part(execution_id)}/session"
+
+
+def mapping_id(execution_id: str) -> str:
+    return f"{ID_PREFIX}:{_part(execution_id)}/map"
+
+
+def sem_derivation_id(execution_id: str) -> str:
+    return f"{ID_PREFIX}:{_part(execution_id)}/derive-sem"
+
+
+def model_call_id(execution_id: str, call_id: Any) -> str:
+    return f"{ID_PREFIX}:{_part(execution_id)}/model-call/{_part(call_id)}"
+
+
+def attempt_id(execution_id: str, call_id: Any, attempt_index: int) -> str:
+    return f"{model_call_id(execution_id, call_id)}/attempt/{attempt_index}"
+
+
+def tool_call_id(execution_id: str, ordinal: int) -> str:
+    return f"{ID_PREFIX}:{_part(execution_id)}/tool-call/{ordinal}"
+
+
+def file_entity_id(execution_id: str, name: str) -> str:
+    return f"{ID_PREFIX}:{_part(execution_id)}/{name}.json"
+
+
+def raw_entity_id(sha256: str) -> str:
+    return f"{ID_PREFIX}:raw/sha256/{_part(sha256)}"
+
+
+def file_path(execution_id: str, name: str) -> str:
+    """The corpus path of an execution's file (``executions/<id>/<name>.json``)."""
+    return f"executions/{execution_id}/{name}.json"
+
+
+# -------------------------------------------------------------------- derivation
+def _recorded(value: Any) -> bool:
+    return value is not None and value != NOT_RECORDED
+
+
+def _attrs(**values: Any) -> dict[str, Any]:
+    """``agentprov:`` attributes, leaving out what the evidence does not hold; values
+    that are not plain literals (lists, dicts) are written as canonical JSON text."""
+    from agentprov_core.evidence.canonical import canonical
+
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if not _recorded(value):
+            continue
+        if not isinstance(value, str | int | float | bool):
+            value = canonical(value).decode("utf-8")
+        out[f"{PREFIX}:{key}"] = value
+    return out
+
+
+def _time(value: Any) -> dt.datetime | None:
+    if not isinstance(value, str) or not _recorded(value):
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def document(aer: AER, aer_bytes: bytes, sem: Any, sem_bytes: bytes) -> ProvDocument:
+    """The :class:`prov.model.ProvDocument` of ``aer`` (see :func:`derive`)."""
+    from prov.model import PROV, ProvDocument
+
+    h = aer.header
+    eid = h.execution_id
+    doc = ProvDocument()
+    doc.add_namespace(PREFIX, NS)
+    doc.add_namespace(ID_PREFIX, ID_NS)
+    software = PROV["SoftwareAgent"]
+
+    def typ(name: str) -> Any:
+        return doc.valid_qualified_name(f"{PREFIX}:{name}")
+
+    # ---- agents
+    p = h.producer
+    agentprov = doc.agent(
+        f"{ID_PREFIX}:agent/agentprov/{_part(p.version)}",
+        {"prov:type": software, **_attrs(name=p.name, version=p.version)})
+    b = h.backend
+    env_key = next((v for v in (b.environment_id, b.identity_sha256) if _recorded(v)), None)
+    environment = doc.agent(
+        f"{ID_PREFIX}:agent/environment/{_part(env_key)}" if env_key is not None
+        else f"{ID_PREFIX}:{_part(eid)}/environment",
+        [("prov:type", software), ("prov:type", typ("WorkerEnvironment")),
+         *_attrs(backend=b.id, environment_id=b.environment_id,
+                 identity_sha256=b.identity_sha256,
+                 benchmark_version=b.benchmark_version).items()])
+    doc.actedOnBehalfOf(environment, agentprov)
+    a = h.agent
+    endpoint_key = hashlib.sha256("\x00".join(
+        str(v) for v in (a.endpoint_kind, a.endpoint, a.model)).encode()).hexdigest()[:16]
+    endpoint = doc.agent(
+        f"{ID_PREFIX}:agent/endpoint/{endpoint_key}",
+        [("prov:type", software), ("prov:type", typ("ModelEndpoint")),
+         *_attrs(endpoint_kind=a.endpoint_kind, endpoint=a.endpoint, model=a.model,
+                 display_name=a.display_name).items()])
+    defence = None
+    if h.task.defense_id != "none":
+        defence = doc.agent(f"{ID_PREFIX}:agent/defence/{_part(h.task.defense_id)}",
+                            [("prov:type", software), ("prov:type", typ("Defence")),
+                             *_attrs(defense_id=h.task.defense_id).items()])
+        doc.actedOnBehalfOf(defence, environment)
+
+    # ---- the session
+    t = h.task
+    session = doc.activity(
+        session_id(eid), _time(h.started_at), _time(h.ended_at),
+        {"prov:type": typ("Session"),
+         **_attrs(execution_id=eid, mode=h.mode, source=h.source, unit=t.unit,
+                  cell_key=t.cell_key, suite=t.suite, user_task_id=t.user_task_id,
+                  injection_task_id=t.injection_task_id, attack=t.attack,
+                  defense_id=t.defense_id, attempt=t.attempt, repeat=t.repeat,
+                  element=a.element, plan_sha256=h.plan_sha256,
+                  config_digest=h.config_digest, test_only=p.test_only,
+                  status=aer.outcome.status, session_status=aer.outcome.session_status,
+                  started_at=h.started_at, ended_at=h.ended_at)})
+    doc.wasAssociatedWith(session, environment)
+    if defence is not None:
+        doc.wasAssociatedWith(session, defence)
+
+    # ---- model calls, their wire attempts, tool calls
+    calls: dict[str, Any] = {}
+    tools = 0
+    for rec in aer.records:
+        if isinstance(rec, ModelCall):
+            act = doc.activity(model_call_id(eid, rec.call_id), other_attributes={
+                "prov:type": typ("ModelCall"),
+                **_attrs(call_id=rec.call_id, element=rec.element,
+                         model_requested=rec.model_requested, served_model=rec.served_model,
+                         status=rec.status, request_sha256=rec.request_sha256,
+                         reply_sha256=rec.reply_sha256, finish_reason=rec.finish_reason,
+                         retries=rec.retries, error_type=rec.error_type, t=rec.t)})
+            calls.setdefault(str(rec.call_id), act)
+            doc.wasInformedBy(act, session)
+            doc.wasAssociatedWith(act, endpoint)
+            doc.wasAssociatedWith(act, environment)
+            for w in rec.attempts:
+                wa = doc.activity(attempt_id(eid, rec.call_id, w.attempt_index),
+                                  other_attributes={
+                    "prov:type": typ("WireAttempt"),
+                    **_attrs(attempt_id=w.attempt_id, attempt_index=w.attempt_index,
+                             request_sha256=w.request_sha256,
+                             response_sha256=w.response_sha256, http_status=w.http_status,
+                             error_type=w.error_type, elapsed_ms=w.elapsed_ms)})
+                doc.wasInformedBy(wa, act)
+                doc.wasAssociatedWith(wa, endpoint)
+        elif isinstance(rec, ToolCall):
+            act = doc.activity(tool_call_id(eid, tools), other_attributes={
+                "prov:type": typ("ToolCall"),
+                **_attrs(function=rec.function, tool_call_id=rec.tool_call_id,
+                         call_id=rec.call_id, result_sha256=rec.result_sha256,
+                         error=rec.error, t=rec.t)})
+            tools += 1
+            requester = calls.get(str(rec.call_id)) if _recorded(rec.call_id) else None
+            doc.wasInformedBy(act, requester if requester is not None else session)
+            doc.wasAssociatedWith(act, environment)
+
+    # ---- the stored artefacts
+    mapping = doc.activity(mapping_id(eid), other_attributes={
+        "prov:type": typ("Mapping"), **_attrs(mapper=p.mapper, mapper_version=p.mapper_version)})
+    doc.wasAssociatedWith(mapping, agentprov)
+    aer_entity = doc.entity(file_entity_id(eid, "aer"), {
+        "prov:type": typ("ExecutionRecord"),
+        **_attrs(format=h.format, sha256=hashlib.sha256(aer_bytes).hexdigest(),
+                 bytes=len(aer_bytes), path=file_path(eid, "aer"))})
+    doc.wasGeneratedBy(aer_entity, mapping)
+    seen = set()
+    for ev in h.evidence:
+        if ev.sha256 in seen:
+            continue
+        seen.add(ev.sha256)
+        raw = doc.entity(raw_entity_id(ev.sha256), {
+            "prov:type": typ(ROLE_TYPES.get(ev.role, "RawEvidence")),
+            **_attrs(role=ev.role, format=ev.format, sha256=ev.sha256, bytes=ev.bytes,
+                     path=ev.path, head_sha256=ev.head_sha256)})
+        doc.wasGeneratedBy(raw, session)
+        doc.used(mapping, raw)
+        doc.wasDerivedFrom(aer_entity, raw)
+
+    derivation = doc.activity(sem_derivation_id(eid), other_attributes={
+        "prov:type": typ("SemDerivation")})
+    doc.wasAssociatedWith(derivation, agentprov)
+    doc.used(derivation, aer_entity)
+    sem_entity = doc.entity(file_entity_id(eid, "sem"), {
+        "prov:type": typ("Semantics"),
+        **_attrs(format=getattr(sem, "format", NOT_RECORDED),
+                 sha256=hashlib.sha256(sem_bytes).hexdigest(), bytes=len(sem_bytes),
+                 path=file_path(eid, "sem"))})
+    doc.wasGeneratedBy(sem_entity, derivation)
+    doc.wasDerivedFrom(sem_entity, aer_entity)
+    return doc
+
+
+def canonical_bytes(doc: ProvDocument) -> bytes:
+    """A document's PROV-JSON in the stored (canonical) form."""
+    import msgspec
+
+    from agentprov_core.evidence.canonical import stored
+
+    return stored(msgspec.json.decode(doc.serialize(format="json")))
+
+
+def derive(aer: AER, aer_bytes: bytes, sem: Any, sem_bytes: bytes) -> bytes:
+    """The stored bytes of the PROV-JSON graph of ``aer``.
+
+    :param aer: the execution record.
+    :param aer_bytes: its stored bytes (the AER entity carries their sha256).
+    :param sem: the SEM derived from it (its ``format`` is recorded when it has one).
+    :param sem_bytes: the SEM's stored bytes (the SEM entity carries their sha256).
+    """
+    return canonical_bytes(document(aer, aer_bytes, sem, sem_bytes))
