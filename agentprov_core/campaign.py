@@ -4,7 +4,10 @@ Every unit (cell × repeat) that is not yet settled and has attempts left is sta
 ``--jobs`` at once. Each attempt gets a session id and a staging directory in the working
 corpus; the worker runs the cell there and writes the capture/0.1 log and the native log.
 T0 then checks the capture's hash chain, runs the redaction scan, stores both logs in the
-raw store and appends the attempt to the ledger. Failed attempts are kept.
+raw store and appends the attempt to the ledger. Right after, it maps the attempt (AER, SEM,
+PROV, validation; :mod:`agentprov_core.evidence.live_mapping`), failed attempts too: a
+failed execution is kept, never discarded. Mapping never stops the campaign; an attempt whose
+mapping raised counts as "failed" in the summary and the error is kept in the manifest.
 
 Stops: a config stop (a cell's setup refused the configuration), a drain
 (``--control-file``), ``--limit``, and an interrupt (SIGINT, SIGTERM, SIGHUP: in-flight
@@ -20,6 +23,7 @@ import signal
 import sys
 import time
 import uuid
+from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +68,11 @@ class Tally:
     conclusive: int = 0
     inconclusive: int = 0
     quarantined: int = 0
+    inconsistent: int = 0  # complete, but the live-versus-native check disagreed
+    derived: int = 0  # executions written
+    map_failed: int = 0  # attempts whose mapping raised
+    issues: Counter = field(default_factory=Counter)  # register codes of this invocation
+    map_failures: list[dict[str, str]] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
     quality: dict[str, Any] = field(default_factory=dict)
 
@@ -98,6 +107,7 @@ class Progress:
 
 
 def _units(p, settled: set[str], counts) -> tuple[list[Unit], int]:
+    """The due units (not settled, attempts left) in plan order, and how many were settled."""
     plan = p.plan
     due, done_before = [], 0
     for r in range(plan.repeats):
@@ -219,14 +229,18 @@ def _run(p) -> int:
         wc.write_manifest(manifest)
         entries = wc.attempts()
         mine = [e for e in entries if e.config_digest == p.plan.config_digest]  # mixed: apart
-        due, done_before = _units(p, wc.settled(mine), wc.attempts_per_unit(mine))
+        settled = wc.settled(mine)
+        if o.get("retry_inconsistent"):
+            settled -= _inconsistent_units(wc, mine)
+        due, done_before = _units(p, settled, wc.attempts_per_unit(mine))
         jobs = o.get("jobs") or 1
         click.echo(f"agentprov run {p.source.meta.name}: units={len(due)} plan={p.plan.units} "
                    f"unit(s) workers={jobs}")
         tally, stop = _campaign(p, wc, due, jobs, len(entries))
         if stop == "interrupt":
             exit_code = 130
-        elif stop in ("config", "worker") or tally.failed or tally.quarantined or tally.inconclusive:
+        elif stop in ("config", "worker") or tally.failed or tally.quarantined or \
+                tally.inconclusive or tally.inconsistent or tally.map_failed:
             exit_code = 1
         else:  # complete, a drain or --limit with every attempt conclusive (decisions 3, 4)
             exit_code = 0
@@ -242,6 +256,8 @@ def _run(p) -> int:
         manifest["updated_at"] = now()
         manifest.setdefault("stops", []).append({"at": now(), "stop": stop or "complete",
                                                  "exit": exit_code})
+        if tally.map_failures:
+            manifest.setdefault("mapping_failures", []).extend(tally.map_failures)
         wc.write_manifest(manifest)
     finally:
         wc.unlock()
@@ -327,7 +343,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
                 fl = flights[fut]
                 result = _result(worker, fl)
                 entry = _ingest(p, wc, fl, result, invocation, seq)
-                _count(tally, entry, fl)
+                _count(tally, entry, fl, _map(p, wc, entry, tally))
                 del flights[fut]  # ledgered: an interrupt from here on leaves it alone
                 if entry.setup_refusal and stop is None:
                     stop = "config"
@@ -352,7 +368,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
                                "interrupted: the parent received a signal", "session.interrupted")
             entry = _ingest(p, wc, fl, {"status": "aborted", "reason": "interrupted"},
                             invocation, seq)
-            _count(tally, entry, fl)
+            _count(tally, entry, fl, _map(p, wc, entry, tally))
         flights.clear()
     finally:
         if progress is not None:
@@ -470,7 +486,41 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
     return entry
 
 
-def _count(t: Tally, e: Attempt, fl: Flight | None = None) -> None:
+def _inconsistent_units(wc: WorkingCorpus, entries: list[Attempt]) -> set[str]:
+    """Units none of whose conclusive attempts agreed with the native log
+    (``--retry-inconsistent`` re-attempts them)."""
+    from agentprov_core.evidence.executions import Executions
+
+    verdicts = {x.ledger_seq: x.live_vs_native for x in Executions(wc.root).entries()}
+    by_unit: dict[str, list[str]] = {}
+    for e in entries:
+        if e.conclusive:
+            by_unit.setdefault(e.unit, []).append(verdicts.get(e.seq, "unchecked"))
+    return {u for u, v in by_unit.items() if v and all(x == "disagree" for x in v)}
+
+
+def _map(p, wc: WorkingCorpus, entry: Attempt, t: Tally):
+    """Map a ledgered attempt into its execution (None when it is not mapped, or when the
+    mapping raised: then it is counted failed and the error kept, never raised)."""
+    from agentprov_core.evidence import live_mapping
+
+    try:
+        mapped = live_mapping.map_attempt(
+            wc.root, entry, wc.manifest(), mapped_at=now(),
+            skip_prov=bool(p.request.options.get("skip_prov_conformance")))
+    except Exception as exc:  # noqa: BLE001 - a mapping bug must not lose the campaign
+        t.map_failed += 1
+        t.map_failures.append({"session_id": entry.session_id, "unit": entry.unit,
+                               "ledger_seq": str(entry.seq),
+                               "error": f"{type(exc).__name__}: {exc}"[:500], "at": now()})
+        return None
+    if mapped is not None:
+        t.derived += 1
+        t.issues.update(mapped.entry.issues)
+    return mapped
+
+
+def _count(t: Tally, e: Attempt, fl: Flight | None = None, mapped=None) -> None:
     from agentprov_core import quality
 
     if fl is not None:
@@ -478,9 +528,13 @@ def _count(t: Tally, e: Attempt, fl: Flight | None = None) -> None:
     t.attempts += 1
     if e.status == "quarantined":
         t.quarantined += 1
+        t.issues["capture.quarantined"] += 1
     elif e.status == "complete":
         t.sealed += 1
-        t.conclusive += 1
+        if mapped is not None and mapped.entry.live_vs_native == "disagree":
+            t.inconsistent += 1
+        else:
+            t.conclusive += 1
     else:
         t.failed += 1
         t.inconclusive += 1
@@ -492,20 +546,15 @@ def _summary(p, wc, t: Tally, stop, code: int, started: float, done_before: int,
     e(f"run: finished in {time.monotonic() - started:.1f}s (exit {code})")
     e(f"  units    {t.attempts} of {p.plan.units}: sealed {t.sealed}, failed {t.failed}"
       + (f", quarantined {t.quarantined}" if t.quarantined else ""))
-    from agentprov_core import quality
-
-    for line in quality.lines(t.quality):
-        e(line)
-    e(f"  corpus   {wc.root} (working; {len(wc.attempts())} attempt(s) in the ledger)")
+    if t.issues:
+        e("  issues   " + ", ".join(f"{c} x{n}" for c, n in sorted(t.issues.items())))
+    notices = list(t.refusals)
     if stop == "config":
         e(CONFIG_STOP)
-        for r in t.refusals:
-            e(f"notice: setup refusal: {r}")
+        notices = [f"setup refusal: {r}" for r in t.refusals]
     elif stop == "worker":
         e("agentprov run: the worker ended; the sessions in flight were sealed aborted; "
           "re-run the same command to resume")
-        for r in t.refusals:
-            e(f"notice: {r}")
     elif stop == "interrupt":
         e("agentprov run: interrupted: in-flight sessions were sealed aborted and ledgered; "
           "re-run the same command to resume")
@@ -513,6 +562,17 @@ def _summary(p, wc, t: Tally, stop, code: int, started: float, done_before: int,
         e("agentprov run: drained: the cells in flight finished; re-run to resume")
     elif stop == "limit":
         e("agentprov run: --limit reached; re-run to resume (the corpus is partial)")
+    from agentprov_core import quality
+
+    for line in quality.lines(t.quality):
+        e(line)
+    e(f"  corpus   {wc.root} (working; {len(wc.attempts())} attempt(s) in the ledger)")
+    if stop in ("config", "worker"):
+        for n in notices:
+            e(f"notice: {n}")
+    for f in t.map_failures:
+        e(f"notice: mapping failed: {f['session_id']} ({f['unit']}): {f['error']}")
     click.echo(f"agentprov run: {t.attempts} attempt(s); {t.conclusive} conclusive, "
-               f"0 inconsistent, {t.inconclusive} inconclusive; 0 derived, 0 failed; "
+               f"{t.inconsistent} inconsistent, {t.inconclusive} inconclusive; "
+               f"{t.derived} derived, {t.map_failed} failed; "
                f"{done_before} of {p.plan.units} unit(s) done before")

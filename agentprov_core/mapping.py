@@ -1,15 +1,73 @@
-"""Mappers: raw evidence in one versioned format to an AER (the evidence issue adds the
-built-in ``agentdojo.capture`` and ``inspect.eval`` mappers)."""
+"""Mappers: raw evidence in one versioned format to an AER.
+
+A mapper is contributed through the ``agentprov_mappers`` hook and found by evidence format
+through ``agentprov_mapper_for`` (the first answer wins). The agentdojo plugin brings
+``agentdojo.capture`` (capture/0.1 plus the native log, for AgentDojo, AutoDojo and
+AgentDyn); ``inspect.eval`` reads an Inspect log.
+
+A mapper is pure: it gets the evidence's bytes and the context T0 knows (the ledger entry,
+the manifest, where the evidence is stored) and returns an AER. It never reads a clock or
+the network, so mapping the same evidence twice gives the same AER. Whatever the evidence
+lacks is ``"not recorded"``; a session that failed is mapped all the same (a failed
+execution, with its register codes).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentprov_core.corpus.ledger import Attempt
+    from agentprov_core.evidence.aer import AER
+
+
+@dataclass(frozen=True)
+class LiveEvidence:
+    """What a live session left, as a mapper of live evidence receives it.
+
+    :param capture: the capture log's bytes (``None`` when it is missing from the store).
+    :param native: the native log's bytes, or ``None``.
+    :param attempt: the ledger entry of the attempt.
+    :param manifest: the corpus manifest (backend, producer, ``test_only``, …).
+    :param capture_path: the capture log's path relative to the corpus root.
+    :param native_path: the native log's path relative to the corpus root, or ``None``.
+    """
+
+    capture: bytes | None
+    native: bytes | None
+    attempt: Attempt
+    manifest: dict[str, Any] = field(default_factory=dict)
+    capture_path: str | None = None
+    native_path: str | None = None
 
 
 @runtime_checkable
 class Mapper(Protocol):
+    """Raw evidence in one of ``evidence_formats`` to an AER.
+
+    ``name`` is what the AER's ``producer.mapper`` records (``agentdojo.capture``);
+    ``version`` is the mapping's own version (``producer.mapper_version``): a change in what
+    the mapper writes is a new version."""
+
     name: str
+    version: str
     evidence_formats: tuple[str, ...]
 
-    def map(self, evidence: Any) -> Any:  # pragma: no cover - protocol
+    def map(self, evidence: Any) -> AER:  # pragma: no cover - protocol
         ...
+
+
+class MapperUnavailable(LookupError):
+    """No registered mapper reads an evidence format."""
+
+
+def mapper_for(evidence_format: str) -> Mapper:
+    """The registered mapper for ``evidence_format`` (``capture/0.1``, …)."""
+    from agentprov_core.plugins import manager
+
+    m = manager().hook.agentprov_mapper_for(evidence_format=evidence_format)
+    if m is None:
+        raise MapperUnavailable(f"no mapper reads {evidence_format} (is the plugin that brings "
+                                "it installed and enabled? see agentprov plugins)")
+    return m

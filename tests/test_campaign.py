@@ -26,18 +26,30 @@ def raw(corpus: Path, sha: str) -> bytes:
     return (corpus.with_name(corpus.name + ".partial") / "raw" / "sha256" / sha[:2] / sha).read_bytes()
 
 
+def executions(corpus: Path) -> list[dict]:
+    return [json.loads(x) for x in (corpus.with_name(corpus.name + ".partial")
+                                    / "executions.jsonl").read_text().splitlines() if x.strip()]
+
+
 def manifest(corpus: Path) -> dict:
     return json.loads((corpus.with_name(corpus.name + ".partial") / "manifest.json").read_text())
 
 
-@pytest.mark.req("R-29.12", "R-13.3", "R-21.16", "R-21.17", "R-2.9", "R-8.9", "R-21.14")
+@pytest.mark.req("R-29.12", "R-13.3", "R-21.16", "R-21.17", "R-2.9", "R-8.9", "R-21.14",
+                 "R-2.10", "R-2.11", "R-27.6", "R-27.9", "R-21.33", "R-21.24")
 def test_config_stop_then_resume_runs_nothing_twice(e2e_cli, tmp_path):
     corpus = tmp_path / "live-demo"
     args = ("run", "agentdojo", "--corpus", corpus, "--campaign", "demo", *DEMO,
             "--llm-script", LIVE_DEMO)
     first = e2e_cli(*args, json_errors=False)
     assert first.code == 1, first.err
-    assert "  units    3 of 4: sealed 2, failed 1" in first.err
+    lines = first.err.splitlines()
+    i = lines.index("  units    3 of 4: sealed 2, failed 1")
+    assert lines[i + 1] == "  issues   map.capture_error x1, map.no_execution_observed x1"
+    assert lines[i + 2].startswith("agentprov run: a cell's setup refused this configuration")
+    assert first.out.strip().endswith("3 attempt(s); 2 conclusive, 0 inconsistent, "
+                                      "1 inconclusive; 3 derived, 0 failed; 0 of 4 unit(s) "
+                                      "done before")
     assert "notice: setup refusal: banking/user_task_0/important_instructions/injection_task_0" in first.err
     assert not corpus.exists() and corpus.with_name("live-demo.partial").is_dir()
     entries = ledger(corpus)
@@ -48,7 +60,10 @@ def test_config_stop_then_resume_runs_nothing_twice(e2e_cli, tmp_path):
     assert m["producer"]["sandbox"] is None and m["live"]["transport"] == "scripted"
     second = e2e_cli(*args, "--model-display-name", "Scripted Model", json_errors=False)
     assert second.code == 0, second.err
-    assert second.out.strip().endswith("2 of 4 unit(s) done before")
+    assert second.out.strip().splitlines()[-1] == (
+        "agentprov run: 2 attempt(s); 2 conclusive, 0 inconsistent, 0 inconclusive; 2 derived, "
+        "0 failed; 2 of 4 unit(s) done before")
+    assert "  issues " not in second.err
     entries = ledger(corpus)
     assert len(entries) == 5                       # the failed attempt stays
     conclusive = Counter(e["unit"] for e in entries if e["conclusive"])
@@ -71,9 +86,38 @@ def test_config_stop_then_resume_runs_nothing_twice(e2e_cli, tmp_path):
     assert "http_backoff@1 policy: stock_sdk" in header["declared_instrumentation"]
     native = json.loads(raw(corpus, attacked[0]["native_sha256"]))
     assert native["attack_type"] == "important_instructions"
+    # every attempt is an execution (the failed one too), mapped from its stored evidence
+    index = executions(corpus)
+    assert [x["ledger_seq"] for x in index] == [e["seq"] for e in entries]
+    assert [x["execution_id"] for x in index] == [e["session_id"] for e in entries]
+    assert Counter(x["status"] for x in index) == {"ok": 4, "failed": 1}
+    [failed] = [x for x in index if x["status"] == "failed"]
+    assert failed["issues"] == ["map.capture_error", "map.no_execution_observed"]
+    assert failed["execution_observed"] is False
+    assert [x["live_vs_native"] for x in index if x["status"] == "ok"] == ["agree"] * 4
+    root = corpus.with_name("live-demo.partial")
+    for x in index:
+        d = root / "executions" / x["execution_id"]
+        assert hashlib.sha256((d / "aer.json").read_bytes()).hexdigest() == x["aer_sha256"]
+        aer = json.loads((d / "aer.json").read_text())
+        sem = json.loads((d / "sem.json").read_text())
+        assert aer["header"]["mode"] == "live" and sem["format"] == "agentprov-sem/0.1"
+        assert aer["header"]["producer"]["mapper"] == "agentdojo.capture"
+        assert aer["header"]["agent"]["endpoint_kind"] == "scripted"
+        assert "http_backoff@1 policy: stock_sdk" in aer["header"]["instrumentation"]
+        cap = {ev["role"]: ev for ev in aer["header"]["evidence"]}["capture"]
+        assert (root / cap["path"]).is_file()
+    refused = json.loads((root / "executions" / failed["execution_id"] / "aer.json").read_text())
+    assert refused["records"][0]["kind"] == "decision"
+    assert refused["records"][0]["code"] == "setup.attack_model_name"
+    attacked_ok = [x for x in index if x["status"] == "ok" and "important" in x["unit"]]
+    sem = json.loads((root / "executions" / attacked_ok[0]["execution_id"] / "sem.json")
+                     .read_text())
+    assert sem["attacked"] is True and isinstance(sem["attack_success"], bool)
     third = e2e_cli(*args, "--model-display-name", "Scripted Model", json_errors=False)
     assert third.code == 0 and "units=0 plan=4" in third.out
     assert len(ledger(corpus)) == 5                # nothing settled ran again
+    assert len(executions(corpus)) == 5
 
 
 @pytest.mark.req("R-21.19", "R-21.21")

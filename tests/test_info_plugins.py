@@ -61,7 +61,8 @@ def test_plugins_and_version_list_distributions_and_versions(cli):
         assert recs[name]["version"] == "0.1.0"
         assert recs[name]["status"] == "loaded"
         assert recs[name]["sources"] == [name]
-        assert recs[name]["hooks"] == ["agentprov_sources"]
+        assert recs[name]["hooks"] == (["agentprov_mappers", "agentprov_sources"]
+                                       if name == "agentdojo" else ["agentprov_sources"])
     v = cli("--version")
     assert v.out.splitlines()[0] == "agentprov 0.1.0"
     assert "  agentdojo: agentprov-agentdojo 0.1.0" in v.out.splitlines()

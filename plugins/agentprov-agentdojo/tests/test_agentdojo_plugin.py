@@ -37,3 +37,12 @@ def test_slack_injection_ids_start_at_one():
     cat = AgentDojo().catalogue()
     slack = cat.suite("v1.2.2", "slack")
     assert slack.injection_tasks[0] == "injection_task_1"
+
+
+def test_the_capture_mapper_is_contributed():
+    from agentprov_agentdojo import plugin
+    from agentprov_agentdojo.capture_mapper import CaptureMapper
+
+    [m] = plugin.agentprov_mappers()
+    assert isinstance(m, CaptureMapper)
+    assert (m.name, m.evidence_formats) == ("agentdojo.capture", ("capture/0.1",))

@@ -53,6 +53,31 @@ def _env_digest(env: Any) -> str:
     return hashlib.sha256(data.encode("utf-8")).hexdigest()
 
 
+def _no_floats(value: Any) -> Any:
+    """A header value without floats (the writer allows floats only in payloads): a float
+    is written as its decimal string, ``0.7`` as ``"0.7"``."""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, dict):
+        return {str(k): _no_floats(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_no_floats(v) for v in value]
+    return value
+
+
+def agent_header(agent: dict[str, Any]) -> dict[str, Any]:
+    """The agent configuration as the capture header records it: the model id, the pipeline
+    name and display name, the endpoint kind and base URL (never a key, nor the name of the
+    variable that holds one), the LLM element, its wire family and the configured
+    parameters."""
+    kind = agent.get("endpoint_kind") or ("scripted" if agent.get("scripted") else None)
+    return {"model": agent.get("model_id"), "pipeline_name": agent.get("pipeline_name"),
+            "display_name": agent.get("display_name"), "endpoint_kind": kind,
+            "base_url": agent.get("base_url"), "element": agent.get("element", "OpenAILLM"),
+            "wire": agent.get("wire", "openai"),
+            "parameters": _no_floats(dict(agent.get("params") or {}))}
+
+
 def native_log_path(native: Path, pipeline: str, suite: str, user: str, attack: str | None,
                     inj: str | None) -> Path:
     return native / pipeline / suite / user / (attack or "none") / f"{inj or 'none'}.json"
@@ -74,6 +99,7 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
         "plan_sha256": req.get("plan_sha256"), "config_digest": req.get("config_digest"),
         "declared_instrumentation": declared, "source": req.get("source"),
         "benchmark_version": req.get("benchmark_version"), "test_only": agent.get("scripted", False),
+        "agent": agent_header(agent),
     })
     result: dict[str, Any] = {"status": "errored", "utility": None, "security": None,
                               "setup_refusal": None, "native_log": None, "error": None}
@@ -130,11 +156,13 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
 
     OpenAILLM.query = query
     original_run = FunctionsRuntime.run_function
+    in_agent = {"depth": 0}  # > 0 while the agent's pipeline runs (see pipeline_query)
 
     def run_function(self, env, function, kwargs, raise_on_error=False):
         out, error = original_run(self, env, function, kwargs, raise_on_error)
         writer.append("tool_result", tool=function, arguments=_jsonable(dict(kwargs)),
-                      result=_jsonable(out), error=error)
+                      result=_jsonable(out), error=error,
+                      phase="agent" if in_agent["depth"] else "harness")
         return out, error
 
     FunctionsRuntime.run_function = run_function
@@ -154,6 +182,18 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
         llm=llm, model_id=agent["model_id"],
         defense=None if req.get("defence", "none") == "none" else req["defence"],
         system_message_name=None, system_message=None))
+    # tool calls made outside the agent's pipeline are the benchmark's own (AgentDojo runs
+    # the user task's ground truth to find the injection candidates): phase "harness"
+    pipeline_query = pipeline.query
+
+    def agent_query(*args, **kwargs):
+        in_agent["depth"] += 1
+        try:
+            return pipeline_query(*args, **kwargs)
+        finally:
+            in_agent["depth"] -= 1
+
+    pipeline.query = agent_query
     native = staging / "native"
     attack = None
     if cell.get("attack"):
@@ -167,7 +207,8 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
                                   "name has no stock MODEL_NAMES entry: "
                                   "attack_params.model_display_name (--model-display-name) is "
                                   "required", "detail": str(exc)}
-            writer.append("note", code="setup_refusal", text=refusal["message"])
+            writer.append("note", code="setup_refusal", text=refusal["message"],
+                          refusal_code=refusal["code"])
             writer.end("errored", reason="setup refusal")
             return {"status": "errored", "setup_refusal": refusal,
                     "calls": counter["calls"]}

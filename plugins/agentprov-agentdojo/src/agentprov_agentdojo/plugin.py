@@ -29,3 +29,12 @@ class AgentDojo(SuiteSource):
 @hookimpl
 def agentprov_sources():
     return [AgentDojo()]
+
+
+@hookimpl
+def agentprov_mappers():
+    """The shared capture mapper ``agentdojo.capture`` (capture/0.1 and the native log), used
+    by every AgentDojo-shaped backend."""
+    from agentprov_agentdojo.capture_mapper import MAPPER
+
+    return [MAPPER]

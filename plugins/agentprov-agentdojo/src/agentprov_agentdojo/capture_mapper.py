@@ -1,0 +1,406 @@
+"""The shared capture mapper ``agentdojo.capture``: a capture/0.1 log and AgentDojo's native
+log to an AER of mode ``live``.
+
+It serves every AgentDojo-shaped backend (AgentDojo, AutoDojo, AgentDyn). What it reads:
+
+* the capture log: the header (session, cell, backend, plan and configuration digests,
+  the agent configuration, the declared instrumentation), the model calls
+  (``model_call_start`` … ``model_call_end`` with their ``wire_request``, ``wire_response``
+  and ``wire_error`` attempts), ``tool_result``, ``environment_digest``, ``note`` and the
+  ``end`` record (status, utility, security, the worker's counts);
+* the native log, for the live-versus-native check (:mod:`agentprov_agentdojo.live_native`);
+* the ledger entry and the manifest, for the unit, the attempt, the defence, the producer.
+
+Anything the evidence lacks is ``"not recorded"``. A session that failed is mapped all the
+same, as a failed execution with its register codes (docs/formats/aer-0.1.md).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from typing import Any
+
+from agentprov_agentdojo import live_native
+from agentprov_core.evidence import aer as A
+from agentprov_core.evidence.aer import NOT_RECORDED
+from agentprov_core.mapping import LiveEvidence
+
+NAME = "agentdojo.capture"
+VERSION = "0.1.0"
+CAPTURE_FORMAT = "capture/0.1"
+#: a declared instrumentation item whose ``mode`` is one of these changes what is sent
+REQUEST_MODIFYING_MODES = ("modify", "rewrite")
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str).encode("utf-8")
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# ------------------------------------------------------------------------------ the chain
+def read_chain(data: bytes) -> tuple[list[dict[str, Any]], str | None, list[str]]:
+    """``(records, head_sha256, problems)`` of a capture log's bytes: every line JSON, ``seq``
+    0, 1, 2, …, each ``prev`` the sha256 of the line before, record 0 a capture/0.1 header,
+    the file ending with a newline. Records after the first unreadable line are dropped."""
+    records: list[dict[str, Any]] = []
+    problems: list[str] = []
+    prev: str | None = None
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    elif lines:
+        problems.append(f"record {len(lines) - 1}: torn (no newline at the end of the file)")
+    for n, line in enumerate(lines):
+        try:
+            rec = json.loads(line)
+        except (ValueError, UnicodeDecodeError):
+            problems.append(f"record {n}: not JSON")
+            break
+        if not isinstance(rec, dict):
+            problems.append(f"record {n}: not a JSON object")
+            break
+        if rec.get("seq") != n:
+            problems.append(f"record {n}: seq {rec.get('seq')!r} out of order")
+        if rec.get("prev") != prev:
+            problems.append(f"record {n}: its prev is not the sha256 of record {n - 1}")
+        prev = _sha(line)
+        records.append(rec)
+    if not records or records[0].get("kind") != "header" \
+            or records[0].get("format") != CAPTURE_FORMAT:
+        problems.append("record 0 is not a capture/0.1 header")
+    ends = [i for i, r in enumerate(records) if r.get("kind") == "end"]
+    if ends and ends != [len(records) - 1]:
+        problems.append(f"record {ends[0]}: an end record that is not the last")
+    return records, prev, problems
+
+
+# ------------------------------------------------------------------------------ replies
+def _int(v: Any) -> Any:
+    return v if isinstance(v, int) and not isinstance(v, bool) else NOT_RECORDED
+
+
+def _dig(d: Any, *keys: str) -> Any:
+    for k in keys:
+        if not isinstance(d, dict) or k not in d:
+            return NOT_RECORDED
+        d = d[k]
+    return d
+
+
+def _args(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def parse_reply(body: Any) -> tuple[A.Message | None, Any, Any, A.Usage]:
+    """``(message, served_model, finish_reason, usage)`` of a reply body: an OpenAI-style
+    chat completion or an Anthropic message. Unknown shapes give no message."""
+    if not isinstance(body, dict):
+        return None, NOT_RECORDED, NOT_RECORDED, A.Usage()
+    served = body.get("model") if isinstance(body.get("model"), str) else NOT_RECORDED
+    u = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    if body.get("type") == "message" and isinstance(body.get("content"), list):  # Anthropic
+        texts = [b.get("text", "") for b in body["content"]
+                 if isinstance(b, dict) and b.get("type") == "text"]
+        calls = [A.ToolCallRequest(id=b.get("id", NOT_RECORDED), function=str(b.get("name")),
+                                   arguments=b.get("input"))
+                 for b in body["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+        msg = A.Message(role=body.get("role", "assistant"),
+                        content="\n".join(texts) if texts else None, tool_calls=calls)
+        usage = A.Usage(input_tokens=_int(u.get("input_tokens")),
+                        output_tokens=_int(u.get("output_tokens")),
+                        cached_input_tokens=_int(u.get("cache_read_input_tokens")))
+        return msg, served, body.get("stop_reason", NOT_RECORDED), usage
+    choices = body.get("choices")
+    usage = A.Usage(input_tokens=_int(u.get("prompt_tokens")),
+                    output_tokens=_int(u.get("completion_tokens")),
+                    reasoning_tokens=_int(_dig(u, "completion_tokens_details",
+                                               "reasoning_tokens")),
+                    cached_input_tokens=_int(_dig(u, "prompt_tokens_details", "cached_tokens")))
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None, served, NOT_RECORDED, usage
+    choice = choices[0]
+    m = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    calls = []
+    for tc in m.get("tool_calls") or []:
+        if isinstance(tc, dict):
+            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            calls.append(A.ToolCallRequest(id=tc.get("id", NOT_RECORDED),
+                                           function=str(fn.get("name")),
+                                           arguments=_args(fn.get("arguments"))))
+    msg = A.Message(role=m.get("role", "assistant"), content=m.get("content"), tool_calls=calls)
+    return msg, served, choice.get("finish_reason", NOT_RECORDED), usage
+
+
+# ------------------------------------------------------------------------------ records
+def _model_calls(raw: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The model calls in order of first appearance: start, end and attempts by id."""
+    calls: dict[str, dict[str, Any]] = {}
+    attempts: dict[Any, dict[str, Any]] = {}
+
+    def call(cid: str, seq: int) -> dict[str, Any]:
+        return calls.setdefault(cid, {"start": None, "end": None, "attempts": {}, "seq": seq})
+
+    for r in raw:
+        kind, cid = r.get("kind"), r.get("call_id")
+        if kind == "model_call_start":
+            call(cid, r["seq"])["start"] = r
+        elif kind == "model_call_end":
+            call(cid, r["seq"])["end"] = r
+        elif kind == "wire_request":
+            cid = cid or f"call-{r.get('attempt_id')}"
+            attempts[r.get("attempt_id")] = {"req": r, "out": None}
+            call(cid, r["seq"])["attempts"][r.get("attempt_id")] = attempts[r.get("attempt_id")]
+        elif kind in ("wire_response", "wire_error") and r.get("attempt_id") in attempts:
+            attempts[r["attempt_id"]]["out"] = r
+    return calls
+
+
+def _model_call(cid: str, c: dict[str, Any]) -> A.ModelCall:
+    start, end = c["start"] or {}, c["end"] or {}
+    attempts = []
+    for aid, a in c["attempts"].items():
+        req, out = a["req"], a["out"] or {}
+        err = out.get("kind") == "wire_error"
+        attempts.append(A.WireAttempt(
+            attempt_id=str(aid),
+            attempt_index=req["attempt_index"] if isinstance(req.get("attempt_index"), int)
+            else len(attempts),
+            request_sha256=req.get("body_sha256", NOT_RECORDED),
+            response_sha256=out.get("body_sha256", NOT_RECORDED) if not err and out
+            else NOT_RECORDED,
+            http_status=out.get("status") if isinstance(out.get("status"), int) else None,
+            error_type=out.get("error_type") if err else None,
+            elapsed_ms=out.get("elapsed_ms") if isinstance(out.get("elapsed_ms"), int) else None,
+            capture_seq=[req["seq"]] + ([out["seq"]] if out else [])))
+    first = next(iter(c["attempts"].values()), None)
+    last = list(c["attempts"].values())[-1] if c["attempts"] else None
+    req_body = first["req"].get("body") if first else None
+    reply = None
+    served = finish = reply_sha = NOT_RECORDED
+    usage = A.Usage()
+    if last and last["out"] and last["out"].get("kind") == "wire_response" \
+            and isinstance(last["out"].get("status"), int) and 200 <= last["out"]["status"] < 300:
+        reply, served, finish, usage = parse_reply(last["out"].get("body"))
+        reply_sha = last["out"].get("body_sha256", NOT_RECORDED)
+    model = start.get("model") if start.get("model") is not None else (
+        req_body.get("model", NOT_RECORDED) if isinstance(req_body, dict) else NOT_RECORDED)
+    msgs = req_body.get("messages") if isinstance(req_body, dict) else None
+    t = start.get("t", first["req"].get("t") if first else NOT_RECORDED)
+    return A.ModelCall(
+        call_id=cid, element=start.get("element") or NOT_RECORDED, model_requested=model,
+        status=end.get("status") or NOT_RECORDED,
+        request_sha256=first["req"].get("body_sha256", NOT_RECORDED) if first else NOT_RECORDED,
+        reply_sha256=reply_sha, messages_sent=len(msgs) if isinstance(msgs, list)
+        else NOT_RECORDED, reply=reply, served_model=served, finish_reason=finish, usage=usage,
+        first_attempt_id=first["req"].get("first_attempt_id", NOT_RECORDED) if first
+        else end.get("first_attempt_id", NOT_RECORDED),
+        attempts=attempts, retries=max(len(attempts) - 1, 0),
+        error_type=end.get("error_type"), t=t)
+
+
+def _records(raw: list[dict[str, Any]], attempt: Any) -> list[tuple[int, A.Record]]:
+    out: list[tuple[int, A.Record]] = []
+    calls = _model_calls(raw)
+    mapped = {cid: _model_call(cid, c) for cid, c in calls.items()}
+    out += [(calls[cid]["seq"], mc) for cid, mc in mapped.items()]
+    # tool calls, linked to the reply that asked for them (same function and arguments)
+    pending: list[tuple[str, A.ToolCallRequest]] = []
+    replied_at = {mc.attempts[-1].capture_seq[-1]: mc for mc in mapped.values()
+                  if mc.reply is not None}  # the seq of the reply the element used
+    refusal = attempt.setup_refusal if attempt is not None else None
+    for r in raw:
+        kind, t = r.get("kind"), r.get("t", NOT_RECORDED)
+        if r.get("seq") in replied_at:
+            mc = replied_at[r["seq"]]
+            pending = [(mc.call_id, tc) for tc in mc.reply.tool_calls]
+        elif kind == "tool_result" and r.get("phase") == "harness":
+            out.append((r["seq"], A.Note(
+                code="harness.tool_call",
+                text=f"the benchmark called {r.get('tool')} outside the agent's pipeline "
+                     "(AgentDojo's ground truth, run to find the injection candidates)"
+                     + (f"; error: {r.get('error')}" if r.get("error") else ""), t=t)))
+        elif kind == "tool_result":
+            tid = cid = NOT_RECORDED
+            for i, (c, tc) in enumerate(pending):
+                if tc.function == r.get("tool") and tc.arguments == r.get("arguments"):
+                    tid, cid = tc.id, c
+                    del pending[i]
+                    break
+            out.append((r["seq"], A.ToolCall(
+                tool_call_id=tid, call_id=cid, function=str(r.get("tool")),
+                arguments=r.get("arguments"), result=r.get("result"),
+                result_sha256=_sha(_canonical(r.get("result"))), error=r.get("error"), t=t)))
+        elif kind == "environment_digest":
+            out.append((r["seq"], A.EnvironmentDigest(name=str(r.get("name")),
+                                                      sha256=str(r.get("sha256")), t=t)))
+        elif kind == "note" and r.get("code") == "setup_refusal":
+            data = {k: v for k, v in (refusal or {}).items() if k not in ("code", "message")}
+            code = r.get("refusal_code") or (refusal or {}).get("code") or "setup_refusal"
+            out.append((r["seq"], A.Decision(code=str(code), text=str(r.get("text")),
+                                             data=data, t=t)))
+        elif kind == "note":
+            out.append((r["seq"], A.Note(code=str(r.get("code")), text=str(r.get("text")), t=t)))
+    return sorted(out, key=lambda x: x[0])
+
+
+# ------------------------------------------------------------------------------ header
+def _ended_at(started: Any, end: dict[str, Any] | None) -> Any:
+    if not isinstance(started, str) or not end or not isinstance(end.get("t"), (int, float)):
+        return NOT_RECORDED
+    try:
+        t0 = dt.datetime.strptime(started, "%Y-%m-%dT%H:%M:%S.%fZ")
+    except ValueError:
+        return NOT_RECORDED
+    return (t0 + dt.timedelta(seconds=end["t"])).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def request_modifying(items: list[str]) -> list[str]:
+    """The declared items that change requests: those whose ``mode`` is modify or rewrite."""
+    return [i for i in items if any(f" mode: {m}" in i for m in REQUEST_MODIFYING_MODES)]
+
+
+def _header(ev: LiveEvidence, h: dict[str, Any], end: dict[str, Any] | None,
+            raw: list[dict[str, Any]], native: dict[str, Any] | None) -> A.Header:
+    from agentprov_core import __version__
+
+    a, m = ev.attempt, ev.manifest or {}
+    cell = h.get("cell") if isinstance(h.get("cell"), dict) else {}
+    agent = h.get("agent") if isinstance(h.get("agent"), dict) else {}
+    backend = h.get("backend") if isinstance(h.get("backend"), dict) else {}
+    start = next((r for r in raw if r.get("kind") == "model_call_start"), {})
+    source = h.get("source") or m.get("source") or "agentdojo"
+    attack = cell.get("attack") or None
+    producer = m.get("producer") if isinstance(m.get("producer"), dict) else {}
+    evidence = []
+    if ev.capture is not None:
+        evidence.append(A.Evidence(role="capture", format=CAPTURE_FORMAT,
+                                   sha256=_sha(ev.capture), bytes=len(ev.capture),
+                                   path=ev.capture_path or NOT_RECORDED,
+                                   head_sha256=a.capture_head_sha256))
+    if ev.native is not None:
+        version = (native or {}).get("agentdojo_package_version")
+        evidence.append(A.Evidence(role="native_log",
+                                   format=f"agentdojo-native/{version or 'unknown'}",
+                                   sha256=_sha(ev.native), bytes=len(ev.native),
+                                   path=ev.native_path or NOT_RECORDED))
+    items = [str(i) for i in h.get("declared_instrumentation") or []]
+    display = agent.get("display_name")
+    if display is None:
+        display = next((i.split(" value: ", 1)[1] for i in items
+                        if i.startswith("model_display_name@") and " value: " in i), None)
+    return A.Header(
+        execution_id=str(h.get("session_id") or a.session_id), mode="live", source=source,
+        backend=A.Backend(id=str(m.get("backend") or source),
+                          environment_id=backend.get("environment_id", NOT_RECORDED),
+                          identity_sha256=backend.get("identity_sha256", NOT_RECORDED),
+                          benchmark_version=h.get("benchmark_version") or NOT_RECORDED),
+        task=A.Task(source=source, suite=cell.get("suite", NOT_RECORDED),
+                    user_task_id=cell.get("user_task_id", NOT_RECORDED),
+                    injection_task_id=cell.get("injection_task_id") if attack else None,
+                    attack=attack, cell_key=str(cell.get("cell_key") or a.cell_key),
+                    defense_id=a.defence or "none", unit=a.unit, attempt=a.attempt,
+                    repeat=a.repeat),
+        agent=A.Agent(model=agent.get("model", start.get("model", NOT_RECORDED)),
+                      display_name=display,
+                      endpoint_kind=agent.get("endpoint_kind", NOT_RECORDED),
+                      endpoint=agent.get("base_url", NOT_RECORDED),
+                      element=agent.get("element", start.get("element", NOT_RECORDED)),
+                      parameters=dict(agent.get("parameters") or {})),
+        instrumentation=items, request_modifying=request_modifying(items),
+        producer=A.Producer(version=__version__, mapper=NAME, mapper_version=VERSION,
+                            sandbox=producer.get("sandbox") if isinstance(
+                                producer.get("sandbox"), dict) else None,
+                            test_only=bool(m.get("test_only") or h.get("test_only")),
+                            preset=producer.get("preset")),
+        evidence=evidence, plan_sha256=h.get("plan_sha256") or NOT_RECORDED,
+        config_digest=h.get("config_digest") or NOT_RECORDED,
+        started_at=h.get("started_at") or NOT_RECORDED,
+        ended_at=_ended_at(h.get("started_at"), end))
+
+
+# ------------------------------------------------------------------------------ the mapper
+def _bool(v: Any) -> Any:
+    return v if isinstance(v, bool) else NOT_RECORDED
+
+
+class CaptureMapper:
+    """``agentdojo.capture``: see the module's docstring."""
+
+    name = NAME
+    version = VERSION
+    evidence_formats = (CAPTURE_FORMAT,)
+
+    def map(self, evidence: LiveEvidence) -> A.AER:
+        ev = evidence
+        raw, head, problems = read_chain(ev.capture) if ev.capture is not None else (
+            [], None, ["the capture log is missing from the raw store"])
+        if ev.capture is not None and ev.attempt.capture_head_sha256 not in (None, head):
+            problems.append("its head digest differs from the ledger's")
+        h = raw[0] if raw and raw[0].get("kind") == "header" else {}
+        end = raw[-1] if raw and raw[-1].get("kind") == "end" else None
+        native = live_native.parse_native(ev.native) if ev.native is not None else None
+        header = _header(ev, h, end, raw, native)
+        records = [r for _, r in _records(raw, ev.attempt)]
+        observed = any(isinstance(r, (A.ModelCall, A.ToolCall)) for r in records)
+        session = end.get("status", NOT_RECORDED) if end else NOT_RECORDED
+        issues: list[A.Issue] = []
+        if problems:
+            issues.append(A.Issue(code="map.capture_damaged", detail="; ".join(problems[:3])))
+        if session not in ("complete", "incomplete"):
+            why = f"the session ended {session}" if end else "the capture log has no end record"
+            reason = (end or {}).get("reason")
+            issues.append(A.Issue(code="map.capture_error",
+                                  detail=f"{why}: {reason}" if reason else why))
+        if not observed:
+            issues.append(A.Issue(code="map.no_execution_observed",
+                                  detail="no model call and no tool call was recorded"))
+        lvn = None
+        if session in ("complete", "incomplete"):
+            if end is not None and not isinstance(end.get("calls"), int):
+                issues.append(A.Issue(code="map.unverifiable_accounting",
+                                      detail="the end record has no worker call count"))
+            elif end is not None:
+                starts = sum(1 for r in raw if r.get("kind") == "model_call_start")
+                if end["calls"] != starts:
+                    issues.append(A.Issue(code="map.capture_damaged",
+                                          detail=f"the worker counted {end['calls']} model "
+                                                 f"call(s), the capture records {starts}"))
+            if native is None:
+                why = ("the native log is missing" if ev.native is None
+                       else "the native log is not a readable AgentDojo log")
+                issues.append(A.Issue(code="map.native_missing", detail=why))
+                lvn = A.LiveVsNative(checked=False, reason=why)
+            else:
+                lvn = live_native.check(raw, records, native)
+                if not lvn.agree:
+                    issues.append(A.Issue(code="map.live_native_disagree",
+                                          detail="; ".join(lvn.differences[:3])))
+        else:
+            lvn = A.LiveVsNative(checked=False, reason="the session did not complete")
+        codes = {i.code for i in issues}
+        if codes & {"map.capture_damaged", "map.capture_error"}:
+            status = "failed"
+        elif issues:
+            status = "ok_with_issues"
+        else:
+            status = "ok"
+        reason = (end or {}).get("reason") if end else (problems[0] if problems else None)
+        outcome = A.Outcome(status=status, session_status=session, execution_observed=observed,
+                            utility=_bool((end or {}).get("utility")),
+                            security=_bool((end or {}).get("security")), issues=issues,
+                            live_vs_native=lvn, reason=reason)
+        return A.AER(header=header, records=records, outcome=outcome)
+
+
+MAPPER = CaptureMapper()
