@@ -184,13 +184,16 @@ def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
                 m = environments.read_marker(bp.meta, bp.env_id)
             except AgentprovError:
                 m = None
-            if m is not None:
+            ours = environments.shared_sources_sha256()
+            stale = ours is not None and m is not None and m.hello.get(
+                "agentprov_backend_sources_sha256") != ours
+            if m is not None and not stale:
                 return "already built", m
         bp.env_dir.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{bp.env_id}.build-", dir=bp.env_dir.parent))
         try:
             m = _build_into(bp, python, tmp)
-            if bp.env_dir.exists():  # an invalid or stale environment: replace it whole
+            if bp.env_dir.exists():  # an invalid or stale environment (other worker code): replace it whole
                 old = bp.env_dir.with_name(f".{bp.env_id}.old-{os.getpid()}")
                 bp.env_dir.rename(old)
                 shutil.rmtree(old, ignore_errors=True)

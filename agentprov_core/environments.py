@@ -90,3 +90,19 @@ def backend_identity(meta: SourceMeta) -> tuple[str, dict]:
     env_id = require_built(meta)
     m = read_marker(meta, env_id)
     return env_id, {"environment_id": env_id, "identity_sha256": m.identity_sha256}
+
+
+def shared_sources_sha256() -> str | None:
+    """The digest of the worker code this agentprov builds environments from
+    (``backends/shared/src/agentprov_backend``: ``*.py`` and ``*.toml`` by relative path),
+    the same algorithm as ``agentprov_backend.identity.sources_sha256``; ``None`` when no
+    backends directory is at hand (nothing to compare with)."""
+    import hashlib
+
+    base = paths.backends_dir()
+    root = base / "shared" / "src" / "agentprov_backend" if base is not None else None
+    if root is None or not root.is_dir():
+        return None
+    lines = [f"{p.relative_to(root).as_posix()} {hashlib.sha256(p.read_bytes()).hexdigest()}"
+             for p in sorted(root.rglob("*")) if p.suffix in (".py", ".toml") and p.is_file()]
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()

@@ -296,3 +296,36 @@ def test_a_full_disk_during_the_build(agentdojo_env, cli, tmp_path):
         assert [p.name for p in (mnt / "home" / "envs").iterdir()] == [f"{ENV_ID}.lock"]
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_an_environment_holding_other_worker_code_is_refused_and_rebuilt(tmp_path):
+    """The environment id follows uv.lock, which does not change when backends/shared
+    does: the hello's digest of the worker's own sources is compared with the sources this
+    agentprov builds from, so an environment built by another agentprov is refused (exit 3)
+    until `backends build` replaces it."""
+    import hashlib
+
+    from agentprov_core import environments, marker, session
+    from agentprov_core.errors import AgentprovError
+
+    # the same algorithm as the worker's (every e2e run checks the two agree)
+    src = ROOT / "backends/shared/src/agentprov_backend"
+    lines = [f"{p.relative_to(src).as_posix()} {hashlib.sha256(p.read_bytes()).hexdigest()}"
+             for p in sorted(src.rglob("*")) if p.suffix in (".py", ".toml") and p.is_file()]
+    ours = environments.shared_sources_sha256()
+    assert ours == hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+    hello = {"protocol": session.PROTOCOL, "distributions": {}, "python": "3.12.1",
+             "defence_registry_sha256": "d", "agentprov_backend": "0.1.0"}
+    m = marker.Marker(
+        format=marker.FORMAT, environment_id="agentdojo-0", backend="agentdojo",
+        project="backends/agentdojo", built_at="t", agentprov="0.1.0", python="3.12.1",
+        uv="uv", lock_sha256="0", exclude_newer=None, pinned_commit=None, distributions={},
+        files_verified=0, guarded={}, defence_registry_sha256="d", hello=dict(hello), probe={},
+        identity_sha256="0" * 64)
+    session.check_hello({**hello, "agentprov_backend_sources_sha256": ours}, m, "agentdojo")
+    for stale in (None, "0" * 64):
+        with pytest.raises(AgentprovError) as e:
+            session.check_hello({**hello, "agentprov_backend_sources_sha256": stale}, m,
+                                "agentdojo")
+        assert e.value.code == "cli.environment.stale_worker" and e.value.exit_code == 3

@@ -52,10 +52,24 @@ def defence_registry_sha256() -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def sources_sha256() -> str:
+    """The digest of this package's own sources (``*.py`` and ``*.toml``, by relative path):
+    T0 computes the same over the ``backends/shared`` it builds from, so an environment
+    built from other worker code (an older agentprov) is refused until it is rebuilt. The
+    same algorithm is ``agentprov_core.environments.shared_sources_sha256``."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent
+    lines = [f"{p.relative_to(root).as_posix()} {hashlib.sha256(p.read_bytes()).hexdigest()}"
+             for p in sorted(root.rglob("*")) if p.suffix in (".py", ".toml") and p.is_file()]
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+
+
 def hello() -> dict[str, Any]:
     return {
         "protocol": PROTOCOL,
         "agentprov_backend": __version__,
+        "agentprov_backend_sources_sha256": sources_sha256(),
         "python": platform.python_version(),
         "implementation": sys.implementation.name,
         "prefix": sys.prefix,
