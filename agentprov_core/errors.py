@@ -190,6 +190,9 @@ _reg("cli.environment.worker", E, "coded",
 _reg("cli.environment.identity", E, "coded",
      "the worker of {env_id} reports an identity that differs from its marker ({what}): run agentprov backends build {backend} --offline-check",
      "rebuild the environment")
+_reg("cli.environment.stale_worker", E, "coded",
+     "the environment {env_id} holds other worker code (agentprov_backend) than this agentprov builds from: it was built by another version of agentprov, or backends/shared changed since",
+     "rebuild it: agentprov backends build {backend} (it replaces the stale environment)")
 _reg("cli.environment.no_network_block", E, "coded",
      "cannot start the worker with the network blocked here ({detail}); install bubblewrap (apt-get install bubblewrap)",
      "install bubblewrap")
@@ -270,6 +273,18 @@ _reg("package.unsupported.live", X, "coded",
 _reg("recompute.unsupported.remap_live", X, "coded",
      "re-mapping a live corpus from its raw evidence is not supported (D-43): recompute re-derives SEM, PROV and validation from the stored AER",
      "drop --remap")
+_reg("package.unsupported.sealing", X, "coded",
+     "this build seals no corpus: {corpus} is {format}, and no sealed corpus format is written yet",
+     "keep the corpus as it is; sealed formats arrive with a later build")
+_reg("recompute.unsupported.remap", X, "coded",
+     "re-mapping a corpus from its raw evidence is not in this build: recompute re-derives SEM, PROV and validation from the stored AER",
+     "drop --remap")
+_reg("recompute.usage.out_needed", U, "usage",
+     "without --dry-run, recompute writes what it derives to a new tree: give --out DIR (the corpus itself is never rewritten: its evidence is append-only)",
+     "add --out DIR, or --dry-run to compare only")
+_reg("recompute.usage.out", U, "usage",
+     "--out {out}: {what}",
+     "give a new directory outside the corpus")
 _reg("validate.environment.release", E, "coded",
      "validate --release needs the SHACL tier's libraries ({missing}); they are the 'release' extra",
      "install agentprov[release] (rdflib and pyshacl), or use --strict")
