@@ -4,7 +4,9 @@
 # the committed lock), verifies it offline, reads its catalogue through the worker, shows a
 # refusal, dry-runs the plan, then runs it with the scripted transport: the first run stops
 # at the attack that needs a display name (a config stop, exit 1), and the same command with
-# --model-display-name resumes it to the end. Every step is a real command.
+# --model-display-name resumes it to the end; then the corpus tools check what it recorded
+# (validate, recompute, verify, stats) and package refuses to seal it. Every step is a real
+# command.
 set -uo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -32,6 +34,14 @@ run=(run agentdojo --corpus "$corpus" --campaign demo --suite banking --user-tas
 step "${run[@]}"
 [ $? -eq 1 ] || status=1   # the config stop
 step "${run[@]}" --model-display-name "Scripted Model" || status=1
+# After a run: the corpus tools on the working corpus (5 executions, one failed)
+step validate --corpus "$corpus" --strict || status=1
+step recompute --corpus "$corpus" --dry-run || status=1
+step verify --corpus "$corpus" || status=1
+step stats --corpus "$corpus" --tables counts || status=1
+: > "$work/corpus-spec.toml"
+step package --corpus "$corpus" --corpus-version 0.1.0 --spec "$work/corpus-spec.toml"
+[ $? -eq 5 ] || status=1   # live corpora are not sealed in this build
 echo
 echo "the working corpus is $corpus.partial:"
 ls "$corpus.partial"
