@@ -290,6 +290,68 @@ _reg("validate.environment.release", E, "coded",
      "install agentprov[release] (rdflib and pyshacl), or use --strict")
 
 
+# --- keys: the keychain, --env-file and --env-stdin (agentprov_core/keys.py). No message
+# ever holds a key's value: errors name the variable, the file and the line only.
+_reg("cli.environment.credential", E, "coded",
+     "no key {variable}: {searched}; store it with agentprov keys set {variable}, or give --env-file PATH (or --env-stdin)",
+     "agentprov keys set NAME, or --env-file")
+_reg("cli.environment.keychain_unavailable", E, "coded",
+     "the OS keychain cannot be used: {why}; agentprov never falls back to a plaintext store: give the key with --env-file PATH or --env-stdin instead",
+     "use a real keychain backend, or --env-file / --env-stdin")
+_reg("cli.usage.env_file_syntax", U, "usage",
+     "{location}: {what}",
+     "correct the .env file: NAME=VALUE lines, # comments, optional export and quotes")
+_reg("cli.usage.env_stdin", U, "usage",
+     "--env-stdin: {what}",
+     'pipe one JSON object of string variables, e.g. {"OPENROUTER_API_KEY": "..."}')
+_reg("cli.usage.key_name", U, "usage",
+     "{name!r} is not a key variable of {registry}; key variables: {known}",
+     "use a key variable an endpoint names (agentprov keys status lists them)")
+_reg("cli.usage.key_value", U, "usage",
+     "the value given for {variable} {what}",
+     "give the key as one line, without spaces")
+_reg("cli.usage.key_prompt", U, "usage",
+     "keys set prompts for the key on a terminal, and stdin is not one: pipe one line with --stdin",
+     "add --stdin, or run it on a terminal")
+
+# --- the egress proxy (agentprov_core/egress.py, D-664)
+_reg("cli.refused.egress_target", R, "coded",
+     "the endpoint {url} cannot be reached through the egress proxy: {why}",
+     "use an https endpoint, or plain http to one literal LAN address (docs/egress.md)")
+_reg("run.environment.egress", E, "coded",
+     "the egress proxy could not start: {what}",
+     "free the loopback port or the socket path, then re-run")
+
+# --- real endpoints: model options (2), the endpoint URL, the containment, consent (4)
+# (agentprov_core/planning.py steps 1 and 3, agentprov_core/consent.py step 7)
+_reg("cli.usage.max_tokens_required", U, "usage",
+     "--max-tokens N|harness-default is required on the Anthropic endpoint {endpoint}: AgentDojo's own 1,024 is never used silently",
+     "add --max-tokens N, or --max-tokens harness-default to accept AgentDojo's 1,024 (recorded)")
+_reg("cli.usage.max_tokens_openai", U, "usage",
+     "--max-tokens is refused on the OpenAI-style endpoint {endpoint}: the stock element does not transmit it",
+     "drop --max-tokens")
+_reg("cli.usage.reasoning_effort_anthropic", U, "usage",
+     "--reasoning-effort is not accepted on the Anthropic endpoint {endpoint}",
+     "drop --reasoning-effort")
+_reg("cli.usage.parameter_not_transmitted", U, "usage",
+     "{option} {value} is configured, and the stock {element} element does not transmit it to {endpoint} ({why}; A3): pass --temperature-policy as-benchmark to accept the benchmark's behaviour (recorded), or drop {option}",
+     "add --temperature-policy as-benchmark, or drop the parameter")
+_reg("run.unsupported.temperature_policy", X, "cannot_run",
+     "--temperature-policy {policy}.", "use --temperature-policy as-benchmark, or drop the parameter",
+     "Injecting a parameter the stock element does not transmit is not available in this build.")
+_reg("cli.refused.endpoint", R, "coded",
+     "the endpoint URL {url} is refused: {why}",
+     "use the endpoint's registered https URL, a loopback server, or --allow-custom-endpoint / --allow-lan-endpoint as the message says")
+_reg("cli.refused.lan_key", R, "coded",
+     "{variable} is set, and the base URL {url} is a LAN address: a key is never sent to a LAN address",
+     "remove {variable} from the keychain and .env for this run, or use the server on loopback")
+_reg("cli.refused.containment", R, "coded",
+     "a real-model run needs a declared containment: {why}",
+     "declare --containment dedicated-user or vm truthfully; or use bwrap (Linux) or sandbox-exec (macOS) once agentprov backends build has recorded a passed probe of the current profile")
+_reg("cli.refused.consent", R, "coded",
+     "a real-model run needs consent {why}",
+     "--i-consent-to-local-run (local) or --i-consent-to-api-costs, or answer y at the prompt on a terminal")
+
 #: Register codes: what the evidence records about an execution or a session (in AERs,
 #: ledger entries and the quarantine register). They are not errors of the command that
 #: meets them and have no exit code of their own; a run counts them in its summary
