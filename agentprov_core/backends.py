@@ -20,6 +20,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
+
 from agentprov_core import __version__, envidentity, environments, marker, paths
 from agentprov_core.digests import file_sha256
 from agentprov_core.errors import AgentprovError
@@ -149,13 +151,59 @@ def hold(env_id: str):
     return lock
 
 
-def probe() -> dict[str, object]:
+def probe(env_dir: Path, hello: dict) -> dict[str, object]:
+    """Run the probe of every enforced containment provider that has a probe key, in the
+    built environment: ``not applicable`` off its platforms, ``not run`` where this build
+    has no probe for it (sandbox-exec on macOS), else the probe's result (bwrap on Linux:
+    11 checks, docs/containment.md)."""
     import sys
 
-    if sys.platform != "darwin":
-        return {"sandbox_exec": {"status": "not applicable", "platform": sys.platform}}
-    return {"sandbox_exec": {"status": "not run", "platform": sys.platform,
-                             "note": "the macOS probe arrives with containment"}}
+    from agentprov_core import containment
+
+    out: dict[str, object] = {}
+    for prov in containment.providers().values():
+        if prov.declared_by != "probe" or not prov.probe_key:
+            continue
+        if not prov.applies_here():
+            out[prov.probe_key] = {"status": "not applicable", "platform": sys.platform}
+        elif prov.probe is None:
+            out[prov.probe_key] = {"status": "not run", "platform": sys.platform,
+                                   "profile_sha256": prov.profile_sha256,
+                                   "note": "this build cannot run the macOS probe"}
+        else:
+            out[prov.probe_key] = containment.run_probe(prov, env_dir, hello)
+    return out
+
+
+def probe_current(m: marker.Marker) -> bool:
+    """Whether the marker holds a probe of every applicable provider's current profile."""
+    from agentprov_core import containment
+
+    for prov in containment.providers().values():
+        if prov.declared_by != "probe" or not prov.probe_key or prov.probe is None \
+                or not prov.applies_here():
+            continue
+        entry = (m.probe or {}).get(prov.probe_key)
+        if not isinstance(entry, dict) or entry.get("profile_sha256") != prov.profile_sha256:
+            return False
+    return True
+
+
+def probe_lines(m: marker.Marker) -> list[str]:
+    """What ``--offline-check`` reports of the probe recorded at build time (not re-run)."""
+    parts = []
+    for key, entry in sorted((m.probe or {}).items()):
+        if not isinstance(entry, dict):
+            continue
+        name = key.replace("_", "-")
+        if "checks" in entry:
+            ok = sum(1 for c in entry["checks"] if c.get("passed"))
+            parts.append(f"{name} {entry.get('status')} ({ok}/{len(entry['checks'])} checks, "
+                         f"profile {str(entry.get('profile_sha256'))[:12]}…)")
+        else:
+            parts.append(f"{name} {entry.get('status')}")
+    return ["  containment probe (recorded at build, not re-run): "
+            + ("; ".join(parts) or "none recorded")]
 
 
 def record_catalogues(bp: BuildPlan, env_dir: Path) -> dict:
@@ -188,7 +236,11 @@ def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
             stale = ours is not None and m is not None and m.hello.get(
                 "agentprov_backend_sources_sha256") != ours
             if m is not None and not stale:
-                return "already built", m
+                if probe_current(m):
+                    return "already built", m
+                m = msgspec.structs.replace(m, probe=probe(bp.env_dir, m.hello))
+                marker.write(bp.env_dir, m)
+                return "already built (containment probe re-run)", m
         bp.env_dir.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{bp.env_id}.build-", dir=bp.env_dir.parent))
         try:
@@ -231,6 +283,7 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
         raise AgentprovError("cli.environment.uv", env_id=bp.env_id,
                              detail="the installed files do not match their RECORD: "
                                     + "; ".join(ident.problems[:3]))
+    probed = probe(tmp, hello)  # after the identity: the probe writes nothing in the env
     uv_version = subprocess.run([uv, "--version"], capture_output=True, text=True).stdout.strip()
     m = marker.Marker(
         format=marker.FORMAT, environment_id=bp.env_id, backend=bp.meta.backend or "",
@@ -240,7 +293,7 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
         lock_sha256=bp.lock_sha256, exclude_newer=bp.exclude_newer,
         pinned_commit=bp.meta.pinned_commit, distributions=ident.distributions,
         files_verified=ident.files_verified, guarded=ident.guarded, compiled=ident.compiled,
-        defence_registry_sha256=ident.defence_registry_sha256, hello=hello, probe=probe(),
+        defence_registry_sha256=ident.defence_registry_sha256, hello=hello, probe=probed,
         identity_sha256=ident.digest(bp.lock_sha256, hello.get("python", "")))
     marker.write(tmp, m)
     return m

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from agentprov_core.containment import ContainmentProvider
 from agentprov_core.endpoints import EndpointKind
 from agentprov_core.plugins import hookimpl
 
@@ -33,17 +32,9 @@ def agentprov_endpoint_kinds():
 
 @hookimpl
 def agentprov_containment_providers():
-    return [
-        ContainmentProvider(name="sandbox-exec", recorded_as="sandbox_exec",
-                            platforms=("darwin",), declared_by="probe",
-                            summary="enforced; accepted only with a passed build-time probe"),
-        ContainmentProvider(name="dedicated-user", recorded_as="dedicated_user",
-                            platforms=("any",), declared_by="operator",
-                            summary="declared, not enforced: the run executes as a dedicated OS user"),
-        ContainmentProvider(name="vm", recorded_as="vm", platforms=("any",),
-                            declared_by="operator",
-                            summary="declared, not enforced: the run executes inside a virtual machine"),
-    ]
+    from agentprov_core.containment import builtin_providers
+
+    return builtin_providers()
 
 
 @hookimpl

@@ -4,6 +4,13 @@ The worker is started as ``<env>/bin/python -m agentprov_backend.worker`` with a
 HOME, the staging directory as its working directory, and an environment scrubbed to an
 allowlist (no key of any kind reaches it here). With ``network=False`` it runs in a new
 network namespace (bubblewrap, else ``unshare``), so it cannot reach any host.
+
+Under an enforced containment (``containment=`` a :class:`~agentprov_core.containment.Recorded`
+of ``declared_by: probe``, e.g. ``bwrap``) the argv is wrapped by the provider
+(:func:`agentprov_core.containment.wrap_argv`): the worker then sees only its environment,
+the Python install, its staging directory, private home and TMPDIR, and reaches only the
+ports of ``allowed`` (host loopback ports through a :class:`~agentprov_core.sandbox.bridge.Bridge`,
+the egress proxy through its Unix socket). A declared containment changes nothing here.
 """
 
 from __future__ import annotations
@@ -19,9 +26,13 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentprov_core.errors import AgentprovError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentprov_core.containment import Allowed, Recorded
+    from agentprov_core.sandbox.bridge import Bridge
 
 ALLOWED_ENV = ("LANG", "LC_ALL", "TZ")
 
@@ -70,31 +81,59 @@ class Worker:
     together (the worker answers them in any order)."""
 
     def __init__(self, env_id: str, env_dir: Path, staging: Path, *, network: bool = False,
-                 timeout: float = 300.0, extra_env: dict[str, str] | None = None) -> None:
+                 timeout: float = 300.0, extra_env: dict[str, str] | None = None,
+                 containment: Recorded | None = None, allowed: Allowed | None = None) -> None:
         self.env_id = env_id
         self.timeout = timeout
         self._next = 0
         self._lock = threading.Lock()
         self._pending: dict[int, Future] = {}
         argv = [str(env_dir / "bin" / "python"), "-m", "agentprov_backend.worker"]
-        if not network:
-            argv = [*network_block_prefix(), *argv]
-        self.stderr_path = staging / "worker.stderr"
-        self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in close()
         import tempfile
 
         self._tmp = Path(tempfile.mkdtemp(prefix="agentprov-w-"))
         env = scrubbed_env(env_dir, staging, self._tmp) | (extra_env or {})
+        self._bridge: Bridge | None = None
+        self.argv = self._argv(argv, env_dir, staging, network, containment, allowed)
+        self.stderr_path = staging / "worker.stderr"
+        self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in close()
         try:
-            self.proc = subprocess.Popen(argv, cwd=staging, env=env, stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen(self.argv, cwd=staging, env=env, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=self._stderr,
                                          text=True, bufsize=1, start_new_session=True)
         except OSError as exc:
             self._stderr.close()
+            self._release()
             raise AgentprovError("cli.environment.worker", env_id=env_id,
                                  detail=f"cannot start: {exc}") from None
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+
+    def _argv(self, argv: list[str], env_dir: Path, staging: Path, network: bool,
+              containment: Recorded | None, allowed: Allowed | None) -> list[str]:
+        from agentprov_core import containment as cm
+
+        if not cm.enforced(containment):
+            return argv if network else [*network_block_prefix(), *argv]
+        allowed = allowed or cm.Allowed()
+        try:
+            if allowed.loopback_ports:
+                from agentprov_core.sandbox.bridge import Bridge
+
+                self._bridge = Bridge(tuple(allowed.loopback_ports))
+            routes = dict(self._bridge.sockets if self._bridge else {})
+            routes.update({int(port): path for port, path in allowed.unix_sockets})
+            return cm.wrap_argv(containment, argv, staging, staging / "home", routes,
+                                env_dir=env_dir, tmp=self._tmp)
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        if self._bridge is not None:
+            self._bridge.close()
+            self._bridge = None
+        shutil.rmtree(self._tmp, ignore_errors=True)
 
     def _read(self) -> None:
         for line in self.proc.stdout:
@@ -172,7 +211,7 @@ class Worker:
         finally:
             self._reader.join(timeout=5)
             self._stderr.close()
-            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._release()
 
     def __enter__(self) -> Worker:
         return self

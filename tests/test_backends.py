@@ -107,8 +107,10 @@ def test_build_writes_a_marker_with_the_identity(agentdojo_env):
 def test_offline_check_verifies_and_catches_a_changed_file(e2e_cli, agentdojo_env):
     r = e2e_cli("backends", "build", "agentdojo", "--offline-check")
     assert r.code == 0, r.err
-    assert r.out.strip() == (f"agentprov backends build --offline-check: {ENV_ID} verified "
-                             "(marker, lock, RECORD, guarded files, hello identity)")
+    first, probe = r.out.strip().splitlines()
+    assert first == (f"agentprov backends build --offline-check: {ENV_ID} verified "
+                     "(marker, lock, RECORD, guarded files, hello identity)")
+    assert probe.startswith("  containment probe (recorded at build, not re-run): ")
     target = next(agentdojo_env.env_dir.glob("lib/python3*/site-packages/agentdojo/attacks/"
                                              "base_attacks.py"))
     original = target.read_bytes()

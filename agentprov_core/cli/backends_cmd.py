@@ -35,9 +35,11 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
             click.echo(line)
         return 0
     if offline_check:
-        b.offline_check(bp)
+        m = b.offline_check(bp)
         click.echo(f"agentprov backends build --offline-check: {bp.env_id} verified "
                    "(marker, lock, RECORD, guarded files, hello identity)")
+        for line in b.probe_lines(m):  # the build's probe, reported and not re-run
+            click.echo(line)
         return 0
     from agentprov_core.interpreters import find_python312
 

@@ -1,0 +1,293 @@
+"""The build-time probe of the ``bwrap`` profile: 11 checks (6 denials, 5 allowances),
+each tried inside the sandbox with the environment's own Python and checked from outside.
+
+Denials: read the repository (agentprov's own source), read a planted ``~/.ssh/id_rsa``,
+read ``~/.aws``, ``~/.config/gh`` and the keyring directory (planted in a temporary
+operator HOME), read a ``.env`` or ``.env.*``, write outside staging, connect anywhere
+but the allowed ports (another loopback port with a listener, external addresses over
+TCP and UDP). Allowances: import the backend, write staging, write the private home,
+connect to the allowed ports (a bridged loopback port, as an endpoint, and a Unix socket
+route, as the egress proxy), read the Python install.
+
+From outside: each planted secret exists and T0 can read it (a denial is never vacuous)
+and never appears in anything the sandbox printed; every write target outside staging is
+byte-for-byte unchanged; the listener on the forbidden port saw no connection; the
+allowed listeners received the token; the staged and home files hold it; the Python file
+read inside hashes the same outside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from agentprov_core.sandbox import profile
+from agentprov_core.sandbox.bridge import Bridge
+
+HERE = Path(__file__).resolve().parent
+DENIALS = ("read_repository", "read_ssh_key", "read_aws_and_credential_dirs", "read_dotenv",
+           "write_outside_staging", "connect_elsewhere")
+ALLOWANCES = ("import_backend", "write_staging", "write_private_home", "connect_allowed",
+              "read_python_install")
+EXTERNAL = (("1.1.1.1", 443), ("8.8.8.8", 53))
+
+
+class _Listener:
+    """A TCP (loopback) or Unix listener that records the first line of each connection."""
+
+    def __init__(self, unix_path: str | None = None) -> None:
+        if unix_path:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.bind(unix_path)
+            self.port = 0
+        else:
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.bind(("127.0.0.1", 0))
+            self.port = self.sock.getsockname()[1]
+        self.sock.listen(16)
+        self.received: list[str] = []
+        self.connections = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                conn.settimeout(5)
+                with contextlib.suppress(OSError):
+                    self.received.append(conn.makefile("rb").readline().decode().strip())
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _site_packages(env_dir: Path) -> Path | None:
+    found = sorted((env_dir / "lib").glob("python3*/site-packages"))
+    return found[0] if found else None
+
+
+def default_modules(env_dir: Path, hello: dict[str, Any] | None) -> list[str]:
+    """The worker module, and each served source that is an importable top-level package."""
+    site = _site_packages(env_dir)
+    mods = ["agentprov_backend.worker"]
+    for s in (hello or {}).get("sources", []):
+        if site is not None and ((site / s).is_dir() or (site / f"{s}.py").is_file()):
+            mods.append(s)
+    return mods
+
+
+def _python_file(env_dir: Path) -> Path:
+    prefix = profile.python_prefix(env_dir)
+    found = sorted(prefix.glob("lib/python3*/os.py"))
+    return found[0] if found else prefix / "lib" / "os.py"
+
+
+def _plant(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _state(p: Path) -> tuple | None:
+    try:
+        st = p.stat()
+        return (p.read_bytes(), st.st_mtime_ns, st.st_size)
+    except OSError:
+        return None
+
+
+def _bwrap_version(bwrap: str) -> str:
+    try:
+        return subprocess.run([bwrap, "--version"], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def run(env_dir: Path, hello: dict[str, Any] | None = None, *,
+        modules: list[str] | None = None, timeout: float = 300.0) -> dict[str, Any]:
+    """Run the probe against the environment ``env_dir``; return what the marker records."""
+    base: dict[str, Any] = {"provider": "bwrap", "profile_sha256": profile.profile_sha256(),
+                            "platform": sys.platform,
+                            "ran_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if not sys.platform.startswith("linux"):
+        return base | {"status": "not applicable", "passed": False}
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return base | {"status": "unavailable", "passed": False,
+                       "detail": "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"}
+    base |= {"bwrap": _bwrap_version(bwrap), "kernel": platform.release()}
+    env_dir = Path(os.path.abspath(env_dir))
+    modules = modules if modules is not None else default_modules(env_dir, hello)
+    work = Path(tempfile.mkdtemp(prefix="agentprov-probe-"))
+    listeners: list[_Listener] = []
+    bridge: Bridge | None = None
+    try:
+        endpoint = _Listener()
+        forbidden = _Listener()
+        egress = _Listener(unix_path=str(work / "egress.sock"))
+        listeners += [endpoint, forbidden, egress]
+        bridge = Bridge((endpoint.port,))
+        egress_port = _free_port()
+        routes = {endpoint.port: bridge.sockets[endpoint.port], egress_port: str(work / "egress.sock")}
+        checks, elapsed = _probe(env_dir, modules, work, bwrap, routes, endpoint, forbidden,
+                                 egress, timeout)
+    except _ProbeError as exc:
+        return base | {"status": "failed", "passed": False, "detail": str(exc)}
+    finally:
+        for lst in listeners:
+            lst.close()
+        if bridge is not None:
+            bridge.close()
+        shutil.rmtree(work, ignore_errors=True)
+    passed = all(c["passed"] for c in checks)
+    return base | {"status": "passed" if passed else "failed", "passed": passed,
+                   "counts": {"checks": len(checks), "denials": len(DENIALS),
+                              "allowances": len(ALLOWANCES)},
+                   "modules": modules, "elapsed_ms": elapsed, "checks": checks}
+
+
+class _ProbeError(Exception):
+    pass
+
+
+def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: dict[int, str],
+           endpoint: _Listener, forbidden: _Listener, egress: _Listener,
+           timeout: float) -> tuple[list[dict[str, Any]], int]:
+    from agentprov_core.workerclient import scrubbed_env
+
+    sentinel = "AGENTPROV-PROBE-SECRET-" + secrets.token_hex(12)
+    token = "agentprov-probe-" + secrets.token_hex(8)
+    staging, tmp, operator = work / "staging", work / "t", work / "operator-home"
+    home = staging / "home"
+    env = scrubbed_env(env_dir, staging, tmp)
+    secret = f"{sentinel}\n"
+    ssh = [_plant(operator / ".ssh" / "id_rsa", "-----BEGIN OPENSSH PRIVATE KEY-----\n" + secret)]
+    creds = [_plant(operator / ".aws" / "credentials", "[default]\naws_secret_access_key=" + secret),
+             _plant(operator / ".config" / "gh" / "hosts.yml", "oauth_token: " + secret),
+             _plant(operator / ".local" / "share" / "keyrings" / "login.keyring", secret)]
+    dotenv = [_plant(operator / "project" / ".env", "OPENAI_API_KEY=" + secret),
+              _plant(staging / ".env", "OPENAI_API_KEY=" + secret),
+              _plant(home / ".env.local", "ANTHROPIC_API_KEY=" + secret)]
+    real_home = Path.home()
+    ssh += [real_home / ".ssh" / n for n in ("id_rsa", "id_ed25519", "id_ecdsa")]
+    creds += [real_home / ".aws" / "credentials", real_home / ".config" / "gh" / "hosts.yml"]
+    import agentprov_core
+
+    pkg = Path(agentprov_core.__file__).resolve().parent
+    repo = [pkg / "__init__.py"] + [r / f for r in [pkg.parent] for f in ("pyproject.toml", "README.md")
+                                    if (r / f).is_file()]
+    canary = _plant(operator / "canary.txt", "unchanged\n")
+    write_targets = [canary, work / "outside-staging.txt", env_dir / "agentprov" / ".probe-write",
+                     pkg / ".probe-write", Path("/probe-write")]
+    before = {str(p): _state(p) for p in write_targets}
+    pyfile = _python_file(env_dir)
+    cfg = {"sentinel": sentinel, "token": token, "modules": modules,
+           "repository": [str(p) for p in repo], "ssh": [str(p) for p in ssh],
+           "credentials": [str(p) for p in creds], "dotenv": [str(p) for p in dotenv],
+           "write_targets": [str(p) for p in write_targets],
+           "forbidden_ports": [forbidden.port], "external": [list(e) for e in EXTERNAL],
+           "allowed_ports": sorted(routes), "python_file": str(pyfile),
+           "staging_file": str(staging / "probe-staging.txt"),
+           "home_file": str(home / ".cache" / "probe-home.txt")}
+    child = (HERE / "_probe_child.py").read_text(encoding="utf-8")
+    argv = profile.realise([str(env_dir / "bin" / "python"), "-I", "-c", child, json.dumps(cfg)],
+                           env_dir=env_dir, staging=staging, home=home, tmp=tmp, routes=routes,
+                           bwrap=bwrap)
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(argv, cwd=staging, env=env, capture_output=True, text=True,
+                              timeout=timeout, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        raise _ProbeError(f"the sandboxed probe did not finish within {timeout:.0f}s") from None
+    elapsed = int((time.monotonic() - t0) * 1000)
+    time.sleep(0.05)  # let the listeners record the last connection
+    lines = proc.stdout.strip().splitlines()
+    try:
+        seen = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        raise _ProbeError(f"the sandbox did not start (exit {proc.returncode}): {tail}") from None
+    leaked = sentinel in proc.stdout or sentinel in proc.stderr
+
+    def outside_read(paths: list[Path]) -> tuple[bool, str]:
+        planted = [p for p in paths if str(p).startswith(str(work))]
+        ok = all(p.is_file() and sentinel in p.read_text() for p in planted) or not planted
+        if str(repo[0]) in (str(p) for p in paths):
+            ok = all(p.is_file() and os.access(p, os.R_OK) for p in paths)
+        return ok and not leaked, (("present and readable outside" if ok else "missing outside")
+                                   + ("; the secret appeared in the sandbox's output" if leaked else ""))
+
+    out: dict[str, tuple[bool, str]] = {
+        "read_repository": outside_read(repo),
+        "read_ssh_key": outside_read(ssh),
+        "read_aws_and_credential_dirs": outside_read(creds),
+        "read_dotenv": outside_read(dotenv),
+    }
+    changed = [k for k, v in before.items() if _state(Path(k)) != v]
+    for p in write_targets:  # a failed denial must not leave its mark
+        if before[str(p)] is None and p.exists():
+            with contextlib.suppress(OSError):
+                p.unlink()
+    out["write_outside_staging"] = (not changed, "unchanged: " + ", ".join(
+        p.name for p in write_targets) if not changed else "changed: " + ", ".join(changed))
+    out["connect_elsewhere"] = (forbidden.connections == 0,
+                                f"the listener on 127.0.0.1:{forbidden.port} saw "
+                                f"{forbidden.connections} connection(s); external: no route")
+    site = _site_packages(env_dir)
+    tops = {m.split(".")[0] for m in modules}
+    present = site is not None and all((site / t).exists() or (site / f"{t}.py").exists()
+                                       for t in tops)
+    out["import_backend"] = (present, f"{', '.join(sorted(tops))} installed in the environment"
+                             if present else "not found in the environment's site-packages")
+    for name, path in (("write_staging", staging / "probe-staging.txt"),
+                       ("write_private_home", home / ".cache" / "probe-home.txt")):
+        ok = path.is_file() and path.read_text() == token
+        out[name] = (ok, f"{path.name} holds the token" if ok else f"{path.name} absent outside")
+    got = [endpoint.received.count(token), egress.received.count(token)]
+    out["connect_allowed"] = (got == [1, 1],
+                              f"endpoint 127.0.0.1:{endpoint.port} received {got[0]}, egress "
+                              f"socket (port {min(set(routes) - {endpoint.port})} inside) received {got[1]}")
+    outside_hash = hashlib.sha256(pyfile.read_bytes()).hexdigest() if pyfile.is_file() else None
+    inside = seen.get("read_python_install", {})
+    out["read_python_install"] = (inside.get("detail") == outside_hash,
+                                  f"{pyfile.name} sha256 {'matches' if inside.get('detail') == outside_hash else 'differs'}")
+    checks = []
+    for kind, names in (("denial", DENIALS), ("allowance", ALLOWANCES)):
+        for name in names:
+            s = seen.get(name, {"ok": None, "detail": "not reported"})
+            inside_ok = s["ok"] is (kind == "allowance")
+            outside_ok, outside = out[name]
+            checks.append({"name": name, "kind": kind,
+                           "expected": "denied" if kind == "denial" else "allowed",
+                           "inside": ("allowed" if s["ok"] else "denied") if s["ok"] is not None
+                           else "not reported",
+                           "inside_detail": str(s["detail"])[:300], "outside": outside,
+                           "passed": bool(inside_ok and outside_ok)})
+    return checks, elapsed

@@ -1,0 +1,199 @@
+"""What the ``bwrap`` containment costs: the worker's start, each connection through the
+relay, the profile's realisation and the build-time probe.
+
+The environment is the built AgentDojo one (``$AGENTPROV_HOME/envs/agentdojo-*``, else
+``~/.agentprov/envs/agentdojo-*``), else a small venv on this interpreter's Python with the
+worker library copied in (then the worker imports no benchmark: the absolute start times
+are smaller, the difference is the same). Measured interleaved (forward order on even
+rounds, reverse on odd) after an untimed warm-up round:
+
+* worker start: ``Worker(...)``, ``request("hello")``, ``close()``, (a) network blocked as
+  a dry run has it (``network_block_prefix``), (b) not wrapped at all (a scripted run),
+  (c) under ``bwrap`` with one bridged loopback port (the endpoint). A run starts one
+  worker; its cells are forked inside it, so this is paid once a run, not once a cell.
+* a connection: one child process makes 200 sequential connect + one-line echo round
+  trips to a loopback echo server, (d) directly on the host, (e) inside the sandbox,
+  through the in-sandbox relay, the bind-mounted Unix socket and T0's bridge. Each model
+  call of a cell opens at most a few connections (httpx keeps them alive).
+* ``wrap_argv`` (the realisation, with its ``.env`` search of staging) and the probe.
+
+Prints markdown and writes it to ``/tmp/bench_containment.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agentprov_core import containment  # noqa: E402
+from agentprov_core.sandbox import probe, profile  # noqa: E402
+from agentprov_core.sandbox.bridge import Bridge  # noqa: E402
+from agentprov_core.workerclient import Worker, network_block_prefix, scrubbed_env  # noqa: E402
+
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "12"))
+TRIPS = 200
+
+
+def find_env() -> tuple[Path, str]:
+    for home in (os.environ.get("AGENTPROV_HOME"), str(Path.home() / ".agentprov")):
+        if home:
+            found = sorted((Path(home) / "envs").glob("agentdojo-*/AGENTPROV_ENV.json"))
+            if found:
+                return found[0].parent, "the built AgentDojo environment"
+    d = Path(tempfile.mkdtemp(prefix="bench-cont-")) / "env"
+    subprocess.run([str(Path(sys.base_prefix) / "bin" / "python3"), "-m", "venv",
+                    "--without-pip", str(d)], check=True)
+    site = next(d.glob("lib/python3*/site-packages"))
+    shutil.copytree(ROOT / "backends/shared/src/agentprov_backend", site / "agentprov_backend")
+    return d, "a small venv with the worker library only"
+
+
+class Echo:
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(c,), daemon=True).start()
+
+    @staticmethod
+    def _one(c: socket.socket) -> None:
+        with c:
+            c.sendall(c.makefile("rb").readline())
+
+
+TRIP_CODE = """
+import socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+t = time.perf_counter()
+for _ in range(n):
+    s = socket.create_connection(("127.0.0.1", port)); s.sendall(b"ping\\n")
+    assert s.makefile("rb").readline() == b"ping\\n"; s.close()
+print((time.perf_counter() - t) / n * 1e6)
+"""
+
+
+def main() -> int:
+    if not sys.platform.startswith("linux") or not shutil.which("bwrap"):
+        print("skipped: the bwrap provider needs Linux and bubblewrap")
+        return 0
+    env_dir, what = find_env()
+    rec = containment.Recorded(kind="bwrap", declared_by="probe",
+                               profile_sha256=profile.profile_sha256())
+    echo = Echo()
+    network_block_prefix()  # its one-off check is not part of a start
+    python = str(env_dir / "bin" / "python")
+
+    def start(kind: str) -> float:
+        with tempfile.TemporaryDirectory(prefix="bench-st-") as st:
+            t = time.perf_counter()
+            kw = {"network": kind == "unwrapped"}
+            if kind == "bwrap":
+                kw |= {"containment": rec,
+                       "allowed": containment.Allowed(loopback_ports=(echo.port,))}
+            with Worker("bench", env_dir, Path(st), **kw) as w:
+                w.request("hello")
+            return time.perf_counter() - t
+
+    def trips(kind: str) -> float:
+        argv = [python, "-I", "-c", TRIP_CODE, str(echo.port), str(TRIPS)]
+        with tempfile.TemporaryDirectory(prefix="bench-tr-") as st:
+            stp, tmp = Path(st) / "s", Path(st) / "t"
+            stp.mkdir()
+            tmp.mkdir()
+            env = scrubbed_env(env_dir, stp, tmp)
+            if kind == "direct":
+                out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+            else:
+                with Bridge((echo.port,)) as b:
+                    wrapped = containment.wrap_argv(rec, argv, stp, stp / "home", b.sockets,
+                                                    env_dir=env_dir, tmp=tmp)
+                    out = subprocess.run(wrapped, env=env, cwd=stp, capture_output=True,
+                                         text=True, check=True)
+        return float(out.stdout.strip().splitlines()[-1])
+
+    starts = ("blocked", "unwrapped", "bwrap")
+    conns = ("direct", "relayed")
+    for k in starts:
+        start(k)
+    for k in conns:
+        trips(k)
+    res: dict[str, list[float]] = {k: [] for k in (*starts, *conns)}
+    for r in range(ROUNDS):
+        order = starts if r % 2 == 0 else tuple(reversed(starts))
+        for k in order:
+            res[k].append(start(k))
+        order = conns if r % 2 == 0 else tuple(reversed(conns))
+        for k in order:
+            res[k].append(trips(k))
+    with tempfile.TemporaryDirectory() as st:
+        stp = Path(st)
+        t = time.perf_counter()
+        n = 50
+        for _ in range(n):
+            containment.wrap_argv(rec, [python], stp, stp / "home", {}, env_dir=env_dir,
+                                  tmp=stp)
+        wrap_ms = (time.perf_counter() - t) / n * 1000
+    t = time.perf_counter()
+    pr = probe.run(env_dir, {"sources": ["agentdojo"]})
+    probe_s = time.perf_counter() - t
+
+    def med(k: str) -> float:
+        return statistics.median(res[k])
+
+    def iqr(k: str) -> str:
+        q = statistics.quantiles(res[k], n=4)
+        return f"{q[0]:.3g}–{q[2]:.3g}"
+
+    lines = [
+        "# bench_containment: what the bwrap containment costs",
+        "",
+        f"Environment: {what} ({env_dir.name}); bwrap: {pr.get('bwrap')}; kernel "
+        f"{pr.get('kernel')}; {ROUNDS} interleaved rounds after a warm-up.",
+        "",
+        "| measured | median | IQR | vs baseline |",
+        "|---|---|---|---|",
+        f"| worker start + hello + close, network blocked (dry run) | {med('blocked') * 1000:.0f} ms "
+        f"| {iqr('blocked')} s | baseline |",
+        f"| worker start + hello + close, not wrapped (scripted run) | {med('unwrapped') * 1000:.0f} ms "
+        f"| {iqr('unwrapped')} s | {med('unwrapped') / med('blocked'):.2f}x |",
+        f"| worker start + hello + close, under bwrap, one bridged port | {med('bwrap') * 1000:.0f} ms "
+        f"| {iqr('bwrap')} s | {med('bwrap') / med('blocked'):.2f}x "
+        f"(+{(med('bwrap') - med('unwrapped')) * 1000:.0f} ms over not wrapped) |",
+        f"| connect + echo round trip, direct on the host | {med('direct'):.0f} µs "
+        f"| {iqr('direct')} µs | baseline |",
+        f"| connect + echo round trip, through relay + socket + bridge | {med('relayed'):.0f} µs "
+        f"| {iqr('relayed')} µs | +{med('relayed') - med('direct'):.0f} µs a connection |",
+        f"| `wrap_argv` (realise the profile, search staging for .env) | {wrap_ms:.2f} ms | | |",
+        f"| the build's probe (11 checks, imports the backend inside) | {probe_s:.2f} s | | "
+        f"status {pr.get('status')} |",
+        "",
+        "A run starts one worker and forks every cell inside it, so the start-up difference is "
+        "paid once a run; per cell, the cost is the relay on each new connection to the "
+        "endpoint (the SDK keeps its connections alive, so a cell opens few).",
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    Path("/tmp/bench_containment.md").write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
