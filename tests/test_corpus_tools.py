@@ -1,0 +1,708 @@
+"""The corpus tools `verify`, `stats`, `package` and `recompute`, through the real CLI, over a
+small synthetic working corpus written the way T0 writes one.
+
+The corpus (built in `tmp_path`, never read from elsewhere) is the specification's example:
+five executions of agentdojo under the live profile, four conclusive and one failed in a
+config stop (a setup refusal, no model call). Capture logs are written by the real
+`agentprov_backend.capture.CaptureWriter` (loaded from the source tree), stored in the raw
+store beside a native log, ledgered through `Ledger.append`; each AER is built from the
+structs of `agentprov_core.evidence.aer`, its SEM, PROV and validation derived by
+`agentprov_core.evidence.derive.derive`, and written by `Executions.write` and
+`append_index`. The fault tests change one thing at a time and assert where `verify` says
+it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+import msgspec
+import pytest
+from conftest import ROOT, snapshot
+
+from agentprov_core import __version__
+from agentprov_core.corpus.ledger import Attempt, Ledger
+from agentprov_core.corpus.store import RawStore
+from agentprov_core.corpus.working import WorkingCorpus, unit_key
+from agentprov_core.evidence import aer as A
+from agentprov_core.evidence.executions import Executions, IndexEntry
+
+
+def _load_capture():
+    spec = importlib.util.spec_from_file_location(
+        "_agentprov_backend_capture_corpus_tools",
+        ROOT / "backends" / "shared" / "src" / "agentprov_backend" / "capture.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+capture = _load_capture()
+
+
+def _mapper_version() -> str:
+    """The installed agentdojo.capture's version (the AERs here claim to be its work)."""
+    try:
+        from agentprov_core.mapping import mapper_for
+
+        return str(mapper_for("capture/0.1").version)
+    except Exception:  # the mapper is not installed: recompute then explains nothing by it
+        return "1"
+
+
+MAPPER_VERSION = _mapper_version()
+
+PLAN = "1" * 64
+CONFIG = "2" * 64
+ENV_ID = "agentdojo-83217c67"
+IDENTITY = "6" * 64
+CORPUS_ID = "agentdojo-live-demo"
+MANIFEST = {
+    "format": "agentprov-live-corpus/0.1", "corpus_id": CORPUS_ID, "source": "agentdojo",
+    "profile": "agentdojo-live@3", "registry_parts": "live", "backend": "agentdojo",
+    "working": True, "test_only": True, "synthetic": True, "partial": False,
+    "created_at": "2026-11-29T10:52:06.836005Z", "updated_at": "2026-11-29T10:52:17.114498Z",
+    "plans": [PLAN], "config_digests": [CONFIG],
+    "backend_identity": {"environment_id": ENV_ID, "identity_sha256": IDENTITY},
+    "producer": {"agentprov": "0.1.0", "python": "3.11.7", "sandbox": None},
+    "live": {"transport": "scripted", "endpoint_class": None, "llm_element": "native"},
+    "stops": [{"at": "2026-11-29T10:52:17.114546Z", "exit": 1, "stop": "config"}],
+}
+# (user task, attack, conclusive): the example's four conclusive cells and the config stop
+CELLS = [("user_task_0", None, True), ("user_task_1", None, True),
+         ("user_task_0", "important_instructions", False),
+         ("user_task_0", "important_instructions", True),
+         ("user_task_1", "important_instructions", True)]
+REPLY = b'{"id":"r","choices":[{"message":{"role":"assistant","content":"Done: 1810.0"}}]}'
+
+
+def _cell(task: str, attack: str | None) -> dict:
+    inj = "injection_task_0" if attack else None
+    key = f"banking/{task}/{attack or 'none'}/{inj or 'none'}"
+    return {"suite": "banking", "user_task_id": task, "attack": attack,
+            "injection_task_id": inj, "cell_key": key}
+
+
+def _session(path: Path, session: str, cell: dict, unit: str, attempt: int,
+             conclusive: bool) -> None:
+    w = capture.CaptureWriter(path, {
+        "session_id": session, "cell": cell, "unit": unit, "attempt": attempt,
+        "backend": {"environment_id": ENV_ID, "identity_sha256": IDENTITY},
+        "plan_sha256": PLAN, "config_digest": CONFIG,
+        "declared_instrumentation": ["recording_transport@1 mode: observe"]}, durable=False)
+    if not conclusive:
+        w.append("note", code="session.setup_refused", text="the attack names the model")
+        w.end("errored", reason="setup refusal")
+        return
+    w.append("model_call_start", call_id="c1", element="OpenAILLM", model="scripted")
+    w.append("wire_request", attempt_id="a1", call_id="c1", first_attempt_id="a1",
+             method="POST", url="http://127.0.0.1:9/v1/chat/completions",
+             headers=[("Content-Type", "application/json")],
+             **capture.body_fields(b'{"model":"scripted","messages":[]}'))
+    w.append("wire_response", attempt_id="a1", call_id="c1", status=200,
+             headers={"content-type": "application/json"}, **capture.body_fields(REPLY))
+    w.append("model_call_end", call_id="c1", status="ok")
+    w.append("tool_result", tool="get_balance", arguments={}, result="1810.0", error=None)
+    w.append("environment_digest", name="post", sha256="3" * 64)
+    w.end("complete", reason=None)
+
+
+def _aer(a: Attempt, cell: dict, cap: str, head: str, cap_bytes: int, native: str | None,
+         native_bytes: int) -> A.AER:
+    evidence = [A.Evidence(role="capture", format="capture/0.1", sha256=cap, bytes=cap_bytes,
+                           path=f"raw/sha256/{cap[:2]}/{cap}", head_sha256=head)]
+    if native:
+        evidence.append(A.Evidence(role="native_log", format="agentdojo-native/0.1.35",
+                                   sha256=native, bytes=native_bytes,
+                                   path=f"raw/sha256/{native[:2]}/{native}"))
+    header = A.Header(
+        execution_id=a.session_id, mode="live", source="agentdojo",
+        backend=A.Backend(id="agentdojo", environment_id=ENV_ID, identity_sha256=IDENTITY),
+        task=A.Task(source="agentdojo", suite="banking", user_task_id=cell["user_task_id"],
+                    injection_task_id=cell["injection_task_id"], attack=cell["attack"],
+                    cell_key=cell["cell_key"], unit=a.unit, attempt=a.attempt),
+        agent=A.Agent(model="scripted", endpoint_kind="scripted", element="OpenAILLM"),
+        instrumentation=["recording_transport@1 mode: observe"],
+        producer=A.Producer(version=__version__, mapper="agentdojo.capture",
+                            mapper_version=MAPPER_VERSION, test_only=True),
+        evidence=evidence, plan_sha256=PLAN, config_digest=CONFIG,
+        started_at=a.started_at, ended_at=a.ended_at)
+    if not a.conclusive:
+        return A.AER(header=header, records=[A.Note(code="session.setup_refused",
+                                                    text="the attack names the model")],
+                     outcome=A.Outcome(status="failed", session_status="errored",
+                                       issues=[A.Issue(code="map.capture_error"),
+                                               A.Issue(code="map.no_execution_observed")]))
+    rsha = hashlib.sha256(REPLY).hexdigest()
+    records = [
+        A.ModelCall(call_id="c1", element="OpenAILLM", model_requested="scripted",
+                    reply_sha256=rsha, served_model="scripted", finish_reason="stop",
+                    reply=A.Message(role="assistant", content="Done: 1810.0"),
+                    attempts=[A.WireAttempt(attempt_id="a1", attempt_index=0,
+                                            response_sha256=rsha, http_status=200)]),
+        A.ToolCall(function="get_balance", arguments={}, result="1810.0"),
+        A.EnvironmentDigest(name="post", sha256="3" * 64)]
+    return A.AER(header=header, records=records, outcome=A.Outcome(
+        status="ok", session_status="complete", execution_observed=True, utility=True,
+        security=False, live_vs_native=A.LiveVsNative(checked=True, agree=True,
+                                                      compared=["messages"])))
+
+
+def build_corpus(base: Path, name: str = "live-demo") -> Path:
+    """The example corpus at ``base/name.partial``; returns its root."""
+    from agentprov_core.evidence.derive import derive
+    from agentprov_core.evidence.live_mapping import _validation_status
+    from agentprov_core.evidence.sem import verdict
+
+    root = base / f"{name}.partial"
+    root.mkdir(parents=True)
+    wc = WorkingCorpus(root)
+    wc.write_manifest(MANIFEST)
+    store, ledger, ex = RawStore(root / "raw"), Ledger(root / "ledger.jsonl"), Executions(root)
+    staging = base / f".staging-{name}"
+    staging.mkdir()
+    for seq, (task, attack, conclusive) in enumerate(CELLS):
+        cell = _cell(task, attack)
+        unit = unit_key(cell["cell_key"], "none", 0)
+        attempt = 2 if (attack and conclusive and task == "user_task_0") else 1
+        session = f"s-{seq:04d}abcdef0123"
+        path = staging / f"{session}.jsonl"
+        _session(path, session, cell, unit, attempt, conclusive)
+        data = path.read_bytes()
+        head = hashlib.sha256(data.rstrip(b"\n").rsplit(b"\n", 1)[-1]).hexdigest()
+        cap = store.put_bytes(data)
+        native = native_size = None
+        if conclusive:
+            nb = json.dumps({"suite": "banking", "user_task": task, "utility": True,
+                             "security": False, "session": session}).encode()
+            native, native_size = store.put_bytes(nb), len(nb)
+        a = Attempt(seq=seq, invocation="1099cb0463c1", unit=unit, cell_key=cell["cell_key"],
+                    defence="none", repeat=0, attempt=attempt, session_id=session,
+                    started_at=f"2026-11-29T10:52:{10 + seq:02d}.000000Z",
+                    ended_at=f"2026-11-29T10:52:{11 + seq:02d}.000000Z",
+                    status="complete" if conclusive else "errored", conclusive=conclusive,
+                    capture_sha256=cap, capture_head_sha256=head,
+                    capture_records=len(data.splitlines()), native_sha256=native,
+                    native_path="native/x.json" if native else None,
+                    utility=True if conclusive else None,
+                    security=False if conclusive else None,
+                    reason=None if conclusive else "setup refusal", calls=1 if conclusive else 0,
+                    plan_sha256=PLAN, config_digest=CONFIG)
+        ledger.append(a)
+        record = _aer(a, cell, cap, head, len(data), native, native_size or 0)
+        aer_bytes = A.encode(record)
+        files = derive(record, aer_bytes, root)
+        d = ex.write(session, {"aer": aer_bytes, **files})
+        ex.append_index(IndexEntry(
+            execution_id=session, unit=unit, ledger_seq=seq, mapper="agentdojo.capture",
+            status=record.outcome.status, execution_observed=record.outcome.execution_observed,
+            issues=sorted({i.code for i in record.outcome.issues}),
+            live_vs_native=verdict(record), validation=_validation_status(files["validation"]),
+            aer_sha256=d["aer"], sem_sha256=d["sem"], prov_sha256=d.get("prov"),
+            validation_sha256=d["validation"], mapped_at=a.ended_at))
+    shutil.rmtree(staging)
+    return root
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    return build_corpus(tmp_path_factory.mktemp("pristine"))
+
+
+@pytest.fixture
+def corpus(pristine: Path, tmp_path: Path) -> Path:
+    """A private copy of the example corpus (the tests damage it)."""
+    root = tmp_path / "corpora" / pristine.name
+    shutil.copytree(pristine, root)
+    return root
+
+
+# ----------------------------------------------------------------------------- helpers
+def ledger_entries(root: Path) -> list[Attempt]:
+    return Ledger(root / "ledger.jsonl").read()
+
+
+def index_entries(root: Path) -> list[IndexEntry]:
+    return Executions(root).entries()
+
+
+def capture_of(root: Path, seq: int = 0) -> Path:
+    e = ledger_entries(root)[seq]
+    return RawStore(root / "raw").path(e.capture_sha256)
+
+
+def flip(path: Path, offset: int, mask: int = 0x01) -> None:
+    """Flip bits of one byte of ``path`` (read-only files too)."""
+    os.chmod(path, 0o644)
+    data = bytearray(path.read_bytes())
+    data[offset] ^= mask
+    path.write_bytes(bytes(data))
+
+
+def rewrite_lines(path: Path, edit) -> None:
+    os.chmod(path, 0o644)
+    lines = path.read_bytes().split(b"\n")
+    tail = lines.pop()
+    lines = edit(lines)
+    path.write_bytes(b"\n".join(lines) + b"\n" + tail)
+
+
+def failed_lines(out: str) -> list[str]:
+    return [ln.strip() for ln in out.splitlines() if ln.strip().startswith("failed:")]
+
+
+SUMMARY_OK = ("agentprov verify: level chain: passed with unverified checks; 0 failed, "
+              "1 unverified or tombstoned\n"
+              "  unverified: checksums.absent at checksums.sha256: a working tree has no "
+              "checksums.sha256 (it is written at sealing)\n")
+
+
+# ----------------------------------------------------------------------------- verify
+@pytest.mark.req("R-27.4", "R-27.11")
+def test_verify_on_a_working_tree_passes_with_the_one_unverified_check(cli, corpus):
+    r = cli("verify", "--corpus", corpus.with_name("live-demo"))
+    assert (r.code, r.out, r.err) == (0, SUMMARY_OK, "")
+    j = cli("verify", "--corpus", corpus, "--format", "json")
+    doc = json.loads(j.out)
+    assert j.code == 0 and doc["result"] == "passed with unverified checks"
+    assert doc["counts"]["capture_logs"] == 5 and doc["counts"]["executions"] == 5
+    assert [f["code"] for f in doc["findings"]] == ["checksums.absent"]
+
+
+@pytest.mark.req("R-27.4")
+def test_verify_checks_what_the_backend_verifier_checks(corpus, tmp_path):
+    """The vendored chain check gives the reference's answers, damaged or not."""
+    from agentprov_core.corpus.verification import check_capture
+
+    path = capture_of(corpus, 0)
+    data = path.read_bytes()
+    lines = data.split(b"\n")[:-1]
+    variants = {"intact": data, "cut": b"\n".join(lines[:-1]) + b"\n",
+                "torn": data[:-5], "reordered": b"\n".join([lines[0], lines[2], lines[1],
+                                                            *lines[3:]]) + b"\n",
+                "spaced": data.replace(b'"seq":3,', b'"seq": 3,'),
+                "float": data.replace(b'"t":', b'"t":1e-07,"u":', 1),
+                "flipped": data[:200] + bytes([data[200] ^ 1]) + data[201:]}
+    for name, blob in variants.items():
+        p = tmp_path / f"v-{name}.jsonl"
+        p.write_bytes(blob)
+        head = hashlib.sha256(lines[-1]).hexdigest()
+        ok, n, got_head, problems = capture.verify(p, expected_head=head)
+        mine = check_capture(blob, head)
+        assert (mine.problems, mine.n_records, mine.head_sha256) == (problems, n, got_head), name
+        assert ok == (name == "intact")
+
+
+@pytest.mark.req("R-27.4")
+@pytest.mark.parametrize("kind", ["capture", "native_log", "aer", "sem", "prov", "validation",
+                                  "ledger", "index", "manifest"])
+def test_a_flipped_byte_fails_verify_naming_the_file(cli, corpus, kind):
+    e = ledger_entries(corpus)[1]
+    store = RawStore(corpus / "raw")
+    eid = e.session_id
+    want_in = ""
+    if kind == "capture":
+        path = store.path(e.capture_sha256)
+        lines = path.read_bytes().split(b"\n")
+        offset = sum(len(x) + 1 for x in lines[:3]) + lines[3].index(b'"call_id":"c1"') + 12
+        flip(path, offset)  # c1 -> c0 in record 3
+        want = [f"failed: raw.digest at {path.relative_to(corpus)}",
+                f"failed: capture.chain at {path.relative_to(corpus)}: record 3: its sha256 is "
+                "not the prev of record 4 (record 3 was altered)"]
+    elif kind == "native_log":
+        path = store.path(e.native_sha256)
+        flip(path, 10)
+        want = [f"failed: raw.digest at {path.relative_to(corpus)}: its sha256 is"]
+    elif kind in ("aer", "sem", "prov", "validation"):
+        path = corpus / "executions" / eid / f"{kind}.json"
+        flip(path, path.read_bytes().index(b"agentdojo") + 2 if kind != "validation" else 40)
+        want = [f"failed: executions.digest at executions/{eid}/{kind}.json: its sha256 is"]
+        if kind != "validation":  # validation.json, intact, says which side changed
+            want.append(f"failed: executions.digest at executions/{eid}/{kind}.json: its "
+                        "sha256 is ")
+            want_in = "(the file was altered: validation.json, intact, cites"
+    elif kind == "ledger":
+        path = corpus / "ledger.jsonl"
+        data = path.read_bytes()
+        at = data.index(e.capture_sha256.encode()) + 5
+        flip(path, at, data[at] ^ ord("x"))  # a digest no longer hex
+        want = ["failed: ledger.reference at ledger.jsonl: line 2 (seq 1): capture_sha256"]
+        other = corpus.with_name("other.partial")
+        shutil.copytree(corpus, other)
+        flip(path, at, data[at] ^ ord("x"))  # back
+        flip(path, at, data[at] ^ ord("0") or 0x01)  # still hex: a digest the store lacks
+        r = cli("verify", "--corpus", corpus)
+        assert any(g.startswith("failed: raw.missing at raw/sha256/") and
+                   f"ledger.jsonl line 2 (session {eid}) names it as the capture log" in g
+                   for g in failed_lines(r.out)), r.out
+        corpus = other
+    elif kind == "index":
+        path = corpus / "executions.jsonl"
+        data = path.read_bytes()
+        sem = index_entries(corpus)[1].sem_sha256
+        flip(path, data.index(sem.encode()) + 3, 0x02)
+        want = [f"failed: executions.digest at executions/{eid}/sem.json: its sha256 is"]
+        want_in = "(that line was altered: validation.json, intact, cites the file)"
+    else:
+        path = corpus / "manifest.json"
+        data = path.read_bytes()
+        flip(path, data.index(CONFIG.encode()) + 7, 0x03)  # the configuration digest
+        want = ["failed: manifest.config_digests at manifest.json: the ledger records the "
+                f"configuration digest {CONFIG}, which the manifest's config_digests does not "
+                "list"]
+    r = cli("verify", "--corpus", corpus)
+    assert r.code == 1, r.out + r.err
+    assert r.out.startswith("agentprov verify: level chain: failed; ")
+    got = failed_lines(r.out)
+    for w in want:
+        assert any(g.startswith(w) for g in got), (w, r.out)
+    assert want_in in r.out
+
+
+@pytest.mark.req("R-27.4")
+def test_a_manifest_that_no_longer_parses_fails_verify(cli, corpus):
+    path = corpus / "manifest.json"
+    data = path.read_bytes()
+    flip(path, data.index(b'"working": true') + 11, 0x20)  # true -> tRue
+    r = cli("verify", "--corpus", corpus)
+    assert r.code == 1
+    assert failed_lines(r.out)[0].startswith(
+        "failed: manifest.unreadable at manifest.json: manifest.json is not readable JSON")
+
+
+@pytest.mark.req("R-27.4")
+def test_a_hand_edited_manifest_fails_its_form(cli, corpus):
+    path = corpus / "manifest.json"
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps(doc, sort_keys=True, indent=2) + "\n")
+    r = cli("verify", "--corpus", corpus)
+    assert r.code == 1 and failed_lines(r.out) == [
+        "failed: manifest.form at manifest.json: it is not in the form T0 writes (JSON, sorted "
+        "keys, indent 1, one newline): it was edited after it was written"]
+
+
+@pytest.mark.req("R-27.4")
+def test_a_removed_capture_record_fails_naming_the_log_and_record(cli, corpus):
+    path = capture_of(corpus, 3)
+    rel = str(path.relative_to(corpus))
+    rewrite_lines(path, lambda ls: ls[:4] + ls[5:])
+    r = cli("verify", "--corpus", corpus)
+    got = failed_lines(r.out)
+    assert r.code == 1
+    assert f"failed: capture.chain at {rel}: record 4: seq is 5, expected 4" in got
+    assert any(g.startswith(f"failed: raw.digest at {rel}") for g in got)
+    assert any(g.startswith(f"failed: capture.records at {rel}: it holds 7 record(s)")
+               for g in got), got
+
+
+@pytest.mark.req("R-27.4")
+def test_reordered_capture_records_fail(cli, corpus):
+    path = capture_of(corpus, 0)
+    rel = str(path.relative_to(corpus))
+    rewrite_lines(path, lambda ls: [ls[0], ls[1], ls[3], ls[2], *ls[4:]])
+    got = failed_lines(cli("verify", "--corpus", corpus).out)
+    assert f"failed: capture.chain at {rel}: record 2: seq is 3, expected 2" in got
+    assert f"failed: capture.chain at {rel}: record 3: seq is 2, expected 3" in got
+
+
+@pytest.mark.req("R-27.4")
+def test_an_altered_last_record_shows_against_the_ledger_head(cli, corpus):
+    path = capture_of(corpus, 0)
+    rel = str(path.relative_to(corpus))
+    data = path.read_bytes()
+    flip(path, data.rindex(b'"complete"') + 3)
+    got = failed_lines(cli("verify", "--corpus", corpus).out)
+    assert any(g.startswith(f"failed: capture.chain at {rel}: record 7: the head sha256")
+               for g in got), got
+
+
+@pytest.mark.req("R-27.4")
+def test_a_missing_raw_file_fails_naming_it_and_its_ledger_line(cli, corpus):
+    e = ledger_entries(corpus)[4]
+    path = RawStore(corpus / "raw").path(e.capture_sha256)
+    path.unlink()
+    r = cli("verify", "--corpus", corpus)
+    assert r.code == 1
+    assert (f"failed: raw.missing at {path.relative_to(corpus)}: ledger.jsonl line 5 "
+            f"(session {e.session_id}) names it as the capture log; the raw store does not "
+            "hold it") in failed_lines(r.out)
+
+
+@pytest.mark.req("R-27.4")
+def test_a_removed_or_reordered_ledger_line_fails(cli, corpus, tmp_path):
+    other = tmp_path / "other.partial"
+    shutil.copytree(corpus, other)
+    rewrite_lines(corpus / "ledger.jsonl", lambda ls: ls[:1] + ls[2:])
+    got = failed_lines(cli("verify", "--corpus", corpus).out)
+    assert ("failed: ledger.seq at ledger.jsonl: line 2: seq is 2, expected 1 (a line was "
+            "removed, inserted or reordered)") in got
+    rewrite_lines(other / "ledger.jsonl", lambda ls: [ls[1], ls[0], *ls[2:]])
+    got = failed_lines(cli("verify", "--corpus", other).out)
+    assert "failed: ledger.seq at ledger.jsonl: line 1: seq is 1, expected 0 (a line was " \
+           "removed, inserted or reordered)" in got
+
+
+@pytest.mark.req("R-27.4", "R-27.11")
+def test_a_torn_ledger_line_is_unverified_not_failed(cli, corpus):
+    with open(corpus / "ledger.jsonl", "ab") as f:
+        f.write(b'{"seq":5,"invocation":"x","unit":')
+    r = cli("verify", "--corpus", corpus)
+    assert r.code == 0
+    assert r.out.splitlines()[0] == ("agentprov verify: level chain: passed with unverified "
+                                     "checks; 0 failed, 2 unverified or tombstoned")
+    assert "  unverified: ledger.torn at ledger.jsonl: line 6: a write cut short" in r.out
+
+
+@pytest.mark.req("R-27.4", "R-27.11")
+def test_a_removed_index_line_leaves_an_unindexed_execution(cli, corpus):
+    """What an index append cut short leaves too: unverified, not failed."""
+    eid = index_entries(corpus)[2].execution_id
+    rewrite_lines(corpus / "executions.jsonl", lambda ls: ls[:2] + ls[3:])
+    r = cli("verify", "--corpus", corpus)
+    assert r.code == 0, r.out
+    assert f"  unverified: executions.unindexed at executions/{eid}: no line of " \
+           "executions.jsonl names it" in r.out
+    assert f"  unverified: executions.unmapped at ledger.jsonl: line 3 (session {eid}): its " \
+           "attempt has no execution" in r.out
+
+
+@pytest.mark.req("R-27.4")
+def test_stray_and_unindexed_files_are_reported(cli, corpus):
+    extra = RawStore(corpus / "raw").put_bytes(b"nothing names me")
+    (corpus / "raw" / "sha256" / "ab").mkdir(exist_ok=True)
+    (corpus / "raw" / "sha256" / "ab" / ("ab" + "0" * 62)).write_bytes(b"x")
+    r = cli("verify", "--corpus", corpus, "--format", "json")
+    doc = json.loads(r.out)
+    found = {(f["kind"], f["code"], f["path"]) for f in doc["findings"]}
+    assert ("unverified", "raw.unreferenced", f"raw/sha256/{extra[:2]}/{extra}") in found
+    assert ("failed", "raw.digest", "raw/sha256/ab/ab" + "0" * 62) in found
+    assert r.code == 1
+
+
+@pytest.mark.req("R-27.4")
+def test_a_torn_capture_the_ledger_recorded_is_tombstoned(cli, corpus):
+    """A log damaged before it was stored is evidence: T0 ledgered it errored, with the
+    damage named; verify checks its bytes and does not hold the chain against it."""
+    led = corpus / "ledger.jsonl"
+    entries = ledger_entries(corpus)
+    store = RawStore(corpus / "raw")
+    data = store.path(entries[2].capture_sha256).read_bytes()[:-7]  # torn last line
+    torn = store.put_bytes(data)
+    os.chmod(led, 0o644)
+    entries[2] = msgspec.structs.replace(
+        entries[2], capture_sha256=torn, reason="setup refusal; capture log damaged: "
+        "record 3: not JSON")
+    led.write_bytes(b"".join(msgspec.json.encode(e) + b"\n" for e in entries))
+    r = cli("verify", "--corpus", corpus, "--format", "json")
+    doc = json.loads(r.out)
+    kinds = {(f["kind"], f["code"]) for f in doc["findings"]}
+    assert ("tombstoned", "capture.damaged") in kinds
+    assert not [f for f in doc["findings"] if f["kind"] == "failed" and f["code"].startswith(
+        "capture.")]
+
+
+@pytest.mark.req("R-27.4")
+def test_verify_answers_the_same_in_threads_and_in_processes(cli, corpus):
+    """A large corpus is checked by two processes, a small one by threads: same answers."""
+    rewrite_lines(capture_of(corpus, 1), lambda ls: [ls[0], ls[2], ls[1], *ls[3:]])
+    flip(corpus / "executions" / index_entries(corpus)[4].execution_id / "sem.json", 5)
+    (RawStore(corpus / "raw").path(ledger_entries(corpus)[0].native_sha256)).unlink()
+    runs = [cli("verify", "--corpus", corpus, "--format", "json",
+                env={"AGENTPROV_VERIFY_PROCESSES": v}) for v in ("0", "1")]
+    assert runs[0].code == runs[1].code == 1
+    assert json.loads(runs[0].out) == json.loads(runs[1].out)
+    assert len(json.loads(runs[0].out)["findings"]) >= 5
+
+
+@pytest.mark.req("R-27.4")
+def test_a_directory_that_is_not_a_corpus(cli, tmp_path):
+    (tmp_path / "empty").mkdir()
+    r = cli("verify", "--corpus", tmp_path / "empty")
+    assert (r.code, r.error["error"]) == (3, "corpus.environment.not_a_corpus")
+    r = cli("verify", "--corpus", tmp_path / "nowhere")
+    assert (r.code, r.error["error"]) == (2, "corpus.usage.not_found")
+    for cmd in (["stats"], ["recompute", "--dry-run"]):
+        r = cli(*cmd, "--corpus", tmp_path / "empty")
+        assert (r.code, r.error["error"]) == (3, "corpus.environment.not_a_corpus")
+
+
+# ----------------------------------------------------------------------------- stats
+@pytest.mark.req("R-27.5")
+def test_stats_counts(cli, corpus):
+    r = cli("stats", "--corpus", corpus, "--tables", "counts")
+    assert r.code == 0, r.err
+    header, row = r.out.splitlines()
+    assert header.split() == [
+        "source_id", "profile", "registry_parts", "attempts", "units", "records",
+        "n_executions", "quarantined", "status_ok", "status_ok_with_issues", "status_failed",
+        "validation_passed", "live_vs_native_disagree"]
+    got = dict(zip(header.split(), row.split(), strict=True))
+    assert {k: got[k] for k in ("source_id", "profile", "registry_parts", "records",
+                                "n_executions", "status_ok", "status_ok_with_issues",
+                                "status_failed")} == {
+        "source_id": "agentdojo", "profile": "agentdojo-live@3", "registry_parts": "live",
+        "records": "5", "n_executions": "4", "status_ok": "4", "status_ok_with_issues": "0",
+        "status_failed": "1"}
+    assert (got["attempts"], got["units"]) == ("5", "4")
+    assert header.index("profile") == row.index("agentdojo-live@3")  # aligned columns
+    tsv = cli("stats", "--corpus", corpus, "--format", "tsv").out.splitlines()
+    assert tsv[1].split("\t")[:3] == ["agentdojo", "agentdojo-live@3", "live"]
+    doc = json.loads(cli("stats", "--corpus", corpus, "--tables", "counts,issues",
+                         "--format", "json").out)
+    assert doc["tables"]["counts"][0]["n_executions"] == 4
+    assert {(i["code"], i["records"]) for i in doc["tables"]["issues"]} == {
+        ("map.capture_error", 1), ("map.no_execution_observed", 1)}
+
+
+# ----------------------------------------------------------------------------- package
+@pytest.mark.req("R-27.13")
+def test_package_refuses_a_live_corpus_and_writes_nothing(cli, corpus, tmp_path):
+    spec = tmp_path / "corpus-spec.toml"
+    spec.write_text('format = "agentprov-corpus-spec/0.2"\n')
+    lic = tmp_path / "LICENSE"
+    lic.write_text("MIT\n")
+    before = snapshot(corpus.parent)
+    modes = {p: p.stat().st_mode for p in corpus.rglob("*")}
+    r = cli("package", "--corpus", corpus, "--corpus-version", "0.1.0", "--spec", spec,
+            "--licence-file", f"LICENSE={lic}", json_errors=False)
+    assert (r.code, r.out, r.err) == (
+        5, "", "agentprov: error [package.unsupported.live]: sealing a live corpus is not "
+               "supported in this build\n")
+    # whatever else is right or wrong: a missing spec file, no version, no licence
+    r = cli("package", "--corpus", corpus.with_name("live-demo"), "--spec", tmp_path / "nope")
+    assert (r.code, r.error["error"]) == (5, "package.unsupported.live")
+    assert snapshot(corpus.parent) == before
+    assert {p: p.stat().st_mode for p in corpus.rglob("*")} == modes
+
+
+@pytest.mark.req("R-27.14")
+def test_package_without_spec_exits_2_first(cli, corpus, tmp_path):
+    before = snapshot(corpus.parent)
+    r = cli("package", "--corpus", corpus, "--corpus-version", "0.1.0", json_errors=False)
+    assert (r.code, r.err) == (2, "agentprov package: package needs --spec FILE (the corpus "
+                                  "spec: what is released, under which licence)\n")
+    r = cli("package", "--corpus", tmp_path / "not-there")  # before the corpus is looked at
+    assert (r.code, r.error["error"]) == (2, "package.usage.spec")
+    assert snapshot(corpus.parent) == before
+
+
+def test_package_refuses_every_other_corpus_too(cli, corpus, tmp_path):
+    """No sealed format exists in this build: a corpus that is not live is refused."""
+    other = tmp_path / "imported"
+    other.mkdir()
+    (other / "manifest.json").write_text(json.dumps({"format": "agentprov-corpus/0.2"}))
+    (other / "ledger.jsonl").write_text("")
+    before = snapshot(other)
+    r = cli("package", "--corpus", other, "--spec", tmp_path / "s.toml")
+    assert (r.code, r.error["error"]) == (5, "package.unsupported.sealing")
+    assert snapshot(other) == before
+
+
+# ----------------------------------------------------------------------------- recompute
+RECOMPUTE_OK = ("agentprov recompute: units=5 plan=sem,prov,validation workers=0\n"
+                "agentprov recompute: would derive 5 execution(s); recomputed stages: "
+                "sem,prov,validation; 5 identical, 0 changed (explained), 0 unexplained, "
+                "0 failed, 0 unverified; 0 index row(s) refreshed\n")
+
+
+@pytest.mark.req("R-27.3", "R-27.7")
+def test_recompute_dry_run_reproduces_every_stored_file(cli, corpus):
+    before = snapshot(corpus)
+    r = cli("recompute", "--corpus", corpus.with_name("live-demo"), "--dry-run")
+    assert (r.code, r.out, r.err) == (0, RECOMPUTE_OK, "")
+    assert snapshot(corpus) == before
+
+
+@pytest.mark.req("R-27.7")
+def test_a_hand_edited_aer_is_unexplained(cli, corpus):
+    eid = index_entries(corpus)[3].execution_id
+    path = corpus / "executions" / eid / "aer.json"
+    os.chmod(path, 0o644)
+    path.write_bytes(path.read_bytes().replace(b'"utility":true', b'"utility":false'))
+    r = cli("recompute", "--corpus", corpus, "--dry-run")
+    assert r.code == 1
+    assert r.out.splitlines()[1] == (
+        "agentprov recompute: would derive 5 execution(s); recomputed stages: "
+        "sem,prov,validation; 4 identical, 0 changed (explained), 1 unexplained, 0 failed, "
+        "0 unverified; 0 index row(s) refreshed")
+    assert f"  {eid}: unexplained: executions/{eid}/aer.json no longer matches the aer_sha256" \
+        in r.out
+
+
+@pytest.mark.req("R-27.7")
+def test_recompute_classifies_missing_edited_and_explained(cli, corpus):
+    ids = [e.execution_id for e in index_entries(corpus)]
+    (corpus / "executions" / ids[0] / "sem.json").unlink()  # unverified
+    prov = corpus / "executions" / ids[1] / "prov.json"  # a stored PROV edited: unexplained
+    flip(prov, 30)
+    # an AER re-indexed as if mapped by another agentprov: its stored SEM is older
+    led = corpus / "executions.jsonl"
+    entries = index_entries(corpus)
+    aer_path = corpus / "executions" / ids[2] / "aer.json"
+    old = A.decode(aer_path.read_bytes())
+    new = msgspec.structs.replace(old, header=msgspec.structs.replace(
+        old.header, producer=msgspec.structs.replace(old.header.producer, version="0.0.9")))
+    os.chmod(aer_path, 0o644)
+    aer_path.write_bytes(A.encode(new))
+    sem_path = corpus / "executions" / ids[2] / "sem.json"
+    os.chmod(sem_path, 0o644)
+    sem_path.write_bytes(sem_path.read_bytes().replace(b'"format":"agentprov-sem/0.1"',
+                                                       b'"format":"agentprov-sem/0.0"'))
+    entries[2] = msgspec.structs.replace(
+        entries[2], aer_sha256=hashlib.sha256(aer_path.read_bytes()).hexdigest(),
+        sem_sha256=hashlib.sha256(sem_path.read_bytes()).hexdigest())
+    led.write_bytes(b"".join(msgspec.json.encode(e) + b"\n" for e in entries))
+    r = cli("recompute", "--corpus", corpus, "--dry-run")
+    assert r.code == 1, r.out + r.err
+    assert ("2 identical, 1 changed (explained), 1 unexplained, 0 failed, 1 unverified; "
+            "1 index row(s) refreshed") in r.out, r.out
+    assert f"  {ids[0]}: unverified: executions/{ids[0]}/sem.json is missing" in r.out
+    assert f"  {ids[1]}: unexplained: executions/{ids[1]}/prov.json no longer matches" in r.out
+    assert (f"  {ids[2]}: changed: sem: the stored files were derived by agentprov 0.0.9 (the "
+            "AER's producer); this is agentprov") in r.out
+    assert "the stored sem.json is agentprov-sem/0.0; this build derives agentprov-sem/0.1" \
+        in r.out
+    assert (f"  {ids[2]}: changed: prov,validation: the stored files were derived by agentprov "
+            "0.0.9") in r.out
+
+
+@pytest.mark.req("R-27.7")
+def test_recompute_out_writes_a_new_tree_and_never_the_corpus(cli, corpus, tmp_path):
+    before = snapshot(corpus)
+    out = tmp_path / "re"
+    r = cli("recompute", "--corpus", corpus, "--out", out)
+    assert r.code == 0, r.out + r.err
+    assert r.out.splitlines()[1].startswith("agentprov recompute: derived 5 execution(s);")
+    assert f"agentprov recompute: wrote 5 execution(s) and 5 index row(s) to {out}" in r.out
+    assert snapshot(corpus) == before
+    assert (out / "executions.jsonl").read_bytes() == (corpus / "executions.jsonl").read_bytes()
+    for e in index_entries(corpus):
+        for name in ("aer", "sem", "prov", "validation"):
+            assert (out / "executions" / e.execution_id / f"{name}.json").read_bytes() == \
+                (corpus / "executions" / e.execution_id / f"{name}.json").read_bytes()
+    assert json.loads((out / "recompute.json").read_text())["written"] == 5
+    again = cli("recompute", "--corpus", corpus, "--out", out)  # not into a used directory
+    assert (again.code, again.error["error"]) == (2, "recompute.usage.out")
+    inside = cli("recompute", "--corpus", corpus, "--out", corpus / "re")
+    assert (inside.code, inside.error["error"]) == (2, "recompute.usage.out")
+    none = cli("recompute", "--corpus", corpus)
+    assert (none.code, none.error["error"]) == (2, "recompute.usage.out_needed")
+    both = cli("recompute", "--corpus", corpus, "--dry-run", "--out", tmp_path / "new")
+    assert (both.code, both.error["error"]) == (2, "recompute.usage.out")
+    assert not (tmp_path / "new").exists()
+    assert snapshot(corpus) == before
+
+
+@pytest.mark.req("R-27.8")
+def test_remap_of_a_live_corpus_is_refused(cli, corpus, tmp_path):
+    before = snapshot(corpus)
+    for extra in ([], ["--dry-run"], ["--out", str(tmp_path / "o")]):
+        r = cli("recompute", "--corpus", corpus, "--remap", *extra)
+        assert (r.code, r.error["error"]) == (5, "recompute.unsupported.remap_live")
+    assert not (tmp_path / "o").exists()
+    assert snapshot(corpus) == before
