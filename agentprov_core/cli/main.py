@@ -14,6 +14,7 @@ from agentprov_core import __version__
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "backends": ("agentprov_core.cli.backends_cmd", "backends", "Build and check backend environments."),
     "info": ("agentprov_core.cli.info", "info", "Show the live parts of this build and their status."),
+    "models": ("agentprov_core.cli.models_cmd", "models", "What a local server serves (read-only), or an API's cached model list."),
     "plugins": ("agentprov_core.cli.plugins_cmd", "plugins", "List plugin distributions, versions and load errors."),
     "run": ("agentprov_core.cli.run", "run", "Plan, dry-run or run a benchmark source live."),
     "registry": ("agentprov_core.cli.registry_cmd", "registry", "Toggle defences and part statuses in the registry files."),
