@@ -352,6 +352,45 @@ _reg("cli.refused.consent", R, "coded",
      "a real-model run needs consent {why}",
      "--i-consent-to-local-run (local) or --i-consent-to-api-costs, or answer y at the prompt on a terminal")
 
+# --- local models (agentprov_core/local/, agentprov models; step 4 of run, R-16.4). The
+# refusals of a local server come before consent and never contact anything but loopback.
+_reg("run.local.unreachable", E, "coded",
+     "the {kind} server at {url} cannot be reached: {why}",
+     "start the server (or point --base-url at it), then re-run")
+_reg("run.local.unauthorized", E, "coded",
+     "the server at {url} wants a key (HTTP {status}): {how}",
+     "agentprov keys set OMLX_API_KEY (or put it in .env), or run the server without a key")
+_reg("run.local.bad_listing", E, "coded",
+     "{url} is not an OpenAI-style model listing: {why}",
+     "point --base-url at the server's OpenAI-style base (…/v1)")
+_reg("run.local.model_not_served", E, "coded",
+     "{endpoint} ({url}) does not serve {model!r}; it serves: {served}",
+     "use a served id (agentprov models --endpoint NAME lists them), or load the model")
+_reg("run.local.no_model_id", E, "coded",
+     "no model id for {endpoint}, and no terminal to pick one on: give {hint}; it serves: {served}",
+     "give --model-id ID")
+_reg("run.local.wrong_server", R, "coded",
+     "the server at {url} is not {kind}: it answers as {found} (several defaults share ports 8000 and 8080)",
+     "use the endpoint of the server that runs there, or point --base-url at the right port")
+_reg("run.local.remote_model", R, "coded",
+     "{model!r} on {endpoint} is a remote model ({why}): its prompts would leave this machine, and a local endpoint only runs local models",
+     "pull or load a local model, or use an API endpoint with its consent and caps")
+_reg("cli.refused.local_tool_prompt", R, "coded",
+     "LM Studio serves {model!r} without native tool use ({why}): the server adds its own tool-use system prompt, which the wire capture cannot see; pass --allow-text-tool-calls to accept it (recorded)",
+     "use a model with native tool use, or --allow-text-tool-calls")
+_reg("cli.usage.model_dir", U, "usage",
+     "--model-dir {path}: no such directory",
+     "name the folder that holds the model's files")
+_reg("cli.usage.models_options", U, "usage",
+     "{what}",
+     "agentprov models --help")
+_reg("cli.environment.models_cache", E, "coded",
+     "no cached model list for {endpoint} ({path}): agentprov models --endpoint {endpoint} --allow-network fetches it (list calls only, no tokens, no cost)",
+     "add --allow-network once")
+_reg("cli.environment.models_fetch", E, "coded",
+     "fetching {endpoint}'s model list from {url} failed: {why}",
+     "check the key and the network, then re-run with --allow-network")
+
 #: Register codes: what the evidence records about an execution or a session (in AERs,
 #: ledger entries and the quarantine register). They are not errors of the command that
 #: meets them and have no exit code of their own; a run counts them in its summary
