@@ -1,0 +1,218 @@
+"""``agentprov models``: what a local server serves (read-only, loopback only), the
+observed identity of one of its models, or an API endpoint's cached model list."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from agentprov_core.cli.common import echo_json, format_option
+
+OUT_FORMAT = "agentprov-models/0.1"
+
+
+def _usage(what: str) -> None:
+    from agentprov_core.errors import AgentprovError
+
+    raise AgentprovError("cli.usage.models_options", what=what)
+
+
+def _variable(var: str | None, options: dict[str, Any]) -> str | None:
+    if not var:
+        return None
+    from agentprov_core import keys
+
+    return keys.read_variable(var, options)
+
+
+def _optional_key(var: str | None, options: dict[str, Any]) -> Any:
+    """The optional key of a local endpoint (OMLX_API_KEY), or None when it is not set:
+    nothing is sent then (R-11.26)."""
+    if not var:
+        return None
+    from agentprov_core import keys
+    from agentprov_core.errors import AgentprovError
+
+    try:
+        return keys.read_key(var, options)
+    except AgentprovError as exc:
+        if exc.code in ("cli.environment.credential", "cli.environment.keychain_unavailable"):
+            return None
+        raise
+
+
+@click.command(context_settings={"max_content_width": 100})
+@click.option("--endpoint", "endpoint_name", required=True, metavar="NAME",
+              help="An endpoint of endpoints.toml (local servers: ollama, omlx, lmstudio, "
+                   "mlx_lm, llamacpp, vllm; `local` is ollama).")
+@click.option("--model-id", metavar="ID", help="Add this model's observed identity record "
+              "(local), or check it against the cached list (API).")
+@click.option("--pick", is_flag=True, help="Without --model-id: pick a served model from a "
+              "numbered list on a terminal (as a run does); without a terminal, exit 3 "
+              "listing the served ids.")
+@click.option("--no-hash-weights", is_flag=True,
+              help="Record the weight files' sizes only (no sha256).")
+@click.option("--model-dir", type=click.Path(file_okay=False), metavar="PATH",
+              help="The model's folder, when the server does not name it.")
+@click.option("--base-url", metavar="URL", help="A local server's base URL (loopback).")
+@click.option("--allow-network", is_flag=True,
+              help="API endpoints: refresh the cached list (list calls only, no tokens).")
+@click.option("--keychain", is_flag=True, help="Read a key from the keychain only.")
+@click.option("--env-file", type=click.Path(dir_okay=False), metavar="PATH",
+              help="Read a key and variables from this .env file only.")
+@format_option
+def models(endpoint_name: str, model_id: str | None, pick: bool, no_hash_weights: bool,
+           model_dir: str | None, base_url: str | None, allow_network: bool, keychain: bool,
+           env_file: str | None, fmt: str) -> None:
+    """Ask a running local server what it serves (read-only: GET requests to loopback, no
+    inference, short timeouts) and, with --model-id, observe that model's identity
+    (agentprov-local-model/0.2: server kind, version and fingerprint, the listing entry,
+    the server-side identity, the weight files with their sha256, and its digest).
+
+    For an API endpoint, show the provider's model list from a dated cache without any
+    network access; --allow-network refreshes it.
+    """
+    from agentprov_core import endpoints
+
+    if keychain and env_file:
+        _usage("--keychain and --env-file are exclusive")
+    options = {"keychain": keychain, "env_file": env_file}
+    registry = endpoints.load()
+    ep = endpoints.resolve(endpoint_name, "--endpoint", registry)
+    if not ep.local:
+        for flag, given in (("--pick", pick), ("--no-hash-weights", no_hash_weights),
+                            ("--model-dir", model_dir), ("--base-url", base_url)):
+            if given:
+                _usage(f"{flag} applies to local endpoints; {ep.name} is an API endpoint")
+        return _api(ep, model_id, allow_network, options, fmt)
+    if allow_network:
+        _usage(f"--allow-network refreshes an API endpoint's cached list; {ep.name} is a "
+               "local server, asked on loopback")
+    if pick and model_id:
+        _usage("--pick chooses a model when --model-id is not given; give one of them")
+    return _local(ep, model_id, pick, no_hash_weights, model_dir, base_url, options, fmt)
+
+
+def _local(ep: Any, model_id: str | None, pick: bool, no_hash: bool, model_dir: str | None,
+           base_url: str | None, options: dict[str, Any], fmt: str) -> None:
+    import msgspec
+
+    from agentprov_core import endpoints
+    from agentprov_core.local import identity as li
+
+    env = {}
+    value = _variable(ep.base_url_variable, options)
+    if value:
+        env[ep.base_url_variable] = value
+    url, source = endpoints.resolve_base_url(ep, base_url, env)
+    endpoints.check_url(ep, url, source, allow_custom=False, allow_lan=False)
+    key = _optional_key(ep.optional_key, options)
+    opts = li.ObserveOptions(hash_weights=not no_hash, model_dir=model_dir, key=key,
+                             key_variable=ep.optional_key)
+    target = msgspec.structs.replace(ep, base_url=url)
+    srv = li.served(target, opts)
+    if pick and not model_id:
+        model_id = li.choose_model(srv, variable=ep.model_variable)
+    ident = li.observe(target, model_id, opts) if model_id else None
+    if fmt == "json":
+        echo_json({"format": OUT_FORMAT, "endpoint": ep.name, "class": "local",
+                   "kind": srv.kind, "base_url": srv.base_url, "version": srv.version,
+                   "fingerprint": srv.fingerprint, "served": srv.ids,
+                   "identity": ident.to_json() if ident else None})
+        return
+    from agentprov_core.local.kinds import KINDS
+
+    label = KINDS[srv.kind].label + (f" {srv.version}" if srv.version else "")
+    click.echo(f"{ep.name}: {label} at {endpoints.shown(srv.base_url)} "
+               f"(recognised by {', '.join(srv.fingerprint)})")
+    click.echo(f"serves {len(srv.ids)} model(s):")
+    for mid in srv.ids:
+        click.echo(f"  {mid}{'   <- observed' if mid == model_id else ''}")
+    if ident is not None:
+        _print_identity(ident)
+
+
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(n)
+
+
+def _print_identity(ident: Any) -> None:
+    import json
+
+    def show(v: Any) -> str:
+        return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else str(v)
+
+    rows: list[tuple[str, str]] = [("digest", ident.digest)]
+    rows += [(k, show(v)) for k, v in ident.server_identity.items()
+             if v not in (None, {}, [])]
+    if ident.files is None:
+        rows.append(("files", f"none recorded ({ident.files_note or 'not named'})"))
+    else:
+        how = "sha256" if ident.weights_hashed else "sizes only (--no-hash-weights)"
+        rows.append(("files", f"{len(ident.files)} from {ident.files_source}, {how}"))
+    width = max(len(k) for k, _ in rows) + 2
+    click.echo(f"identity {ident.format} of {ident.model_id}")
+    for k, v in rows:
+        click.echo(f"  {k:<{width}}{v}")
+    for f in ident.files or []:
+        click.echo(f"    {f.sha256 or '-' * 64}  {_human(f.size):>10}  {f.path}")
+    state = {k: v for k, v in ident.observed_state.get("server", {}).items()
+             if v is not None}
+    state.update(ident.observed_state.get("listing", {}))
+    if state:
+        shown = ", ".join(f"{k}={show(v)}" for k, v in state.items())
+        click.echo(f"  {'observed state':<{width}}{shown} (outside the digest)")
+
+
+def _api(ep: Any, model_id: str | None, allow_network: bool, options: dict[str, Any],
+         fmt: str) -> None:
+    from agentprov_core import endpoints
+    from agentprov_core.errors import AgentprovError
+    from agentprov_core.local import apimodels
+
+    if allow_network:
+        env = {}
+        value = _variable(ep.base_url_variable, options)
+        if value:
+            env[ep.base_url_variable] = value
+        url, source = endpoints.resolve_base_url(ep, None, env)
+        endpoints.check_url(ep, url, source, allow_custom=False, allow_lan=False)
+        key = None
+        if ep.key and ep.name not in apimodels.PUBLIC_LISTS:
+            try:
+                from agentprov_core import keys
+            except ImportError:  # pragma: no cover - a build without the keys module
+                raise AgentprovError("cli.environment.models_fetch", endpoint=ep.name, url=url,
+                                     why="this build cannot read keys") from None
+            key = keys.read_key(ep.key, options).reveal()
+        lst = apimodels.refresh(ep, url, key)
+    else:
+        lst = apimodels.read_cache(ep.name)
+        if lst is None:
+            raise AgentprovError("cli.environment.models_cache", endpoint=ep.name,
+                                 path=str(apimodels.cache_file(ep.name)))
+    absent = model_id is not None and model_id not in lst.models
+    if absent:
+        click.echo(f"warning: {model_id!r} is not in {ep.name}'s model list of "
+                   f"{lst.fetched_at} (a warning, never a refusal: the list may be stale; "
+                   "--allow-network refreshes it)", err=True)
+    if fmt == "json":
+        echo_json({"format": OUT_FORMAT, "endpoint": ep.name, "class": "api",
+                   "list": apimodels.as_json(lst),
+                   "model_id": model_id, "listed": None if model_id is None else not absent})
+        return
+    fetched = "fetched now" if allow_network else "from the cache; --allow-network refreshes it"
+    click.echo(f"{ep.name}: {len(lst.models)} model(s) as of {lst.fetched_at} ({fetched})")
+    if model_id is not None:
+        click.echo(f"{model_id}: {'not listed' if absent else 'listed'}")
+    else:
+        for mid in lst.models:
+            click.echo(f"  {mid}")
+    sys.stdout.flush()
