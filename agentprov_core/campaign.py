@@ -189,7 +189,7 @@ def _manifest(p, wc: WorkingCorpus, old: dict[str, Any] | None) -> dict[str, Any
     m["plans"] = sorted(set(m.get("plans", [])) | {plan.plan_sha256})
     m["config_digests"] = sorted(set(m.get("config_digests", [])) | {plan.config_digest})
     live = dict(m.get("live") or {})
-    live.update({"endpoint_class": None if p.request.scripted else "api",
+    live.update({"endpoint_class": p.endpoint_class,  # local|api, decided before consent
                  "transport": "scripted" if p.request.scripted else "endpoint",
                  "llm_element": p.request.options.get("llm_element") or "native",
                  "caps": {"max_calls": p.request.options.get("max_calls"),

@@ -1,4 +1,9 @@
-"""Endpoint kinds (contributed through hooks) and the endpoint registry (data)."""
+"""Endpoint kinds (contributed through hooks), the endpoint registry (data), and the rules
+for an endpoint's base URL and class (R-10, R-11.36, R-11.57 … R-11.59, R-12.9, R-12.10).
+
+Nothing here reads a key or contacts a server: :func:`resolve_base_url` reads the flag, the
+variables a caller already read from ``.env``, the setting and the registry, in that order.
+"""
 
 from __future__ import annotations
 
@@ -26,15 +31,34 @@ class EndpointKind(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     summary: str = ""
 
 
+class Fingerprint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How T0 recognises a local server kind on its port: ``GET path`` answers a JSON
+    object holding every key of ``keys``; ``owned_by`` is the listing entries' owner when
+    the server names one; ``absent`` a path this kind does not serve (a 404 tells it apart
+    from another kind on the same default port)."""
+
+    path: str
+    keys: list[str] = []
+    owned_by: str | None = None
+    absent: str | None = None
+
+
 class Endpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     name: str
     kind: str
     base_url: str
+    host: str | None = None
     local: bool = False
     key: str | None = None
     optional_key: str | None = None
+    base_url_variable: str | None = None
     model_variable: str | None = None
     aliases: list[str] = []
+    fingerprint: Fingerprint | None = None
+
+    @property
+    def registered_host(self) -> str:
+        return (self.host or urlsplit(self.base_url).hostname or "").lower()
 
     @property
     def endpoint_class(self) -> Literal["local", "api"]:
@@ -84,3 +108,138 @@ def resolve(name: str, option: str, registry: dict[str, Endpoint]) -> Endpoint:
     raise AgentprovError("cli.usage.unknown_endpoint", option=option, name=name,
                          registry=paths.display(endpoints_file()),
                          known=", ".join(sorted(registry)))
+
+
+#: The private ranges a LAN endpoint may name (R-11.57), as literal addresses only.
+LAN_NETWORKS = tuple(ipaddress.ip_network(n) for n in
+                     ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
+                      "fc00::/7"))
+
+
+class ResolvedEndpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """An endpoint with its base URL resolved and checked: what the agent configuration
+    records (never a key, only its variable's name)."""
+
+    name: str
+    kind: str
+    wire: str
+    base_url: str
+    base_url_source: Literal["flag", "env", "setting", "registry"]
+    endpoint_class: Literal["local", "api"]
+    lan: bool = False
+    custom: bool = False
+    key_variable: str | None = None
+
+
+def wire_of(ep: Endpoint) -> str:
+    """The API style of an endpoint: ``anthropic`` for Anthropic-style entries, else
+    ``openai`` (every local server kind speaks the OpenAI chat format)."""
+    return "anthropic" if ep.kind == "anthropic" else "openai"
+
+
+def setting_base_url(name: str) -> str | None:
+    """The setting ``endpoints.<name>.base_url`` from ``$AGENTPROV_HOME/settings.toml``."""
+    path = paths.home() / "settings.toml"
+    if not path.is_file():
+        return None
+    data, _ = tomlfile.read(path, "cli.usage.registry_file")
+    value = ((data.get("endpoints") or {}).get(name) or {}).get("base_url")
+    return value if isinstance(value, str) and value else None
+
+
+def resolve_base_url(ep: Endpoint, flag: str | None, env: dict[str, str] | None
+                     ) -> tuple[str, str]:
+    """The base URL and where it came from: the flag (local entries only), then ``.env``,
+    then the setting ``endpoints.<name>.base_url``, then the registry (R-11.36)."""
+    if flag and ep.local:
+        return flag, "flag"
+    if ep.base_url_variable and (env or {}).get(ep.base_url_variable):
+        return env[ep.base_url_variable], "env"
+    setting = setting_base_url(ep.name)
+    if setting:
+        return setting, "setting"
+    return ep.base_url, "registry"
+
+
+def endpoint_class(ep: Endpoint, url: str) -> Literal["local", "api"]:
+    """``local`` only for a ``local = true`` entry whose base URL is on loopback (R-10.9)."""
+    return "local" if ep.local and is_loopback(url) else "api"
+
+
+def shown(url: str) -> str:
+    """A URL as a refusal may print it: no user information, query or fragment (they may
+    hold a secret), only that they were there."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "…@" + netloc.rsplit("@", 1)[1]
+    out = f"{parts.scheme}://{netloc}{parts.path}" if parts.scheme else netloc + parts.path
+    return out + ("?…" if parts.query else "") + ("#…" if parts.fragment else "")
+
+
+def _refuse(url: str, why: str) -> AgentprovError:
+    return AgentprovError("cli.refused.endpoint", url=shown(url), why=why)
+
+
+def lan_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The literal private address ``host`` names, or ``None``."""
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return addr if any(addr in n for n in LAN_NETWORKS) else None
+
+
+def check_url(ep: Endpoint, url: str, source: str, *, allow_custom: bool, allow_lan: bool
+              ) -> ResolvedEndpoint:
+    """The URL rules of step 3 (exit 4, ``cli.refused.endpoint``): user names, queries and
+    fragments always refused; https only (loopback excepted); the registered host unless
+    ``--allow-custom-endpoint``; a local entry on loopback, or with ``--allow-lan-endpoint``
+    a literal private address over plain http."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a malformed port raises here
+    except ValueError as exc:
+        raise _refuse(url, f"it is not a valid URL ({exc})") from None
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise _refuse(url, "a URL with a user name is always refused (put the key in the "
+                           "keychain or .env)")
+    if parts.query:
+        raise _refuse(url, "a URL with a query is always refused")
+    if parts.fragment:
+        raise _refuse(url, "a URL with a fragment is always refused")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise _refuse(url, "an endpoint URL is http(s)://HOST[:PORT]/PATH")
+    raw_host = parts.netloc.rsplit("@", 1)[-1]
+    if "%" in raw_host:
+        raise _refuse(url, "IPv6 zone ids are refused")
+    host = parts.hostname.lower()
+    loopback = is_loopback(url)
+    lan = False
+    custom = False
+    if ep.local and not loopback:
+        if not allow_lan:
+            raise _refuse(url, f"{ep.name} is a local server: it must run on this machine, on "
+                               "loopback (127.0.0.1, ::1, localhost); a server on another "
+                               "machine needs --allow-lan-endpoint")
+        if lan_address(host) is None:
+            raise _refuse(url, "--allow-lan-endpoint admits a literal private address only "
+                               "(10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7), no host "
+                               "names")
+        if parts.scheme != "http":
+            raise _refuse(url, "a LAN endpoint is plain http (the egress proxy forwards "
+                               "plain http to that one address)")
+        lan = True
+    elif not ep.local:
+        if parts.scheme != "https" and not loopback:
+            raise _refuse(url, "an API endpoint URL must be https (loopback excepted)")
+        if host != ep.registered_host:
+            if not allow_custom:
+                raise _refuse(url, f"the host {host} is not {ep.name}'s registered host "
+                                   f"{ep.registered_host}; pass --allow-custom-endpoint to "
+                                   "use it (recorded)")
+            custom = True
+    return ResolvedEndpoint(
+        name=ep.name, kind=ep.kind, wire=wire_of(ep), base_url=url,
+        base_url_source=source,  # type: ignore[arg-type]
+        endpoint_class=endpoint_class(ep, url), lan=lan, custom=custom)

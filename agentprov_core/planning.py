@@ -2,17 +2,21 @@
 
 1. usage (exit 2): options, then the plan document, its expansion from the catalogue
 2. live status gate (exit 5), backend and defence refusals (exit 5), the environment (3)
-3. API caps (exit 4) before any key is read; then key, endpoint, containment (later issues)
+3. API caps (exit 4) before any key is read; then the key (3), the endpoint URL (4) and the
+   containment (4)
 6. the plan: cells, digests, units and attempts due; ``--dry-run`` stops here
+(7. consent is :mod:`agentprov_core.consent`, called by ``run`` after the plan.)
 
-A refusal at one step has touched nothing of the later steps (R-16.8): nothing in this
-module reads a key, starts a process, contacts a server or writes a file.
+A refusal at one step has touched nothing of the later steps (R-16.8): the key is read at
+step 3 only after the caps check (and never for a scripted run); nothing in this module
+starts a process, contacts a server or writes a file.
 """
 
 from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +48,14 @@ class Prepared:
     endpoint: epmod.Endpoint | None
     plan: Plan
     identity: dict[str, Any]
+    resolved: epmod.ResolvedEndpoint | None = None
+    containment: dict[str, Any] | None = None
+
+    @property
+    def endpoint_class(self) -> str | None:
+        """``local`` or ``api`` for a real model (decided before consent, R-10.8); None for
+        the scripted transport."""
+        return self.resolved.endpoint_class if self.resolved is not None else None
 
 
 def _split_list(values: tuple[str, ...] | list[str] | None) -> list[str]:
@@ -137,27 +149,183 @@ def resolve_endpoint(req: RunRequest) -> epmod.Endpoint | None:
     return ep
 
 
-def agent_config(req: RunRequest, ep: epmod.Endpoint | None) -> dict[str, Any]:
+#: Reasoning-effort levels an OpenAI-style endpoint accepts.
+REASONING_LEVELS = ("minimal", "low", "medium", "high")
+
+
+def model_params(req: RunRequest, src: Source, ep: epmod.Endpoint | None) -> dict[str, Any]:
+    """The model options of step 1 (exit 2; ``inject`` is exit 5 at step 2) as the agent
+    configuration records them (R-12.14 … R-12.16, R-15.11, decision 8)."""
+    o = req.options
+    if ep is None:
+        return {}
+    wire = epmod.wire_of(ep)
+    params: dict[str, Any] = {}
+    if o.get("temperature") is not None:
+        try:
+            t = float(o["temperature"])
+        except ValueError:
+            t = -1.0
+        if t != t:  # NaN
+            t = -1.0
+        if not 0.0 <= t <= 2.0:
+            raise AgentprovError("cli.usage.option_value", option="--temperature",
+                                 value=str(o["temperature"]), what="a number from 0 to 2")
+        # canonical JSON takes no floats: the temperature is recorded as its decimal text
+        params["temperature"] = format(Decimal(str(o["temperature"]).strip()).normalize(), "f")
+    mt = o.get("max_tokens")
+    if wire == "anthropic":
+        if mt is None:
+            raise AgentprovError("cli.usage.max_tokens_required", endpoint=ep.name)
+        if o.get("reasoning_effort") is not None:
+            raise AgentprovError("cli.usage.reasoning_effort_anthropic", endpoint=ep.name)
+        if mt != "harness-default":
+            if not mt.isdigit() or int(mt) < 1:
+                raise AgentprovError("cli.usage.option_value", option="--max-tokens", value=mt,
+                                     what="a positive integer, or harness-default")
+            mt = int(mt)
+        params["max_tokens"] = mt
+    elif mt is not None:
+        raise AgentprovError("cli.usage.max_tokens_openai", endpoint=ep.name)
+    effort = o.get("reasoning_effort")
+    if effort is not None:
+        if effort not in REASONING_LEVELS:
+            raise AgentprovError("cli.usage.option_value", option="--reasoning-effort",
+                                 value=effort, what="one of " + ", ".join(REASONING_LEVELS))
+        params["reasoning_effort"] = effort
+    policy = o.get("temperature_policy")
+    if policy == "as-benchmark":
+        params["temperature_policy"] = "as-benchmark"
+    elif policy is None:
+        dropped = not_transmitted(src, ep, o.get("llm_element") or "native", params)
+        if dropped:
+            option, why = dropped
+            raise AgentprovError("cli.usage.parameter_not_transmitted", option=option,
+                                 value=str(o[option[2:].replace("-", "_")]),
+                                 element=o.get("llm_element") or "native", endpoint=ep.name,
+                                 why=why)
+    return params
+
+
+def not_transmitted(src: Source, ep: epmod.Endpoint, element: str,
+                    params: dict[str, Any]) -> tuple[str, str] | None:
+    """The first configured parameter that the stock element would not transmit, with why
+    (the A3 condition, decided before anything starts), or None."""
+    if src.meta.kind != "suites":
+        for key, option in (("temperature", "--temperature"),
+                            ("reasoning_effort", "--reasoning-effort")):
+            if key in params:
+                return option, "an Inspect task transmits none of the agent's sampling parameters"
+        return None
+    if (element == "native" and epmod.wire_of(ep) == "openai"
+            and "temperature" in params and Decimal(params["temperature"]) == 0):
+        return "--temperature", "AgentDojo's OpenAI element drops a temperature of 0"
+    return None
+
+
+def agent_config(req: RunRequest, ep: epmod.Endpoint | None,
+                 resolved: epmod.ResolvedEndpoint | None = None,
+                 params: dict[str, Any] | None = None) -> dict[str, Any]:
     """The agent configuration that the plan and configuration digests hash.
 
     A scripted run's agent is the scripted transport itself, whatever the script holds
     (the script's own sha256 is recorded with the evidence); the display name is an
-    attack parameter, not configuration, so adding it resumes the same run.
+    attack parameter, not configuration, so adding it resumes the same run. A key is
+    recorded by its variable's name only, and an optional key only when it is set
+    (R-11.27).
     """
     o = req.options
     element = o.get("llm_element") or "native"
     if ep is None:
         return {"endpoint": "scripted", "element": element, "model_id": None, "params": {}}
-    params = {k: o[k] for k in ("temperature", "max_tokens", "reasoning_effort")
-              if o.get(k) is not None}
-    return {"endpoint": ep.name, "endpoint_class": endpoint_class(req, ep), "kind": ep.kind,
-            "element": element, "model_id": o.get("model_id"), "params": params,
-            "key_variables": [ep.key] if ep.key else []}
+    out: dict[str, Any] = {
+        "endpoint": ep.name, "kind": ep.kind, "wire": epmod.wire_of(ep), "element": element,
+        "model_id": o.get("model_id"), "params": dict(params or {}),
+        "key_variables": [ep.key] if ep.key else []}
+    if resolved is not None:
+        out |= {"endpoint_class": resolved.endpoint_class, "base_url": resolved.base_url,
+                "key_variables": [resolved.key_variable] if resolved.key_variable else []}
+        if resolved.custom:
+            out["allow_custom_endpoint"] = True
+        if resolved.lan:
+            out["allow_lan_endpoint"] = True
+    else:
+        out["endpoint_class"] = endpoint_class(req, ep)
+    return out
 
 
 def endpoint_class(req: RunRequest, ep: epmod.Endpoint) -> str:
-    url = req.options.get("base_url") or ep.base_url
-    return "local" if ep.local and epmod.is_loopback(url) else "api"
+    """The class before ``.env`` is read (step 3 reads it only after the caps check): the
+    flag, the setting and the registry decide it."""
+    url, _ = epmod.resolve_base_url(ep, req.options.get("base_url"), None)
+    return epmod.endpoint_class(ep, url)
+
+
+def check_caps(req: RunRequest, cls: str) -> None:
+    """Step 3 begins: an API-class run needs its caps (exit 4), before any key is read.
+    ``--preflight-only`` takes no caps (R-15.8)."""
+    if cls != "api" or req.options.get("preflight_only"):
+        return
+    missing = [flag for key, flag in (("max_calls", "--max-calls"),
+                                      ("max_cost_usd", "--max-cost-usd"))
+               if req.options.get(key) is None]
+    if missing:
+        raise AgentprovError("cli.refused.api_caps", missing=", ".join(missing))
+
+
+def check_key_and_url(req: RunRequest, ep: epmod.Endpoint) -> epmod.ResolvedEndpoint:
+    """Step 3 after the caps: the key (exit 3), then the endpoint URL (exit 4).
+
+    The key is read only to check that it is present at its source (decision 1): it is
+    not kept here, and only its variable's name reaches the configuration. ``.env`` (or
+    ``--env-stdin``) may also name the base URL (``base_url_variable``); a local entry
+    that this moves off loopback becomes class api and needs the caps too."""
+    from agentprov_core import keys
+
+    o = req.options
+    env: dict[str, str] = {}
+    if ep.base_url_variable and not (ep.local and o.get("base_url")):
+        value = keys.read_variable(ep.base_url_variable, o)
+        if value:
+            env[ep.base_url_variable] = value
+    url, source = epmod.resolve_base_url(ep, o.get("base_url"), env)
+    check_caps(req, epmod.endpoint_class(ep, url))
+    key_variable: str | None = None
+    if ep.key:
+        keys.read_key(ep.key, o)  # cli.environment.credential (exit 3) when missing
+        key_variable = ep.key
+    elif ep.optional_key:
+        try:
+            keys.read_key(ep.optional_key, o)
+        except AgentprovError as exc:
+            if exc.code != "cli.environment.credential":
+                raise
+        else:
+            key_variable = ep.optional_key
+    resolved = epmod.check_url(ep, url, source,
+                               allow_custom=bool(o.get("allow_custom_endpoint")),
+                               allow_lan=bool(o.get("allow_lan_endpoint")))
+    if resolved.lan and key_variable:
+        raise AgentprovError("cli.refused.lan_key", variable=key_variable,
+                             url=epmod.shown(url))
+    return msgspec.structs.replace(resolved, key_variable=key_variable)
+
+
+def check_containment(req: RunRequest, meta: Any, env_id: str) -> dict[str, Any]:
+    """Step 3 ends: a real-model run declares its containment (exit 4, R-15.7): missing, or
+    refused by :func:`agentprov_core.containment.resolve` (a provider that does not apply on
+    this platform, an enforced one without a passed probe of its current profile in the
+    environment's marker). Returns what ``producer.sandbox`` records."""
+    from agentprov_core import containment
+
+    name = req.options.get("containment")
+    if not name:
+        raise AgentprovError(
+            "cli.refused.containment",
+            why="give --containment sandbox-exec, bwrap, dedicated-user or vm (the worker "
+                "runs pinned third-party code as you, with network access)")
+    marker = environments.read_marker(meta, env_id)
+    return containment.resolve(name, marker, backend=meta.backend or meta.name).as_json()
 
 
 def catalogue_for_print(src: Source) -> Catalogue:
@@ -186,6 +354,7 @@ def prepare(req: RunRequest) -> Prepared:
     gate_capability(src)  # a source without a backend has no catalogue to plan from
     doc = plan_document(req, src)
     ep = resolve_endpoint(req)
+    params = model_params(req, src, ep)
     ctx = RunContext(scripted=req.scripted, capped=req.capped,
                      llm_element=req.options.get("llm_element") or "native")
     cat = src.catalogue()
@@ -197,26 +366,30 @@ def prepare(req: RunRequest) -> Prepared:
     if not req.scripted and LIVE_ORDER.get(status, 0) < LIVE_ORDER["partial"]:
         raise AgentprovError("run.unsupported.planned", source=meta.name,
                              part=part.label if part else meta.label)
+    if req.options.get("temperature_policy") == "inject":
+        raise AgentprovError("run.unsupported.temperature_policy", source=meta.name,
+                             policy="inject")
     src.refusals(doc, cat, ctx)
     defmod.check(meta.name, meta.backend, doc.defence, src.suites_of_plan(cells),
                  defmod.load_registry(), paths.display(paths.defence_registry()))
     env_id, identity = environments.backend_identity(meta)
-    # ---- step 3: API caps, before any key is read
-    if ep is not None and endpoint_class(req, ep) == "api":
-        missing = [flag for key, flag in (("max_calls", "--max-calls"),
-                                          ("max_cost_usd", "--max-cost-usd"))
-                   if req.options.get(key) is None]
-        if missing:
-            raise AgentprovError("cli.refused.api_caps", missing=", ".join(missing))
+    # ---- step 3: API caps before any key is read; the key, the endpoint URL, the containment
+    resolved = containment = None
+    if ep is not None:
+        check_caps(req, endpoint_class(req, ep))
+        resolved = check_key_and_url(req, ep)
+        containment = check_containment(req, meta, env_id)
     # ---- step 6: the plan
-    plan = make_plan(src, req, doc, cat, cells, ep, env_id, identity)
-    return Prepared(src, req, doc, cat, cells, ep, plan, identity)
+    plan = make_plan(src, req, doc, cat, cells, ep, env_id, identity, resolved, params)
+    return Prepared(src, req, doc, cat, cells, ep, plan, identity, resolved, containment)
 
 
 def make_plan(src: Source, req: RunRequest, doc: PlanDoc, cat: Catalogue, cells: list[Cell],
-              ep: epmod.Endpoint | None, env_id: str, identity: dict[str, Any]) -> Plan:
+              ep: epmod.Endpoint | None, env_id: str, identity: dict[str, Any],
+              resolved: epmod.ResolvedEndpoint | None = None,
+              params: dict[str, Any] | None = None) -> Plan:
     meta = src.meta
-    agent = agent_config(req, ep)
+    agent = agent_config(req, ep, resolved, params)
     return Plan(
         source=meta.name, backend=meta.backend or meta.name, environment_id=env_id,
         benchmark_version=src.benchmark_version(doc, cat),
@@ -238,8 +411,10 @@ def with_worker_catalogue(p: Prepared, cat: Catalogue) -> Prepared:
     p.source.check_plan(p.doc, cat, ctx)
     cells = p.source.expand(p.doc, cat, ctx)
     plan = make_plan(p.source, p.request, p.doc, cat, cells, p.endpoint,
-                     p.plan.environment_id, p.identity)
-    return Prepared(p.source, p.request, p.doc, cat, cells, p.endpoint, plan, p.identity)
+                     p.plan.environment_id, p.identity, p.resolved,
+                     model_params(p.request, p.source, p.endpoint))
+    return Prepared(p.source, p.request, p.doc, cat, cells, p.endpoint, plan, p.identity,
+                    p.resolved, p.containment)
 
 
 def plan_lines(plan: Plan) -> list[str]:

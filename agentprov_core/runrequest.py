@@ -47,7 +47,9 @@ def check_usage(req: RunRequest) -> None:
             if o.get(name):
                 raise AgentprovError("cli.usage.script_credential", flag=flag)
         for name, flag in (("model", "--model"), ("endpoint", "--endpoint"),
-                           ("model_id", "--model-id")):
+                           ("model_id", "--model-id"), ("base_url", "--base-url"),
+                           ("allow_lan_endpoint", "--allow-lan-endpoint"),
+                           ("allow_custom_endpoint", "--allow-custom-endpoint")):
             if o.get(name):
                 raise AgentprovError("cli.usage.exclusive", first=flag, second="--llm-script")
         from agentprov_core.scripted.script import load_script

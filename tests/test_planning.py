@@ -177,7 +177,13 @@ def test_dry_plan_document_shape():
 
 
 @pytest.mark.req("R-25.4", "R-25.21", "R-25.16")
-def test_agentharm_cells_of_cell_size_samples():
+def test_agentharm_cells_of_cell_size_samples(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(environments, "read_marker",
+                        lambda meta, env_id: SimpleNamespace(probe={}))  # --containment vm
+    env_file = tmp_path / ".env"
+    env_file.write_text("OPENROUTER_API_KEY=sk-test-planning\n")
     opts = dict(task="inspect_evals/agentharm", samples="limit:5", message_limit=10,
                 token_limit=20000, time_limit=600,
                 judge=("refusal_judge=m", "semantic_judge=m"))
@@ -186,7 +192,8 @@ def test_agentharm_cells_of_cell_size_samples():
     assert all(len(c.key) == 16 for c in p.cells)
     assert len(plan("agentharm", **opts).cells) == 1          # default 25
     capped = plan("agentharm", **opts, model="openrouter", model_id="m", max_calls=100,
-                  max_cost_usd=1.0, price_in=0.15, price_out=0.6, llm_script=None)
+                  max_cost_usd=1.0, price_in=0.15, price_out=0.6, llm_script=None,
+                  env_file=str(env_file), containment="vm")
     assert len(capped.cells) == 5                              # 1 under caps
     ids = plan("agentharm", **{**opts, "samples": "1-1,2-3"}, cell_size=1)
     assert [c.samples for c in ids.cells] == [({"id": "1-1"},), ({"id": "2-3"},)]

@@ -73,7 +73,7 @@ def _opts(f):
         click.option("--max-cost-usd", type=float, metavar="USD", help="At most this spend, as an upper bound."),
         click.option("--price-in", type=float, metavar="USD", help="USD per million input tokens, for the caps."),
         click.option("--price-out", type=float, metavar="USD", help="USD per million output tokens, for the caps."),
-        click.option("--containment", type=C(["sandbox-exec", "dedicated-user", "vm"]), help="The declared containment of the worker."),
+        click.option("--containment", type=C(["sandbox-exec", "bwrap", "dedicated-user", "vm"]), help="The declared containment of the worker (sandbox-exec on macOS and bwrap on Linux need a passed build-time probe)."),
         # campaign control and resume
         click.option("--max-attempts", type=int, metavar="N", help="Attempts per unit, across invocations [3]."),
         click.option("--retry-inconsistent", is_flag=True, help="Re-attempt units whose accounting is inconsistent."),
@@ -100,8 +100,9 @@ def run(ctx: click.Context, source: str, **options) -> int:
     """Plan, dry-run or run SOURCE live (agentdojo, autodojo, agentdyn, agentharm, ...).
 
     Checks run in the specification's order: usage (2); live status, backend and defence
-    refusals (5) and the environment (3); API caps (4) before any key is read; then the
-    plan, where --dry-run stops.
+    refusals (5) and the environment (3); API caps (4) before any key is read, the key (3),
+    the endpoint URL (4) and the containment (4); then the plan, where --dry-run stops;
+    then consent (4).
     """
     from agentprov_core import planning
     from agentprov_core.runrequest import RunRequest
@@ -125,13 +126,18 @@ def run(ctx: click.Context, source: str, **options) -> int:
     from agentprov_core.errors import AgentprovError
 
     prepared = planning.prepare(req)
-    campaign.check_corpus(prepared)
-    campaign.read_progress(prepared)
+    if not options["preflight_only"]:  # the probe alone writes no corpus
+        campaign.check_corpus(prepared)
+        campaign.read_progress(prepared)
     if options["dry_run"]:
         from agentprov_core.cli.dryrun import print_dry_run
 
         return print_dry_run(prepared, started)
-    if not req.scripted:  # consent, keys, containment and caps accounting: the next issue
+    if not req.scripted:
+        from agentprov_core import consent
+
+        consent.decide(prepared)  # step 7: cli.refused.consent (exit 4)
+        # the preflight probe, caps accounting and the campaign with a key: a later issue
         raise AgentprovError("run.unsupported.campaign", source=source)
     from agentprov_core.session import dry_run
 

@@ -1,0 +1,97 @@
+"""Step 7 of the order of checks: consent to a real-model run (R-15.1 … R-15.3, R-16.7).
+
+A real model needs consent, decided after the plan (a dry run never gets here):
+
+* ``--i-consent-to-api-costs`` consents to billed calls, and also satisfies a local run;
+* ``--i-consent-to-local-run`` consents for a local server only; on an endpoint of class
+  ``api`` (an API, or a LAN server) it is refused, never read as consent to bill;
+* without a flag, a terminal (stdin and stderr both a TTY) is asked ``Continue? [y/N]``
+  after a summary that names the endpoint, the model, the caps and the bound on calls;
+  only ``y`` or ``yes`` consents. Without a terminal: ``cli.refused.consent`` (exit 4).
+
+A scripted run needs no consent. Nothing here reads a key, contacts a server or writes.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import IO, Any
+
+from agentprov_core.errors import AgentprovError
+
+#: The preflight probe's calls, before the first cell (R-18): named in the consent text.
+PREFLIGHT_CALLS = 3
+
+
+def is_terminal(stdin: IO[str], stderr: IO[str]) -> bool:
+    try:
+        return stdin.isatty() and stderr.isatty()
+    except (AttributeError, ValueError):  # a closed or unusual stream is not a terminal
+        return False
+
+
+def summary(p: Any) -> list[str]:
+    """What the prompt shows before ``Continue? [y/N]``: what would run, and its bounds."""
+    o = p.request.options
+    r = p.resolved
+    cls = p.endpoint_class
+    lines = [f"agentprov run {p.source.meta.name}: a real-model run, endpoint {r.name} "
+             f"(class {cls}) at {r.base_url}, model {o.get('model_id') or '(from the server)'}"]
+    if o.get("preflight_only"):
+        lines.append(f"  up to {PREFLIGHT_CALLS} preflight probe call(s), and no cell")
+    else:
+        due = p.plan.attempts_due
+        lines.append(f"  up to {PREFLIGHT_CALLS} preflight probe call(s), then up to {due} "
+                     f"cell attempt(s) ({p.plan.units} unit(s), --max-attempts "
+                     f"{p.plan.max_attempts})")
+    if cls == "api":
+        caps = []
+        if o.get("max_calls") is not None:
+            caps.append(f"at most {o['max_calls']} billed call(s)")
+        if o.get("max_cost_usd") is not None:
+            caps.append(f"a spend upper bound of ${o['max_cost_usd']:.2f} at "
+                        f"${o['price_in']}/${o['price_out']} per million tokens in/out")
+        lines.append("  caps: " + ("; ".join(caps) if caps else "none (--preflight-only)")
+                     + "; prompts and replies leave this machine")
+    else:
+        lines.append("  a local server on loopback: no provider bills these calls")
+    if p.containment:
+        lines.append(f"  containment: {p.containment['kind']} "
+                     f"(declared by {p.containment['declared_by']})")
+    return lines
+
+
+def decide(p: Any, *, stdin: IO[str] | None = None, stderr: IO[str] | None = None
+           ) -> dict[str, Any]:
+    """Consent for the prepared real-model run ``p``, or ``cli.refused.consent`` (exit 4).
+    Returns what the corpus records: how consent was given and for which class."""
+    stdin = sys.stdin if stdin is None else stdin
+    stderr = sys.stderr if stderr is None else stderr
+    o = p.request.options
+    cls = p.endpoint_class
+    if o.get("i_consent_to_api_costs"):
+        return {"given_by": "--i-consent-to-api-costs", "endpoint_class": cls}
+    if o.get("i_consent_to_local_run"):
+        if cls == "local":
+            return {"given_by": "--i-consent-to-local-run", "endpoint_class": cls}
+        raise AgentprovError(
+            "cli.refused.consent",
+            why=f"to billed calls: --i-consent-to-local-run covers a local server only, and "
+                f"{p.resolved.name} at {p.resolved.base_url} is class api; pass "
+                "--i-consent-to-api-costs")
+    flags = ("--i-consent-to-api-costs" if cls == "api"
+             else "--i-consent-to-local-run or --i-consent-to-api-costs")
+    if o.get("env_stdin") or not is_terminal(stdin, stderr):
+        raise AgentprovError(
+            "cli.refused.consent",
+            why=f"(no consent flag, and no terminal to ask on): pass {flags}")
+    stderr.write("\n".join(summary(p)) + "\nContinue? [y/N] ")
+    stderr.flush()
+    answer = stdin.readline()
+    if answer.strip().lower() not in ("y", "yes"):
+        if not answer.endswith("\n"):
+            stderr.write("\n")
+        raise AgentprovError("cli.refused.consent",
+                             why=f"(the answer was not yes; nothing was started): answer y, "
+                                 f"or pass {flags}")
+    return {"given_by": "prompt", "endpoint_class": cls}
