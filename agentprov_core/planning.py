@@ -50,6 +50,10 @@ class Prepared:
     identity: dict[str, Any]
     resolved: epmod.ResolvedEndpoint | None = None
     containment: dict[str, Any] | None = None
+    #: a local server's model as step 4 observed it (agentprov-local-model/0.2), else None
+    local_identity: Any = None
+    #: what the agent configuration records of it (model id, identity digest and part)
+    local_record: dict[str, Any] | None = None
 
     @property
     def endpoint_class(self) -> str | None:
@@ -225,7 +229,8 @@ def not_transmitted(src: Source, ep: epmod.Endpoint, element: str,
 
 def agent_config(req: RunRequest, ep: epmod.Endpoint | None,
                  resolved: epmod.ResolvedEndpoint | None = None,
-                 params: dict[str, Any] | None = None) -> dict[str, Any]:
+                 params: dict[str, Any] | None = None,
+                 local: dict[str, Any] | None = None) -> dict[str, Any]:
     """The agent configuration that the plan and configuration digests hash.
 
     A scripted run's agent is the scripted transport itself, whatever the script holds
@@ -251,6 +256,8 @@ def agent_config(req: RunRequest, ep: epmod.Endpoint | None,
             out["allow_lan_endpoint"] = True
     else:
         out["endpoint_class"] = endpoint_class(req, ep)
+    if local is not None:  # step 4's observation: the model id picked and its identity
+        out |= local
     return out
 
 
@@ -328,6 +335,39 @@ def check_containment(req: RunRequest, meta: Any, env_id: str) -> dict[str, Any]
     return containment.resolve(name, marker, backend=meta.backend or meta.name).as_json()
 
 
+def observe_local(req: RunRequest, ep: epmod.Endpoint,
+                  resolved: epmod.ResolvedEndpoint) -> tuple[Any, dict[str, Any]]:
+    """Step 4 (a local server, R-16.4): list and fingerprint the server (exit 3 or 4), pick
+    the model (``--model-id``, the endpoint's model variable in ``.env``, or a numbered pick
+    on a terminal; else exit 3 listing the served ids), observe its identity record
+    (``agentprov-local-model/0.2``, weights hashed through the digest cache unless
+    ``--no-hash-weights``), and refuse LM Studio's text tool prompt unless
+    ``--allow-text-tool-calls``. Returns the identity and what the agent configuration
+    records of it (its digest and identity part: another model is another configuration).
+    """
+    from agentprov_core import keys
+    from agentprov_core.local import identity as li
+
+    o = req.options
+    key = keys.read_key(resolved.key_variable, o) if resolved.key_variable else None
+    opts = li.ObserveOptions(hash_weights=not o.get("no_hash_weights"),
+                             model_dir=o.get("model_dir"), key=key,
+                             key_variable=resolved.key_variable, allow_lan=resolved.lan)
+    model_id = o.get("model_id")
+    if not model_id and ep.model_variable:
+        model_id = keys.read_variable(ep.model_variable, o) or None
+    if not model_id:
+        model_id = li.choose_model(li.served(resolved, opts), variable=ep.model_variable)
+    ident = li.observe(resolved, model_id, opts)
+    tool_use = li.check_tool_use(ident, allow_text_tool_calls=bool(
+        o.get("allow_text_tool_calls")))
+    recorded = {"model_id": model_id,
+                "local_model": ident.identity_part() | {"digest": ident.digest}}
+    if tool_use is not None:
+        recorded["tool_use"] = tool_use
+    return ident, recorded
+
+
 def catalogue_for_print(src: Source) -> Catalogue:
     """The source's catalogue, with the defences of the repository's registry that its
     backend builds (the registry, not the snapshot, is authoritative for defences)."""
@@ -379,17 +419,26 @@ def prepare(req: RunRequest) -> Prepared:
         check_caps(req, endpoint_class(req, ep))
         resolved = check_key_and_url(req, ep)
         containment = check_containment(req, meta, env_id)
+    # ---- step 4: a local server: list, fingerprint, observe the model's identity
+    local_identity = None
+    if ep is not None and ep.local and resolved is not None:
+        local_identity, local_record = observe_local(req, ep, resolved)
+    else:
+        local_record = None
     # ---- step 6: the plan
-    plan = make_plan(src, req, doc, cat, cells, ep, env_id, identity, resolved, params)
-    return Prepared(src, req, doc, cat, cells, ep, plan, identity, resolved, containment)
+    plan = make_plan(src, req, doc, cat, cells, ep, env_id, identity, resolved, params,
+                     local_record)
+    return Prepared(src, req, doc, cat, cells, ep, plan, identity, resolved, containment,
+                    local_identity, local_record)
 
 
 def make_plan(src: Source, req: RunRequest, doc: PlanDoc, cat: Catalogue, cells: list[Cell],
               ep: epmod.Endpoint | None, env_id: str, identity: dict[str, Any],
               resolved: epmod.ResolvedEndpoint | None = None,
-              params: dict[str, Any] | None = None) -> Plan:
+              params: dict[str, Any] | None = None,
+              local: dict[str, Any] | None = None) -> Plan:
     meta = src.meta
-    agent = agent_config(req, ep, resolved, params)
+    agent = agent_config(req, ep, resolved, params, local)
     return Plan(
         source=meta.name, backend=meta.backend or meta.name, environment_id=env_id,
         benchmark_version=src.benchmark_version(doc, cat),
@@ -412,9 +461,9 @@ def with_worker_catalogue(p: Prepared, cat: Catalogue) -> Prepared:
     cells = p.source.expand(p.doc, cat, ctx)
     plan = make_plan(p.source, p.request, p.doc, cat, cells, p.endpoint,
                      p.plan.environment_id, p.identity, p.resolved,
-                     model_params(p.request, p.source, p.endpoint))
+                     model_params(p.request, p.source, p.endpoint), p.local_record)
     return Prepared(p.source, p.request, p.doc, cat, cells, p.endpoint, plan, p.identity,
-                    p.resolved, p.containment)
+                    p.resolved, p.containment, p.local_identity, p.local_record)
 
 
 def plan_lines(plan: Plan) -> list[str]:

@@ -677,3 +677,58 @@ def test_api_refresh_makes_list_calls_only(tmp_path, monkeypatch):
     cached = apimodels.read_cache("anthropic")
     assert cached is not None and cached.models == ["m1", "m2", "m3"]
     assert "sk-ant" not in apimodels.cache_file("anthropic").read_text()
+
+
+# --- step 4 of a run: prepare() lists, fingerprints and observes the local server --------
+
+@pytest.fixture
+def prepare_local(serve, tmp_path, monkeypatch):
+    """``planning.prepare`` in-process for a local endpoint, against a fake server (the
+    environment id and the containment, steps 2 and 3, answer fixed values: their own
+    tests are elsewhere)."""
+    from agentprov_core import environments, planning
+    from agentprov_core.runrequest import RunRequest
+    from tests.conftest import fake_identity
+
+    monkeypatch.setattr(environments, "backend_identity", fake_identity("00000000"))
+    monkeypatch.setattr(environments, "read_marker", lambda meta, env_id: None)
+    monkeypatch.setattr("agentprov_core.containment.resolve", lambda *a, **k: type(
+        "R", (), {"as_json": lambda self: {"kind": "vm", "declared_by": "operator"}})())
+    (tmp_path / "none.env").write_text("")
+
+    def prepare(endpoint: str, server: FakeServer, **options):
+        o = dict(corpus=str(tmp_path / "c"), campaign="c", suite=("banking",),
+                 user_tasks="0", endpoint=endpoint, base_url=server.base_url,
+                 containment="vm", env_file=str(tmp_path / "none.env"), **options)
+        return planning.prepare(RunRequest("agentdojo", o, set(o)))
+
+    return prepare
+
+
+@pytest.mark.req("R-16.4", "R-11.11")
+def test_step_4_observes_the_model_and_its_identity_enters_the_configuration(
+        prepare_local, serve, tmp_path):
+    s = serve("llamacpp")
+    p = prepare_local("llamacpp", s, model_id="m")
+    assert p.local_identity is not None and p.local_identity.server.kind == "llamacpp"
+    assert p.plan.config_digest == prepare_local("llamacpp", s, model_id="m").plan.config_digest
+    (tmp_path / "gguf" / "m-00002-of-00002.gguf").write_bytes(b"C" * 2000)  # other weights
+    other = prepare_local("llamacpp", s, model_id="m")
+    assert other.local_identity.digest != p.local_identity.digest
+    assert other.plan.config_digest != p.plan.config_digest  # another model: another config
+    assert p.plan.plan_sha256 != other.plan.plan_sha256
+
+
+@pytest.mark.req("R-16.4", "R-11.5", "R-11.8")
+def test_step_4_refuses_the_wrong_server_and_a_missing_model_id(prepare_local, serve):
+    s = serve("ollama")
+    with pytest.raises(AgentprovError) as e:
+        prepare_local("llamacpp", s, model_id="m")  # an ollama server on llamacpp's port
+    assert (e.value.code, e.value.exit_code) == ("run.local.wrong_server", 4)
+    with pytest.raises(AgentprovError) as e:
+        prepare_local("ollama", s)  # no --model-id and no terminal: the served ids
+    assert (e.value.code, e.value.exit_code) == ("run.local.no_model_id", 3)
+    assert "llama3.2:latest" in e.value.message
+    with pytest.raises(AgentprovError) as e:
+        prepare_local("ollama", s, model_id="gpt-oss:120b-cloud")
+    assert (e.value.code, e.value.exit_code) == ("run.local.remote_model", 4)

@@ -60,6 +60,8 @@ def _opts(f):
         click.option("--allow-lan-endpoint", is_flag=True, help="Admit a literal private address (recorded)."),
         click.option("--allow-custom-endpoint", is_flag=True, help="Admit an API base URL off the registered host (recorded)."),
         click.option("--allow-text-tool-calls", is_flag=True, help="Accept text-encoded tool calls (recorded)."),
+        click.option("--no-hash-weights", is_flag=True, help="Local model: record the weight files' sizes, not their sha256."),
+        click.option("--model-dir", metavar="PATH", help="Local model: the weights' folder, when the server does not name it."),
         click.option("--accept-served-model", multiple=True, metavar="ID", help="Accept a served model id (repeatable, recorded)."),
         click.option("--defence-endpoint", metavar="NAME", help="The endpoint of a defence's own model (MELON's embeddings)."),
         # keys
