@@ -9,15 +9,34 @@ PROV, validation; :mod:`agentprov_core.evidence.live_mapping`), failed attempts 
 failed execution is kept, never discarded. Mapping never stops the campaign; an attempt whose
 mapping raised counts as "failed" in the summary and the error is kept in the manifest.
 
-Stops: a config stop (a cell's setup refused the configuration), a drain
-(``--control-file``), ``--limit``, and an interrupt (SIGINT, SIGTERM, SIGHUP: in-flight
-sessions are sealed ``aborted`` and ledgered, exit 130; a second signal exits at once).
+A real model (issue 6) adds, around the same loop (:class:`Live`): the endpoint's key in
+the worker's environment under its variable's name (never in argv, never written); for a
+non-loopback endpoint the egress proxy (allowlist: exactly the endpoint's host:port),
+reached through ``HTTPS_PROXY`` or, under an enforced containment, through the proxy's Unix
+socket routed into the sandbox; the worker under the resolved containment; the preflight
+probe before the first cell (:mod:`agentprov_core.preflight`); the caps
+(:mod:`agentprov_core.caps`): a cell starts only if its worst case fits; and the canary
+(:mod:`agentprov_core.canary`). The manifest records ``producer.sandbox``,
+``live.endpoint_class``, ``live.caps``, ``live.egress``, ``live.quality``, ``live.canary``
+and ``live.preflight``.
+
+Stops: a config stop (a cell's setup refused the configuration), a canary stop, a cap stop
+(``cap_reached``, ``cap_bound_exceeded``), a drain (``--control-file``), ``--limit``, and an
+interrupt (SIGINT, SIGTERM, SIGHUP: in-flight sessions are sealed ``aborted`` and ledgered,
+exit 130; a second signal exits at once).
+
+Test-only overrides, honoured only when set (and recorded as ``live.test_overrides``):
+``AGENTPROV_TEST_EGRESS_RESOLVE=HOST:PORT=IP:PORT[,...]`` makes the egress proxy dial IP:PORT
+for an allowed HOST:PORT (the allowlist still matches the name asked for), and
+``AGENTPROV_TEST_CA_FILE=PEM`` makes the worker trust that CA (``SSL_CERT_FILE``), so that a
+loopback TLS stand-in can play a registered API host. Never set them for a real run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import signal
 import sys
@@ -40,6 +59,10 @@ from agentprov_core.errors import AgentprovError
 CONFIG_STOP = ("agentprov run: a cell's setup refused this configuration, so no further cell "
                "was started (every one would fail the same way); fix the option the refusal "
                "names and re-run the same command")
+TEST_RESOLVE = "AGENTPROV_TEST_EGRESS_RESOLVE"
+TEST_CA = "AGENTPROV_TEST_CA_FILE"
+#: stops that leave the corpus partial (R-21.31) and exit 1
+EARLY_STOPS = ("config", "worker", "canary", "cap_reached", "cap_bound_exceeded")
 
 
 @dataclass
@@ -58,6 +81,8 @@ class Flight:
     started_at: str
     future: Future
     quality: dict[str, Any] = field(default_factory=dict)
+    records: list[dict[str, Any]] | None = None
+    charge: Any = None
 
 
 @dataclass
@@ -75,6 +100,8 @@ class Tally:
     map_failures: list[dict[str, str]] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
     quality: dict[str, Any] = field(default_factory=dict)
+    canary: list[Any] = field(default_factory=list)  # canary findings (stop or notice)
+    cap: str | None = None  # why a cap stopped the campaign
 
 
 class Interrupted(Exception):
@@ -161,6 +188,331 @@ def check_corpus(p) -> None:
                              want=p.plan.config_digest[:16])
 
 
+def check_supported(p) -> None:
+    """What this build cannot run against a real model (exit 5, before consent): an
+    Inspect source, an Anthropic-style endpoint (AnthropicLLM over the recording transport
+    is not wired yet), another element than the native one, or a defence endpoint."""
+    if p.request.scripted:
+        return
+    o = p.request.options
+    name = p.source.meta.name
+    why = None
+    if p.source.meta.kind != "suites":
+        what, why = f"of {name}", "an Inspect task runs through Inspect's own model, not wired yet."
+    elif p.resolved is not None and p.resolved.wire == "anthropic":
+        what, why = (f"on the Anthropic-style endpoint {p.resolved.name}",
+                     "AgentDojo's AnthropicLLM over the recording transport is not wired yet.")
+    elif (o.get("llm_element") or "native") != "native":
+        what, why = (f"with --llm-element {o['llm_element']}",
+                     "only the native element runs against a real model.")
+    elif o.get("defence_endpoint"):
+        what, why = ("with --defence-endpoint",
+                     "a defence's own model endpoint (its key and egress pair) is not wired yet.")
+    if why is not None:
+        raise AgentprovError("run.unsupported.campaign", source=name, what=what, why=why)
+
+
+def test_overrides() -> tuple[dict[str, tuple[str, int]] | None, str | None, list[str]]:
+    """The test-only resolver and CA file (see the module docstring), and what to record."""
+    resolver: dict[str, tuple[str, int]] | None = None
+    notes: list[str] = []
+    raw = os.environ.get(TEST_RESOLVE)
+    if raw:
+        resolver = {}
+        for item in raw.split(","):
+            name, _, target = item.strip().partition("=")
+            host, _, _port = name.rpartition(":")
+            ip, _, tport = target.rpartition(":")
+            if not host or not ip or not tport.isdigit():
+                raise AgentprovError("cli.usage.option_value", option=TEST_RESOLVE, value=item,
+                                     what="HOST:PORT=IP:PORT (a test-only override)")
+            resolver[host.lower()] = (ip, int(tport))
+        notes.append(f"{TEST_RESOLVE}: {', '.join(sorted(resolver))} resolved to loopback "
+                     "(a test stand-in)")
+    ca = os.environ.get(TEST_CA) or None
+    if ca:
+        notes.append(f"{TEST_CA}: the worker trusted a test CA")
+    return resolver, ca, notes
+
+
+class Live:
+    """The endpoint side of one invocation: the scripted endpoint, or a real endpoint's key,
+    egress proxy and containment; and the worker started with them."""
+
+    def __init__(self, p) -> None:
+        self.p = p
+        self.scripted = p.request.scripted
+        self.endpoint = None
+        self.proxy = None
+        self.secret = None
+        self.overrides: list[str] = []
+        self._tmp: Path | None = None
+        self.params: dict[str, Any] = {}
+        if not self.scripted:
+            from agentprov_core import planning
+
+            self.params = planning.model_params(p.request, p.source, p.endpoint)
+
+    @property
+    def wire(self) -> str:
+        return self.p.resolved.wire if self.p.resolved is not None else "openai"
+
+    def secrets(self) -> dict[str, str]:
+        """The values the redaction scan looks for (the key, by its variable's name)."""
+        return {self.secret.name: self.secret.reveal()} if self.secret is not None else {}
+
+    def start(self, staging_root: Path):
+        from agentprov_core.workerclient import Worker
+
+        p = self.p
+        o = p.request.options
+        env_dir = environments.environment_dir(p.plan.environment_id)
+        staging_root.mkdir(parents=True, exist_ok=True)
+        if self.scripted:
+            from agentprov_core.scripted.script import load_script
+            from agentprov_core.scripted.server import ScriptedEndpoint
+
+            self.endpoint = ScriptedEndpoint(load_script(Path(o["llm_script"])))
+            self.endpoint.start()
+            return Worker(p.plan.environment_id, env_dir, staging_root, network=True)
+        import tempfile
+        from urllib.parse import urlsplit
+
+        from agentprov_core import containment as cm
+        from agentprov_core import egress, keys
+
+        r = p.resolved
+        env: dict[str, str] = {}
+        if r.key_variable:
+            self.secret = keys.read_key(r.key_variable, o)
+            env[r.key_variable] = self.secret.reveal()  # the one secret the worker gets
+        recorded = msgspec.convert(p.containment, cm.Recorded) if p.containment else None
+        resolver, ca, self.overrides = test_overrides()
+        loopback: tuple[int, ...] = ()
+        routes: tuple[tuple[int, str], ...] = ()
+        eplan = egress.plan([r.base_url])
+        if eplan is not None:
+            self._tmp = Path(tempfile.mkdtemp(prefix="agentprov-e-"))  # a short socket path
+            sock = self._tmp / "egress.sock"
+            self.proxy = eplan.proxy(unix_path=sock, resolver=resolver).start()
+            if cm.enforced(recorded):
+                inside = self.proxy.address[1]
+                routes = ((inside, str(sock)),)
+                env |= self.proxy.proxy_env(f"http://127.0.0.1:{inside}")
+            else:
+                env |= self.proxy.proxy_env()
+        else:  # a loopback endpoint is reached directly (R-20.4)
+            u = urlsplit(r.base_url)
+            loopback = (u.port or (443 if u.scheme == "https" else 80),)
+        if ca:
+            import shutil
+
+            pem = staging_root / "agentprov-test-ca.pem"
+            shutil.copyfile(ca, pem)
+            env["SSL_CERT_FILE"] = str(pem)
+        return Worker(p.plan.environment_id, env_dir, staging_root, network=True,
+                      extra_env=env, containment=recorded,
+                      allowed=cm.Allowed(loopback_ports=loopback, unix_sockets=routes))
+
+    def agent(self, session_id: str) -> dict[str, Any]:
+        o = self.p.request.options
+        if self.scripted:
+            return {"scripted": True, "base_url": self.endpoint.base_url(session_id),
+                    "model_id": "scripted", "pipeline_name": "scripted", "key_env": None,
+                    "display_name": o.get("model_display_name")}
+        r = self.p.resolved
+        ident = getattr(self.p, "local_identity", None)
+        model_id = o.get("model_id") or getattr(ident, "model_id", None)
+        # AgentDojo's own pipeline name for a local server is "local" ("Local model"); for
+        # an API the model id, with "/" as "_" as AgentDojo's logger writes it (so the
+        # native log's pipeline_name and path agree with the capture; a stock MODEL_NAMES
+        # key still matches as a substring)
+        pipeline = "local" if r.endpoint_class == "local" else str(model_id).replace("/", "_")
+        return {"scripted": False, "base_url": r.base_url, "model_id": model_id,
+                "pipeline_name": pipeline, "key_env": r.key_variable,
+                "display_name": o.get("model_display_name"), "endpoint_kind": r.kind,
+                "wire": r.wire, "element": "OpenAILLM",
+                "params": {k: v for k, v in self.params.items() if k != "temperature_policy"}}
+
+    def stop(self) -> None:
+        if self.endpoint is not None:
+            self.endpoint.stop()
+        if self.proxy is not None:
+            self.proxy.stop()
+        if self._tmp is not None:
+            import shutil
+
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def egress_record(self) -> dict[str, Any] | None:
+        return self.proxy.record() if self.proxy is not None else None
+
+
+PREFLIGHT_LEDGER = "preflight/ledger.jsonl"
+
+
+def _records(data: bytes) -> list[dict[str, Any]]:
+    out = []
+    for line in data.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            break
+    return out
+
+
+def account_of(p, wc: WorkingCorpus | None, live: Live | None = None):
+    """The corpus's spend so far (every attempt of every configuration, and the probe
+    calls), with the bound in force and this invocation's caps."""
+    from agentprov_core import caps
+
+    params = live.params if live is not None else {}
+    acc = caps.Account(caps.Caps.from_options(p.request.options),
+                       bound=caps.Bound.for_params(params))
+    if wc is None:
+        return acc
+    for e in wc.attempts():
+        if e.capture_sha256 and wc.store.has(e.capture_sha256):
+            acc.charge(caps.charge_records(_records(wc.store.path(e.capture_sha256).read_bytes())))
+        else:
+            acc.charge(caps.missing_log())
+    ledger = wc.root / PREFLIGHT_LEDGER
+    if ledger.is_file():
+        from agentprov_core.corpus.store import RawStore
+
+        store = RawStore(wc.root / "preflight")
+        for line in ledger.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            sha = entry.get("capture_sha256")
+            if sha and store.has(sha):
+                acc.charge(caps.charge_records(_records(store.path(sha).read_bytes())),
+                           probe=True)
+            else:
+                acc.charge(caps.Charge(bound_calls=1), probe=True)
+    return acc
+
+
+def _probe_call(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus | None,
+                acc, invocation: str):
+    """The ``call`` of :class:`agentprov_core.preflight.Probe`: one probe call in its own
+    session, charged to the caps and (in a campaign) kept under ``preflight/``."""
+    from agentprov_core import caps
+
+    def call(n: int, code: str, text: str) -> tuple[list[dict[str, Any]], str | None]:
+        why = acc.fits(0, new_cells=0, new_calls=1) if acc.caps.active else None
+        if why is not None:
+            raise _CapStop("cap_reached", f"the preflight probe's call {n} does not fit: {why}")
+        session_id = f"pf-{uuid.uuid4().hex[:16]}"
+        staging = staging_root / session_id
+        staging.mkdir(parents=True)
+        req = {"session_id": session_id, "staging": str(staging),
+               "source": p.source.meta.name, "benchmark_version": p.plan.benchmark_version,
+               "defence": "none",
+               "cell": {"suite": None, "user_task_id": None, "attack": None,
+                        "injection_task_id": None, "cell_key": "preflight", "kind": "preflight"},
+               "unit": None, "attempt": n, "agent": live.agent(session_id),
+               "backend": p.identity, "plan_sha256": p.plan.plan_sha256,
+               "config_digest": p.plan.config_digest, "timeout_s": 300,
+               "preflight": {"call": n, "instruction": text, "user": _preflight().USER}}
+        try:
+            result = worker.result(worker.submit("run-cell", **req), timeout=330)
+        except AgentprovError as exc:
+            result = {"status": "aborted", "error": exc.message}
+            capture_chain.seal(staging / "capture.jsonl", "aborted", exc.message,
+                               "session.worker_failed")
+        cap = staging / "capture.jsonl"
+        data = cap.read_bytes() if cap.exists() else b""
+        records = _records(data)
+        charge = caps.charge_records(records) if records else caps.missing_log()
+        acc.charge(charge, probe=True)
+        if redaction.scan(staging, live.secrets()):
+            raise AgentprovError("cli.environment.preflight", endpoint=p.resolved.name,
+                                 url=p.resolved.base_url,
+                                 why="a staged file of the probe held a secret; its staging "
+                                     f"directory {staging} was kept")
+        if wc is not None:
+            from agentprov_core.corpus.store import RawStore
+
+            sha = RawStore(wc.root / "preflight").put_bytes(data) if data else None
+            chain = capture_chain.read(cap) if cap.exists() else None
+            entry = {"at": now(), "invocation": invocation, "session_id": session_id,
+                     "call": n, "status": result.get("status"),
+                     "capture_sha256": sha,
+                     "capture_head_sha256": chain.head_sha256 if chain else None,
+                     "billed_calls": charge.billed, "plan_sha256": p.plan.plan_sha256,
+                     "config_digest": p.plan.config_digest}
+            (wc.root / PREFLIGHT_LEDGER).parent.mkdir(exist_ok=True)
+            with open(wc.root / PREFLIGHT_LEDGER, "a", encoding="utf-8") as f:
+                f.write(json.dumps(entry, sort_keys=True) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        if not p.request.options.get("keep_staging"):
+            import shutil
+
+            shutil.rmtree(staging, ignore_errors=True)
+        return records, result.get("error")
+
+    return call
+
+
+def _preflight():
+    from agentprov_core import preflight
+
+    return preflight
+
+
+class _CapStop(Exception):
+    def __init__(self, stop: str, why: str) -> None:
+        super().__init__(why)
+        self.stop, self.why = stop, why
+
+
+def run_preflight(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus | None, acc,
+                  invocation: str) -> dict[str, Any]:
+    """Run the probe (R-18); returns what ``live.preflight`` records. Raises
+    ``cli.refused.preflight`` (4), ``cli.environment.preflight`` (3) or a cap stop."""
+    from agentprov_core import canary
+
+    pf = _preflight()
+    s = canary.Settings.from_run(p.request.options, live.params, live.wire)
+    probe = pf.Probe(p.resolved.name, p.resolved.base_url, s)
+    try:
+        verdict = probe.run(_probe_call(p, live, worker, staging_root, wc, acc, invocation))
+    except AgentprovError:
+        click.echo(f"preflight: {len(probe.calls)} call(s): "
+                   + "; ".join(f"{c['verdict']} ({c['why']})" for c in probe.calls), err=True)
+        raise
+    click.echo(f"preflight: confirmed after {len(probe.calls)} call(s): the roles reach the "
+               "model (A9), tool calls come back structured (A4), the configured parameters "
+               "are transmitted (A3)" + "".join(f"; {n}" for n in verdict.notes), err=True)
+    return probe.record(verdict) | {"at": now()}
+
+
+def _preflight_only(p, consent: dict[str, Any] | None) -> int:
+    """``--preflight-only`` (R-18.8): the probe alone, in a temporary staging directory;
+    nothing is kept and no corpus is written."""
+    import tempfile
+
+    live = Live(p)
+    acc = account_of(p, None, live)
+    worker = None
+    with tempfile.TemporaryDirectory(prefix="agentprov-pf-") as tmp:
+        try:
+            worker = live.start(Path(tmp) / "staging")
+            run_preflight(p, live, worker, Path(tmp) / "staging", None, acc,
+                          uuid.uuid4().hex[:12])
+        finally:
+            if worker is not None:
+                worker.close()
+            live.stop()
+    click.echo(f"agentprov run: preflight only: {acc.probe.billed} billed probe call(s); no "
+               "cell was run and nothing was written")
+    return 0
+
+
 def _manifest(p, wc: WorkingCorpus, old: dict[str, Any] | None) -> dict[str, Any]:
     from agentprov_core.plugins import manager
 
@@ -178,7 +530,8 @@ def _manifest(p, wc: WorkingCorpus, old: dict[str, Any] | None) -> dict[str, Any
                              "lock_sha256": marker.lock_sha256,
                              "pinned_commit": marker.pinned_commit,
                              "distributions": marker.distributions},
-        "producer": {"agentprov": __version__, "sandbox": None if p.request.scripted else "?",
+        "producer": {"agentprov": __version__,
+                     "sandbox": None if p.request.scripted else p.containment,
                      "python": sys.version.split()[0]},
         "plugins": sorted(({"name": r.name, "distribution": r.distribution,
                             "version": r.version, "status": r.status}
@@ -191,10 +544,9 @@ def _manifest(p, wc: WorkingCorpus, old: dict[str, Any] | None) -> dict[str, Any
     live = dict(m.get("live") or {})
     live.update({"endpoint_class": p.endpoint_class,  # local|api, decided before consent
                  "transport": "scripted" if p.request.scripted else "endpoint",
-                 "llm_element": p.request.options.get("llm_element") or "native",
-                 "caps": {"max_calls": p.request.options.get("max_calls"),
-                          "max_cost_usd": p.request.options.get("max_cost_usd")},
-                 "egress": None})
+                 "llm_element": p.request.options.get("llm_element") or "native"})
+    live.setdefault("caps", None)
+    live.setdefault("egress", None)
     m["live"] = live
     return m
 
@@ -203,9 +555,11 @@ def _manifest(p, wc: WorkingCorpus, old: dict[str, Any] | None) -> dict[str, Any
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
 
 
-def run(p) -> int:
+def run(p, consent: dict[str, Any] | None = None) -> int:
     try:
-        return _run(p)
+        if p.request.options.get("preflight_only"):
+            return _preflight_only(p, consent)
+        return _run(p, consent)
     except OSError as exc:
         if exc.errno not in DISK_ERRNOS:
             raise
@@ -216,16 +570,21 @@ def run(p) -> int:
                  "are kept: free space and re-run the same command to resume") from None
 
 
-def _run(p) -> int:
+def _run(p, consent: dict[str, Any] | None = None) -> int:
     o = p.request.options
     started = time.monotonic()
     check_corpus(p)
     wc = WorkingCorpus(partial_dir(o["corpus"]))
     wc.lock()
+    live_ctx = Live(p)
     try:
         old = wc.manifest() if (wc.root / "manifest.json").is_file() else None
         manifest = _manifest(p, wc, old)
         manifest["partial"] = bool(old and old.get("partial"))
+        if consent is not None:
+            manifest["live"].setdefault("consent", []).append(consent | {"at": now()})
+        acc = account_of(p, wc, live_ctx)
+        manifest["live"]["caps"] = acc.record()
         wc.write_manifest(manifest)
         entries = wc.attempts()
         mine = [e for e in entries if e.config_digest == p.plan.config_digest]  # mixed: apart
@@ -236,14 +595,20 @@ def _run(p) -> int:
         jobs = o.get("jobs") or 1
         click.echo(f"agentprov run {p.source.meta.name}: units={len(due)} plan={p.plan.units} "
                    f"unit(s) workers={jobs}")
-        tally, stop = _campaign(p, wc, due, jobs, len(entries))
+        run_state: dict[str, Any] = {}
+        try:
+            tally, stop = _campaign(p, wc, due, jobs, len(entries), live_ctx, acc, run_state)
+        except AgentprovError:  # the preflight refused: keep what it recorded, then report
+            _record_live(wc, live_ctx, acc, run_state)
+            raise
         if stop == "interrupt":
             exit_code = 130
-        elif stop in ("config", "worker") or tally.failed or tally.quarantined or \
+        elif stop in EARLY_STOPS or tally.failed or tally.quarantined or \
                 tally.inconclusive or tally.inconsistent or tally.map_failed:
             exit_code = 1
         else:  # complete, a drain or --limit with every attempt conclusive (decisions 3, 4)
             exit_code = 0
+        _record_live(wc, live_ctx, acc, run_state)
         manifest = wc.manifest()
         from agentprov_core import quality
 
@@ -252,7 +617,7 @@ def _run(p) -> int:
         quality.merge(total, tally.quality)
         live["quality"] = total
         manifest["partial"] = bool(manifest.get("partial")) or stop in (
-            "config", "limit", "interrupt", "worker")
+            "limit", "interrupt", *EARLY_STOPS)
         manifest["updated_at"] = now()
         manifest.setdefault("stops", []).append({"at": now(), "stop": stop or "complete",
                                                  "exit": exit_code})
@@ -261,14 +626,46 @@ def _run(p) -> int:
         wc.write_manifest(manifest)
     finally:
         wc.unlock()
-    _summary(p, wc, tally, stop, exit_code, started, done_before, len(due))
+    _summary(p, wc, tally, stop, exit_code, started, done_before, len(due),
+             acc.record() if acc_line_wanted(p) else None)
     return exit_code
 
 
-def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
-    from agentprov_core.workerclient import Worker
+def acc_line_wanted(p) -> bool:
+    o = p.request.options
+    return not p.request.scripted or o.get("max_calls") is not None or \
+        o.get("max_cost_usd") is not None
+
+
+def _record_live(wc: WorkingCorpus, live_ctx: Live, acc, run_state: dict[str, Any]) -> None:
+    """Write what this invocation observed into ``live``: the caps (``live.caps``), the
+    egress proxy's record (``live.egress``, per invocation; the last one at the top), the
+    preflight, the canary and the test-only overrides."""
+    manifest = wc.manifest()
+    live = manifest.setdefault("live", {})
+    live["caps"] = acc.record()
+    egress = live_ctx.egress_record()
+    if egress is not None:
+        live["egress"] = egress
+        live.setdefault("egress_invocations", []).append(egress)
+    if run_state.get("preflight") is not None:
+        live.setdefault("preflight", []).append(run_state["preflight"])
+    if run_state.get("canary") is not None:
+        live["canary"] = run_state["canary"]
+    if live_ctx.overrides:
+        live["test_overrides"] = sorted(set(live.get("test_overrides", [])) |
+                                        set(live_ctx.overrides))
+    wc.write_manifest(manifest)
+
+
+def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
+              live: Live | None = None, acc=None, run_state: dict[str, Any] | None = None):
+    from agentprov_core import canary as canarymod
 
     o = p.request.options
+    live = live or Live(p)
+    acc = acc if acc is not None else account_of(p, wc, live)
+    run_state = run_state if run_state is not None else {}
     tally = Tally()
     stop: str | None = None
     invocation = uuid.uuid4().hex[:12]
@@ -291,25 +688,27 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM,
                                                          signal.SIGHUP)}
-    endpoint = None
     worker = None
     flights: dict[Future, Flight] = {}
     seq = [seq0]
     progress: Progress | None = None
+    plan_units = [unit_key(c.key, p.plan.defence, r) for r in range(p.plan.repeats)
+                  for c in p.plan.cells]
+    canary = canarymod.Canary(o.get("canary"), plan_units,
+                              canarymod.Settings.from_run(o, live.params, live.wire))
+    local_identity = getattr(p, "local_identity", None)
     try:
-        if p.request.scripted:
-            from agentprov_core.scripted.script import load_script
-            from agentprov_core.scripted.server import ScriptedEndpoint
-
-            endpoint = ScriptedEndpoint(load_script(Path(o["llm_script"])))
-            endpoint.start()
-        env_dir = environments.environment_dir(p.plan.environment_id)
-        (wc.root / "staging").mkdir(exist_ok=True)
-        worker = Worker(p.plan.environment_id, env_dir, wc.root / "staging", network=True)
+        worker = live.start(wc.root / "staging")
         limit = o.get("limit")
+        queue = list(due)
+        if queue and not live.scripted:  # the preflight probe, before the first cell (R-18)
+            why = acc.fits(0) if acc.caps.active else None
+            if why is not None:
+                raise _CapStop("cap_reached", f"the next cell does not fit: {why}")
+            run_state["preflight"] = run_preflight(p, live, worker, wc.root / "staging", wc,
+                                                   acc, invocation)
         progress = Progress(len(due))
         started_units = 0
-        queue = list(due)
         stagger = o.get("start_stagger") or 0.0
         while queue or flights:
             while (queue and len(flights) < jobs and stop is None
@@ -317,10 +716,24 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
                 if _drain_requested(o):
                     stop = "drain"
                     break
+                if acc.caps.active:  # R-17.5: spend + in flight + the new cell's worst case
+                    why = acc.fits(len(flights))
+                    if why is not None:
+                        stop, tally.cap = "cap_reached", f"the next cell does not fit: {why}"
+                        break
+                if local_identity is not None:  # A14, before each cell
+                    from agentprov_core.local import identity as local_ident
+
+                    same, changed = local_ident.reobserve_matches(
+                        local_identity, p.resolved, getattr(p, "local_options", None))
+                    if not same:
+                        tally.canary.append(canary.local_model_changed(queue[0].key, changed))
+                        stop = "canary"
+                        break
                 unit = queue.pop(0)
                 state["critical"] = True  # a launched cell is always tracked
                 try:
-                    fl = _launch(p, wc, worker, endpoint, unit)
+                    fl = _launch(p, wc, worker, live, unit)
                     flights[fl.future] = fl
                 except AgentprovError as exc:  # the worker died: stop, re-run resumes
                     stop = "worker"
@@ -342,12 +755,25 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
             for fut in done:
                 fl = flights[fut]
                 result = _result(worker, fl)
-                entry = _ingest(p, wc, fl, result, invocation, seq)
+                entry = _ingest(p, wc, fl, result, invocation, seq, live)
                 _count(tally, entry, fl, _map(p, wc, entry, tally))
                 del flights[fut]  # ledgered: an interrupt from here on leaves it alone
                 if entry.setup_refusal and stop is None:
                     stop = "config"
                     tally.refusals.append(f"{fl.unit.cell.key}: {entry.setup_refusal['message']}")
+                if fl.charge is not None:
+                    from agentprov_core import caps as capsmod
+
+                    over = capsmod.exceeds_cell(fl.charge, acc.bound)
+                    acc.charge(fl.charge)
+                    if over is not None and stop in (None, "drain", "limit"):
+                        stop, tally.cap = "cap_bound_exceeded", f"{fl.unit.key}: {over}"
+                found = canary.observe(fl.unit.key, entry.status, fl.records)
+                if found:
+                    tally.canary += found
+                    if stop is None and (queue or flights) and worker.proc.poll() is None:
+                        stop = "canary"
+                fl.records = None
             state["critical"] = False
             if state["pending"]:
                 raise Interrupted
@@ -359,6 +785,8 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
                             sum(q["calls"] for q in tally.quality.values()))
             if stop is None and _drain_requested(o):
                 stop = "drain"
+    except _CapStop as exc:
+        stop, tally.cap = exc.stop, exc.why
     except Interrupted:
         stop = "interrupt"
         if worker is not None:
@@ -367,7 +795,9 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
             capture_chain.seal(fl.staging / "capture.jsonl", "aborted",
                                "interrupted: the parent received a signal", "session.interrupted")
             entry = _ingest(p, wc, fl, {"status": "aborted", "reason": "interrupted"},
-                            invocation, seq)
+                            invocation, seq, live)
+            if fl.charge is not None:
+                acc.charge(fl.charge)
             _count(tally, entry, fl, _map(p, wc, entry, tally))
         flights.clear()
     finally:
@@ -385,8 +815,8 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int):
                                        "the worker ended with the cell in flight",
                                        "session.worker_died")
             worker.close()
-        if endpoint is not None:
-            endpoint.stop()
+        live.stop()
+        run_state["canary"] = canary.record()
     return tally, stop
 
 
@@ -400,17 +830,12 @@ def _drain_requested(o) -> bool:
         return False
 
 
-def _launch(p, wc: WorkingCorpus, worker, endpoint, unit: Unit) -> Flight:
+def _launch(p, wc: WorkingCorpus, worker, live: Live, unit: Unit) -> Flight:
     o = p.request.options
     session_id = f"s-{uuid.uuid4().hex[:16]}"
     staging = wc.staging(session_id)
     cell = unit.cell
-    if endpoint is not None:
-        agent = {"scripted": True, "base_url": endpoint.base_url(session_id),
-                 "model_id": "scripted", "pipeline_name": "scripted", "key_env": None,
-                 "display_name": o.get("model_display_name")}
-    else:  # real endpoints arrive with the real-endpoint issue; refused before this point
-        raise AgentprovError("run.unsupported.campaign", source=p.source.meta.name)
+    agent = live.agent(session_id)
     req = {
         "session_id": session_id, "staging": str(staging), "source": p.source.meta.name,
         "benchmark_version": p.plan.benchmark_version, "defence": p.plan.defence,
@@ -439,7 +864,7 @@ def _result(worker, fl: Flight) -> dict[str, Any]:
 
 
 def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation: str,
-            seq: list[int]) -> Attempt:
+            seq: list[int], live: Live | None = None) -> Attempt:
     o = p.request.options
     cap = fl.staging / "capture.jsonl"
     chain = capture_chain.read(cap)
@@ -453,16 +878,20 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
         status, reason = "aborted", "the capture log has no end record"
     elif end.get("status") != status:
         status = end.get("status")
-    from agentprov_core import quality
+    from agentprov_core import caps, quality
 
-    fl.quality = quality.from_records(chain.records)
-    findings = redaction.scan(fl.staging, {})
+    wire = live.wire if live is not None else "openai"
+    fl.quality = quality.from_records(chain.records, wire)
+    fl.records = chain.records
+    fl.charge = caps.charge_records(chain.records) if chain.records else caps.missing_log()
+    findings = redaction.scan(fl.staging, live.secrets() if live is not None else {})
     base = dict(seq=seq[0], invocation=invocation, unit=fl.unit.key, cell_key=fl.unit.cell.key,
                 defence=p.plan.defence, repeat=fl.unit.repeat, attempt=fl.unit.attempt,
                 session_id=fl.session_id, started_at=fl.started_at, ended_at=now(),
                 plan_sha256=p.plan.plan_sha256, config_digest=p.plan.config_digest)
     seq[0] += 1
     if findings:
+        fl.charge, fl.records = caps.missing_log(), None  # nothing of it is stored: a whole cell
         wc.quarantine(fl.session_id, fl.unit.key, findings)
         entry = Attempt(**base, status="quarantined", conclusive=False,
                         reason="capture.quarantined: " + "; ".join(findings[:3]))
@@ -541,7 +970,7 @@ def _count(t: Tally, e: Attempt, fl: Flight | None = None, mapped=None) -> None:
 
 
 def _summary(p, wc, t: Tally, stop, code: int, started: float, done_before: int,
-             due: int) -> None:
+             due: int, caps: dict[str, Any] | None = None) -> None:
     e = lambda s: click.echo(s, err=True)  # noqa: E731
     e(f"run: finished in {time.monotonic() - started:.1f}s (exit {code})")
     e(f"  units    {t.attempts} of {p.plan.units}: sealed {t.sealed}, failed {t.failed}"
@@ -562,10 +991,27 @@ def _summary(p, wc, t: Tally, stop, code: int, started: float, done_before: int,
         e("agentprov run: drained: the cells in flight finished; re-run to resume")
     elif stop == "limit":
         e("agentprov run: --limit reached; re-run to resume (the corpus is partial)")
+    elif stop == "canary":
+        from agentprov_core.canary import STOP_LINE
+
+        e(f"agentprov run: {STOP_LINE}")
+    elif stop in ("cap_reached", "cap_bound_exceeded"):
+        e(f"agentprov run: {stop}: {t.cap}; no further cell was started "
+          + ("(raise the cap and re-run the same command to resume)" if stop == "cap_reached"
+             else "(a cell billed more than its bound: check the endpoint, then re-run)"))
     from agentprov_core import quality
 
     for line in quality.lines(t.quality):
         e(line)
+    if caps:
+        usd = caps.get("spend_upper_bound_usd")
+        e(f"  caps     {caps['billed_calls']} billed call(s) in the corpus ({caps['probe_calls']} "
+          f"probe)" + (f" of --max-calls {caps['max_calls']}" if caps.get("max_calls") is not None
+                       else "")
+          + (f"; spend upper bound ${usd:.4f} of --max-cost-usd {caps['max_cost_usd']:g}"
+             if usd is not None else ""))
+    for f in t.canary:
+        e(f"{'canary' if stop == 'canary' else 'notice: canary'}: {f.line()}")
     e(f"  corpus   {wc.root} (working; {len(wc.attempts())} attempt(s) in the ledger)")
     if stop in ("config", "worker"):
         for n in notices:

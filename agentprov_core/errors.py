@@ -253,8 +253,8 @@ _reg("run.unsupported.llm_element", X, "cannot_run",
      "--llm-element {element}.", "use the native element",
      "{reason}")
 _reg("run.unsupported.campaign", X, "cannot_run",
-     "a real-model campaign is not in this build yet.", "use --llm-script, --dry-run or --catalogue",
-     "This build runs scripted campaigns (--llm-script) and dry-runs real models; consent, keys, containment and caps accounting arrive with the real-endpoint issue.")
+     "a real-model campaign {what} is not in this build yet.", "use an OpenAI-style endpoint (an API through the egress proxy, or a local server on loopback), --llm-script or --dry-run",
+     "This build runs real campaigns of AgentDojo-family sources with the native element on OpenAI-style endpoints; {why}")
 
 
 # --- the corpus tools: validate, recompute, verify, stats, package
@@ -348,6 +348,12 @@ _reg("cli.refused.lan_key", R, "coded",
 _reg("cli.refused.containment", R, "coded",
      "a real-model run needs a declared containment: {why}",
      "declare --containment dedicated-user or vm truthfully; or use bwrap (Linux) or sandbox-exec (macOS) once agentprov backends build has recorded a passed probe of the current profile")
+_reg("cli.refused.preflight", R, "coded",
+     "the preflight probe refused {endpoint} ({url}): {why}",
+     "fix what the reason names (the endpoint, the model, the parameter), or accept it with the option it names; docs/running.md")
+_reg("cli.environment.preflight", E, "coded",
+     "the preflight probe could not use {endpoint} ({url}): {why}",
+     "check the network, the key and the model id, then re-run")
 _reg("cli.refused.consent", R, "coded",
      "a real-model run needs consent {why}",
      "--i-consent-to-local-run (local) or --i-consent-to-api-costs, or answer y at the prompt on a terminal")

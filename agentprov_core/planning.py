@@ -54,6 +54,8 @@ class Prepared:
     local_identity: Any = None
     #: what the agent configuration records of it (model id, identity digest and part)
     local_record: dict[str, Any] | None = None
+    #: how step 4 observed it (hashing, model folder, key): A14 re-observes the same way
+    local_options: Any = None
 
     @property
     def endpoint_class(self) -> str | None:
@@ -336,14 +338,15 @@ def check_containment(req: RunRequest, meta: Any, env_id: str) -> dict[str, Any]
 
 
 def observe_local(req: RunRequest, ep: epmod.Endpoint,
-                  resolved: epmod.ResolvedEndpoint) -> tuple[Any, dict[str, Any]]:
+                  resolved: epmod.ResolvedEndpoint) -> tuple[Any, dict[str, Any], Any]:
     """Step 4 (a local server, R-16.4): list and fingerprint the server (exit 3 or 4), pick
     the model (``--model-id``, the endpoint's model variable in ``.env``, or a numbered pick
     on a terminal; else exit 3 listing the served ids), observe its identity record
     (``agentprov-local-model/0.2``, weights hashed through the digest cache unless
     ``--no-hash-weights``), and refuse LM Studio's text tool prompt unless
     ``--allow-text-tool-calls``. Returns the identity and what the agent configuration
-    records of it (its digest and identity part: another model is another configuration).
+    records of it (its digest and identity part: another model is another configuration),
+    and the observation's options (A14 re-observes the same way before every cell).
     """
     from agentprov_core import keys
     from agentprov_core.local import identity as li
@@ -365,7 +368,7 @@ def observe_local(req: RunRequest, ep: epmod.Endpoint,
                 "local_model": ident.identity_part() | {"digest": ident.digest}}
     if tool_use is not None:
         recorded["tool_use"] = tool_use
-    return ident, recorded
+    return ident, recorded, opts
 
 
 def catalogue_for_print(src: Source) -> Catalogue:
@@ -422,14 +425,14 @@ def prepare(req: RunRequest) -> Prepared:
     # ---- step 4: a local server: list, fingerprint, observe the model's identity
     local_identity = None
     if ep is not None and ep.local and resolved is not None:
-        local_identity, local_record = observe_local(req, ep, resolved)
+        local_identity, local_record, local_options = observe_local(req, ep, resolved)
     else:
-        local_record = None
+        local_record = local_options = None
     # ---- step 6: the plan
     plan = make_plan(src, req, doc, cat, cells, ep, env_id, identity, resolved, params,
                      local_record)
     return Prepared(src, req, doc, cat, cells, ep, plan, identity, resolved, containment,
-                    local_identity, local_record)
+                    local_identity, local_record, local_options)
 
 
 def make_plan(src: Source, req: RunRequest, doc: PlanDoc, cat: Catalogue, cells: list[Cell],
@@ -463,7 +466,8 @@ def with_worker_catalogue(p: Prepared, cat: Catalogue) -> Prepared:
                      p.plan.environment_id, p.identity, p.resolved,
                      model_params(p.request, p.source, p.endpoint), p.local_record)
     return Prepared(p.source, p.request, p.doc, cat, cells, p.endpoint, plan, p.identity,
-                    p.resolved, p.containment, p.local_identity, p.local_record)
+                    p.resolved, p.containment, p.local_identity, p.local_record,
+                    p.local_options)
 
 
 def plan_lines(plan: Plan) -> list[str]:

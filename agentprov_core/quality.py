@@ -3,7 +3,10 @@
 Per requested model: kept calls (the final wire attempt of each model call), wire
 attempts, retries (attempts after a call's first), abnormal finishes (A6: provider-aware;
 ``stop`` and ``tool_calls`` are normal for OpenAI-style replies), the served models seen,
-and wire errors. The canary's checks read the same counts (the real-endpoint issue)."""
+wire errors, and the drift the canary watches (:mod:`agentprov_core.canary`): kept replies
+that named no served model (``served_absent``), that named another model than the request
+(``served_other``), and whose text looked like a tool call made in text
+(``text_tool_calls``, A4)."""
 
 from __future__ import annotations
 
@@ -12,9 +15,13 @@ from typing import Any
 
 NORMAL_FINISH = {"openai": {"stop", "tool_calls"},
                  "anthropic": {"end_turn", "tool_use", "stop_sequence", "stop"}}
+COUNTS = ("calls", "wire_attempts", "retries", "abnormal_finishes", "wire_errors",
+          "served_absent", "served_other", "text_tool_calls")
 
 
 def from_records(records: list[dict[str, Any]], wire: str = "openai") -> dict[str, dict[str, Any]]:
+    from agentprov_core.canary import reply_message, text_tool_call, tool_names
+
     by_attempt: dict[str, dict[str, Any]] = {}
     final_of_call: dict[str, str] = {}
     for r in records:
@@ -22,7 +29,8 @@ def from_records(records: list[dict[str, Any]], wire: str = "openai") -> dict[st
         if kind == "wire_request":
             body = r.get("body") if isinstance(r.get("body"), dict) else {}
             by_attempt[r["attempt_id"]] = {"model": body.get("model", "?"),
-                                           "retry": r.get("first_attempt_id") != r["attempt_id"]}
+                                           "retry": r.get("first_attempt_id") != r["attempt_id"],
+                                           "tools": body.get("tools")}
             final_of_call[r.get("call_id") or r["attempt_id"]] = r["attempt_id"]
         elif kind in ("wire_response", "wire_error") and r.get("attempt_id") in by_attempt:
             a = by_attempt[r["attempt_id"]]
@@ -30,11 +38,9 @@ def from_records(records: list[dict[str, Any]], wire: str = "openai") -> dict[st
             body = r.get("body") if isinstance(r.get("body"), dict) else {}
             a["status"] = r.get("status")
             a["served"] = body.get("model")
-            choices = body.get("choices") or [{}]
-            a["finish"] = (choices[0] or {}).get("finish_reason") if choices else None
-    out: dict[str, dict[str, Any]] = defaultdict(lambda: {
-        "calls": 0, "wire_attempts": 0, "retries": 0, "abnormal_finishes": 0,
-        "wire_errors": 0, "served_models": Counter()})
+            a["content"], a["structured"], a["finish"] = reply_message(body, wire)
+    out: dict[str, dict[str, Any]] = defaultdict(
+        lambda: dict.fromkeys(COUNTS, 0) | {"served_models": Counter()})
     kept = set(final_of_call.values())
     for aid, a in by_attempt.items():
         q = out[a["model"]]
@@ -46,19 +52,24 @@ def from_records(records: list[dict[str, Any]], wire: str = "openai") -> dict[st
             q["calls"] += 1
             if a.get("served"):
                 q["served_models"][a["served"]] += 1
-            if a.get("kind") == "wire_response" and a.get("status") == 200 and \
-                    a.get("finish") not in NORMAL_FINISH.get(wire, NORMAL_FINISH["openai"]):
-                q["abnormal_finishes"] += 1
+            if a.get("kind") == "wire_response" and a.get("status") == 200:
+                if a.get("finish") not in NORMAL_FINISH.get(wire, NORMAL_FINISH["openai"]):
+                    q["abnormal_finishes"] += 1
+                if not isinstance(a.get("served"), str) or not a["served"]:
+                    q["served_absent"] += 1
+                elif a["served"] != a["model"]:
+                    q["served_other"] += 1
+                if not a.get("structured") and text_tool_call(
+                        a.get("content"), tool_names({"tools": a.get("tools")})):
+                    q["text_tool_calls"] += 1
     return {m: dict(q, served_models=dict(q["served_models"])) for m, q in out.items()}
 
 
 def merge(total: dict[str, dict[str, Any]], part: dict[str, dict[str, Any]]) -> None:
     for model, q in part.items():
-        t = total.setdefault(model, {"calls": 0, "wire_attempts": 0, "retries": 0,
-                                     "abnormal_finishes": 0, "wire_errors": 0,
-                                     "served_models": {}})
-        for k in ("calls", "wire_attempts", "retries", "abnormal_finishes", "wire_errors"):
-            t[k] += q[k]
+        t = total.setdefault(model, dict.fromkeys(COUNTS, 0) | {"served_models": {}})
+        for k in COUNTS:
+            t[k] = t.get(k, 0) + q.get(k, 0)
         for served, n in q["served_models"].items():
             t["served_models"][served] = t["served_models"].get(served, 0) + n
 
@@ -69,5 +80,9 @@ def lines(quality: dict[str, dict[str, Any]]) -> list[str]:
         served = ", ".join(f"{s} x{n}" for s, n in sorted(q["served_models"].items())) or "none"
         out.append(f"  quality  {model}: {q['calls']} call(s), {q['retries']} retr"
                    f"{'y' if q['retries'] == 1 else 'ies'}, {q['abnormal_finishes']} abnormal "
-                   f"finish(es), {q['wire_errors']} wire error(s); served {served}")
+                   f"finish(es), {q['wire_errors']} wire error(s); served {served}"
+                   + (f"; {q['served_absent']} reply(ies) without a served model"
+                      if q.get("served_absent") else "")
+                   + (f"; {q['text_tool_calls']} text-encoded tool call(s)"
+                      if q.get("text_tool_calls") else ""))
     return out

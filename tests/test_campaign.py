@@ -172,7 +172,14 @@ def test_a_scripted_corpus_never_takes_a_real_session(e2e_cli, tmp_path):
     corpus = tmp_path / "s"
     assert e2e_cli("run", "agentdojo", "--corpus", corpus, "--campaign", "s", "--suite",
                    "banking", "--user-tasks", "0", "--llm-script", LIVE_DEMO).code == 0
-    r = e2e_cli("run", "agentdojo", "--dry-run", "--corpus", corpus, "--campaign", "s",
-                "--suite", "banking", "--user-tasks", "0", "--endpoint", "ollama",
-                "--model-id", "m")
+    from tests.test_local_models import FakeServer, ollama_routes
+
+    server = FakeServer(ollama_routes(tmp_path))  # step 4 observes the local model first
+    try:
+        r = e2e_cli("run", "agentdojo", "--dry-run", "--corpus", corpus, "--campaign", "s",
+                    "--suite", "banking", "--user-tasks", "0", "--endpoint", "ollama",
+                    "--model-id", "llama3.2:latest", "--base-url", server.base_url,
+                    "--containment", "vm")
+    finally:
+        server.close()
     assert (r.code, r.error["error"]) == (4, "cli.refused.mixed_transport")

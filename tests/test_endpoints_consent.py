@@ -163,7 +163,8 @@ def inproc(monkeypatch, tmp_path):
     # tests are about steps 1-3 and 7, so it answers a fixed observation here. Step 4 itself
     # runs against real loopback servers in tests/test_local_models.py.
     monkeypatch.setattr(planning, "observe_local", lambda req, ep, resolved: (
-        None, {"model_id": req.options.get("model_id"), "local_model": {"digest": "0" * 64}}))
+        None, {"model_id": req.options.get("model_id"), "local_model": {"digest": "0" * 64}},
+        None))
 
     def prepare(**options):
         o = dict(corpus=str(tmp_path / "c"), campaign="c", suite=("banking",),
@@ -512,7 +513,9 @@ def test_consent_flags(run_, built, env_file, corpora, tmp_path):
     r = run_(*api, "--i-consent-to-local-run", dry=False)
     assert (r.code, r.error["error"]) == (4, "cli.refused.consent")
     r = run_(*api, "--i-consent-to-api-costs", dry=False)
-    assert (r.code, r.error["error"]) == (5, "run.unsupported.campaign")
+    # consent given, the run goes on: the stand-in environment (a marker, no install)
+    # cannot start its worker, before any corpus is written
+    assert (r.code, r.error["error"]) == (3, "cli.environment.worker")
     no_secret(r)
     from tests.test_local_models import FakeServer, ollama_routes
 
@@ -524,7 +527,7 @@ def test_consent_flags(run_, built, env_file, corpora, tmp_path):
     assert "--i-consent-to-local-run or --i-consent-to-api-costs" in r.error["message"]
     for flag in ("--i-consent-to-local-run", "--i-consent-to-api-costs"):
         r = run_(*local, flag, dry=False)
-        assert (r.code, r.error["error"]) == (5, "run.unsupported.campaign")
+        assert (r.code, r.error["error"]) == (3, "cli.environment.worker")
     server.close()
     assert list(corpora.iterdir()) == []
 
@@ -562,7 +565,7 @@ def _pty_run(args: list[str], answer: bytes | None, home: Path) -> tuple[int, st
 
 
 @pytest.mark.req("R-15.3", "R-16.7")
-@pytest.mark.parametrize("answer,code,error", [(b"y\n", 5, "run.unsupported.campaign"),
+@pytest.mark.parametrize("answer,code,error", [(b"y\n", 3, "cli.environment.worker"),
                                                (b"n\n", 4, "cli.refused.consent"),
                                                (b"\n", 4, "cli.refused.consent")])
 def test_the_prompt_on_a_terminal(built, env_file, corpora, answer, code, error):

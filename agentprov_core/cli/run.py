@@ -125,7 +125,6 @@ def run(ctx: click.Context, source: str, **options) -> int:
         echo_json(msgspec.to_builtins(planning.catalogue_for_print(src)))
         return 0
     from agentprov_core import campaign
-    from agentprov_core.errors import AgentprovError
 
     prepared = planning.prepare(req)
     if not options["preflight_only"]:  # the probe alone writes no corpus
@@ -135,12 +134,13 @@ def run(ctx: click.Context, source: str, **options) -> int:
         from agentprov_core.cli.dryrun import print_dry_run
 
         return print_dry_run(prepared, started)
+    consented = None
     if not req.scripted:
         from agentprov_core import consent
 
-        consent.decide(prepared)  # step 7: cli.refused.consent (exit 4)
-        # the preflight probe, caps accounting and the campaign with a key: a later issue
-        raise AgentprovError("run.unsupported.campaign", source=source)
+        campaign.check_supported(prepared)  # run.unsupported.campaign (exit 5)
+        consented = consent.decide(prepared)  # step 7: cli.refused.consent (exit 4)
     from agentprov_core.session import dry_run
 
-    return campaign.run(dry_run(prepared))
+    # the preflight probe (a real model), then the campaign (agentprov_core/campaign.py)
+    return campaign.run(dry_run(prepared), consent=consented)

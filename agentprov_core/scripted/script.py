@@ -77,7 +77,7 @@ class Reply(_Struct):
     tool_calls: tuple[ToolCall, ...] = ()
     finish_reason: FinishReason | UnsetType = UNSET
     usage: Usage | None | UnsetType = UNSET
-    served_model: str | UnsetType = UNSET
+    served_model: str | None | UnsetType = UNSET  # null: the reply names no served model
     http_error: HttpError | UnsetType = UNSET
     delay_s: Seconds | UnsetType = UNSET
     hang: bool = False
@@ -203,7 +203,7 @@ def _check(where: str, r: Reply) -> None:
             _fail(where, f"tool_calls[{k}]: arguments and raw_arguments cannot be combined")
         if call.id is not UNSET and not call.id:
             _fail(where, f"tool_calls[{k}].id must not be empty")
-    if r.served_model is not UNSET and not r.served_model:
+    if r.served_model is not UNSET and r.served_model is not None and not r.served_model:
         _fail(where, "served_model must not be empty")
     if r.http_error is not UNSET:
         body = r.http_error.body

@@ -79,6 +79,8 @@ def completion_body(reply: Reply, n: int, request: dict[str, Any]) -> dict[str, 
         "choices": [{"index": 0, "message": message, "finish_reason": reply.finish,
                      "logprobs": None}],
     }
+    if served is None:  # served_model: null, a reply without a served model (A12)
+        del body["model"]
     if reply.usage is UNSET:
         body["usage"] = default_usage(request, message)
     elif reply.usage is not None:

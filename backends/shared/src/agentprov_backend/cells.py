@@ -83,9 +83,41 @@ def native_log_path(native: Path, pipeline: str, suite: str, user: str, attack: 
     return native / pipeline / suite / user / (attack or "none") / f"{inj or 'none'}.json"
 
 
+def element_kwargs(agent: dict[str, Any]) -> dict[str, Any]:
+    """The configured parameters as AgentDojo's stock ``OpenAILLM`` takes them: the
+    temperature (recorded as decimal text, passed as a float; the element itself drops 0)
+    and the reasoning effort. Anything else is not taken by the stock element."""
+    params = agent.get("params") or {}
+    kw: dict[str, Any] = {}
+    if params.get("temperature") is not None:
+        kw["temperature"] = float(params["temperature"])
+    if params.get("reasoning_effort"):
+        kw["reasoning_effort"] = params["reasoning_effort"]
+    return kw
+
+
+def make_client(agent: dict[str, Any], writer, **client_kwargs: Any):
+    """The stock ``openai.OpenAI`` client over the recording transport. The key is read from
+    the worker's environment under the variable ``agent["key_env"]`` names (T0 puts it there;
+    never in argv, never in a file); a scripted or keyless local endpoint gets a
+    placeholder the server ignores."""
+    import openai
+
+    from agentprov_backend.recording import recording_http_client
+
+    key = os.environ.get(agent["key_env"]) if agent.get("key_env") else None
+    placeholder = "agentprov-scripted" if agent.get("scripted") else "agentprov-no-key"
+    return openai.OpenAI(base_url=agent["base_url"], api_key=key or placeholder,
+                         http_client=recording_http_client(writer), **client_kwargs)
+
+
 def run_cell(req: dict[str, Any]) -> dict[str, Any]:
-    """Run the cell described by ``req`` (a run-cell request) in this process."""
+    """Run the cell described by ``req`` (a run-cell request) in this process; a request
+    with ``preflight`` runs one call of the preflight probe instead (:func:`run_probe`)."""
     from agentprov_backend.capture import CaptureWriter
+
+    if req.get("preflight"):
+        return run_probe(req)
 
     staging = Path(req["staging"])
     cell = req["cell"]
@@ -117,7 +149,6 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
-    import openai
     from agentdojo import models
     from agentdojo.agent_pipeline import AgentPipeline, PipelineConfig
     from agentdojo.agent_pipeline.llms.openai_llm import OpenAILLM
@@ -131,16 +162,12 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
     from agentdojo.task_suite.load_suites import get_suite
     from agentdojo.task_suite.task_suite import TaskSuite
 
-    from agentprov_backend.recording import recording_http_client
-
     cell, agent = req["cell"], req["agent"]
     version = req["benchmark_version"]
     suite = get_suite(version, cell["suite"])
     user_task = suite.get_user_task_by_id(cell["user_task_id"])
-    key = os.environ.get(agent["key_env"]) if agent.get("key_env") else None
-    client = openai.OpenAI(base_url=agent["base_url"], api_key=key or "agentprov-scripted",
-                           http_client=recording_http_client(writer))
-    llm = OpenAILLM(client, agent["model_id"])
+    client = make_client(agent, writer)
+    llm = OpenAILLM(client, agent["model_id"], **element_kwargs(agent))
     llm.name = agent["pipeline_name"]
 
     # --- observation hooks (declared): call boundaries, tool results, environment digests
@@ -234,6 +261,82 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
     return {"status": status, "utility": utility, "security": security,
             "native_log": str(log.relative_to(staging)) if log.exists() else None,
             "calls": counter["calls"]}
+
+
+PROBE_FUNCTION = "report_probe"
+
+
+def run_probe(req: dict[str, Any]) -> dict[str, Any]:
+    """One call of the preflight probe (R-18), in its own capture session.
+
+    The request is built by AgentDojo's own element, exactly as a cell's first call is: the
+    instruction in the system message (sent in the stock role, ``developer`` for
+    ``OpenAILLM``), a user message, one tool, and the configured parameters as the element
+    transmits them; through the same recording transport and the same proxy. One wire
+    attempt only: the SDK's retries and tenacity's are turned off, so each probe call is one
+    billed call at most. T0 judges the recorded exchange (:mod:`agentprov_core.preflight`)."""
+    import openai
+    from agentdojo.agent_pipeline.llms.openai_llm import OpenAILLM, chat_completion_request
+    from agentdojo.functions_runtime import FunctionsRuntime, make_function
+    from agentdojo.types import ChatSystemMessage, ChatUserMessage, text_content_block_from_string
+    from tenacity import stop_after_attempt
+
+    from agentprov_backend.capture import CaptureWriter
+    from agentprov_backend.recording import model_call
+
+    staging = Path(req["staging"])
+    agent, probe = req["agent"], req["preflight"]
+    writer = CaptureWriter(staging / "capture.jsonl", {
+        "session_id": req["session_id"], "cell": req.get("cell") or {}, "unit": None,
+        "attempt": probe.get("call"), "backend": req.get("backend", {}),
+        "plan_sha256": req.get("plan_sha256"), "config_digest": req.get("config_digest"),
+        "declared_instrumentation": ["recording_transport@1 mode: observe",
+                                     "preflight_probe@1 calls: 1"],
+        "source": req.get("source"), "benchmark_version": req.get("benchmark_version"),
+        "test_only": agent.get("scripted", False), "agent": agent_header(agent),
+    })
+    result: dict[str, Any] = {"status": "errored", "error": None, "error_type": None,
+                              "http_status": None, "calls": 1}
+
+    def report_probe(code: str) -> str:
+        """Report the probe code you were given.
+
+        :param code: the code from your instructions
+        """
+        return code
+
+    try:
+        client = make_client(agent, writer, max_retries=0)
+        llm = OpenAILLM(client, agent["model_id"], **element_kwargs(agent))
+        single = chat_completion_request.retry_with(stop=stop_after_attempt(1))
+        runtime = FunctionsRuntime([make_function(report_probe)])
+        messages = [
+            ChatSystemMessage(role="system", content=[text_content_block_from_string(
+                probe["instruction"])]),
+            ChatUserMessage(role="user", content=[text_content_block_from_string(
+                probe["user"])])]
+        import agentdojo.agent_pipeline.llms.openai_llm as element_module
+
+        original = element_module.chat_completion_request
+        element_module.chat_completion_request = single
+        try:
+            with model_call(writer, "p1", element="OpenAILLM", model=llm.model):
+                llm.query("", runtime, messages=messages)
+        finally:
+            element_module.chat_completion_request = original
+        result["status"] = "complete"
+        writer.end("complete", reason=None)
+    except openai.APIStatusError as exc:
+        result.update(status="errored", error=str(exc)[:500], error_type=type(exc).__name__,
+                      http_status=exc.status_code)
+        writer.end("errored", reason=f"{type(exc).__name__}: HTTP {exc.status_code}")
+    except BaseException as exc:  # noqa: BLE001 - the verdict is T0's, from the record
+        result.update(status="errored", error=f"{type(exc).__name__}: {exc}"[:500],
+                      error_type=type(exc).__name__)
+        if not writer._ended:
+            writer.end("errored", reason=result["error"])
+    (staging / "result.json").write_text(json.dumps(result, sort_keys=True), encoding="utf-8")
+    return result
 
 
 def child_main(req: dict[str, Any]) -> None:
