@@ -28,3 +28,23 @@ def stored(obj: Any) -> bytes:
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def first_difference(a: Any, b: Any, path: str = "$") -> str:
+    """Where two decoded JSON documents first differ, as a path (``$.outcome.status``,
+    ``$.records[3]``): how recompute and validation name what changed."""
+    if type(a) is not type(b):
+        return path
+    if isinstance(a, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                return f"{path}.{k}"
+            if a[k] != b[k]:
+                return first_difference(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            if x != y:
+                return first_difference(x, y, f"{path}[{i}]")
+        if len(a) != len(b):
+            return f"{path}[{min(len(a), len(b))}]"
+    return path

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentprov_core.evidence.canonical import first_difference
+
 STAGES = ("sem", "prov", "validation")
 CLASSES = ("identical", "changed", "unexplained", "failed", "unverified")
 _RANK = {"identical": 0, "changed": 1, "unverified": 2, "unexplained": 3, "failed": 4}
@@ -70,24 +72,6 @@ class Summary:
     @property
     def ok(self) -> bool:
         return not (self.counts["unexplained"] or self.counts["failed"])
-
-
-def _first_difference(a: Any, b: Any, path: str = "$") -> str:
-    if type(a) is not type(b):
-        return path
-    if isinstance(a, dict):
-        for k in sorted(set(a) | set(b)):
-            if k not in a or k not in b:
-                return f"{path}.{k}"
-            if a[k] != b[k]:
-                return _first_difference(a[k], b[k], f"{path}.{k}")
-        return path
-    if isinstance(a, list):
-        for i, (x, y) in enumerate(zip(a, b, strict=False)):
-            if x != y:
-                return _first_difference(x, y, f"{path}[{i}]")
-        return f"{path}[{min(len(a), len(b))}]" if len(a) != len(b) else path
-    return path
 
 
 def _format(data: bytes) -> str | None:
@@ -196,7 +180,7 @@ class Recomputer:
                 changed.setdefault(tuple(why), []).append(stage)
             else:
                 try:
-                    at = _first_difference(json.loads(old), json.loads(new))
+                    at = first_difference(json.loads(old), json.loads(new))
                 except ValueError:
                     at = "$"
                 r.mark("unexplained", f"{stage}: the re-derived bytes differ from the stored "

@@ -107,24 +107,6 @@ def release_missing() -> list[str]:
 
 
 # ----------------------------------------------------------------------------- tiers
-def _first_difference(a: Any, b: Any, path: str = "$") -> str:
-    if type(a) is not type(b):
-        return path
-    if isinstance(a, dict):
-        for k in sorted(set(a) | set(b)):
-            if k not in a or k not in b:
-                return f"{path}.{k}"
-            if a[k] != b[k]:
-                return _first_difference(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, list):
-        for i, (x, y) in enumerate(zip(a, b, strict=False)):
-            if x != y:
-                return _first_difference(x, y, f"{path}[{i}]")
-        if len(a) != len(b):
-            return f"{path}[{min(len(a), len(b))}]"
-    return path
-
-
 def _aer_tier(aer_bytes: bytes) -> tuple[TierResult, Any]:
     from agentprov_core.evidence import aer as aermod
 
@@ -146,7 +128,7 @@ def _aer_tier(aer_bytes: bytes) -> tuple[TierResult, Any]:
 
 def _sem_tier(record: Any, sem_bytes: bytes) -> tuple[TierResult, Any]:
     from agentprov_core.evidence import sem as semmod
-    from agentprov_core.evidence.canonical import stored
+    from agentprov_core.evidence.canonical import first_difference, stored
 
     try:
         derived = semmod.derive(record)
@@ -157,7 +139,7 @@ def _sem_tier(record: Any, sem_bytes: bytes) -> tuple[TierResult, Any]:
     if expected == sem_bytes:
         return _tier("sem", []), derived
     try:
-        where = _first_difference(msgspec.json.decode(sem_bytes), msgspec.json.decode(expected))
+        where = first_difference(msgspec.json.decode(sem_bytes), msgspec.json.decode(expected))
         where = f", first at {where}"
     except msgspec.DecodeError:
         where = " (the stored SEM is not JSON)"

@@ -93,13 +93,7 @@ def _dig(d: Any, *keys: str) -> Any:
     return d
 
 
-def _args(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
+_args = live_native.parse_arguments  # tool-call arguments: parsed JSON when they parse
 
 
 def parse_reply(body: Any) -> tuple[A.Message | None, Any, Any, A.Usage]:

@@ -70,7 +70,9 @@ def _text(blocks: Any) -> str | None:
     return json.dumps(blocks, sort_keys=True)
 
 
-def _args(value: Any) -> Any:
+def parse_arguments(value: Any) -> Any:
+    """Tool-call arguments as the model gave them: parsed JSON when a string parses, else
+    the value itself."""
     if isinstance(value, str):
         try:
             return json.loads(value)
@@ -148,7 +150,7 @@ def check(raw: list[dict[str, Any]], records: list[Any], native: dict[str, Any]
             live_a.append((_text(c.reply.content),
                            [(t.function, t.arguments) for t in c.reply.tool_calls]))
     native_a = [(_text(m.get("content")),
-                 [(t.get("function"), _args(t.get("args"))) for t in (m.get("tool_calls") or [])
+                 [(t.get("function"), parse_arguments(t.get("args"))) for t in (m.get("tool_calls") or [])
                   if isinstance(t, dict)])
                 for m in msgs if m.get("role") == "assistant"]
     _diff_lists("assistant_messages", live_a, native_a, diffs)
