@@ -190,8 +190,15 @@ def check_corpus(p) -> None:
 
 def check_supported(p) -> None:
     """What this build cannot run against a real model (exit 5, before consent): an
-    Inspect source, an Anthropic-style endpoint (AnthropicLLM over the recording transport
-    is not wired yet), another element than the native one, or a defence endpoint."""
+    Inspect source, an Anthropic-style endpoint, another element than the native one, or a
+    defence endpoint.
+
+    The Anthropic wire is wired (AgentDojo's own AnthropicLLM over an ``AsyncAnthropic``
+    client on the recording transport; the event-stream replies read by caps, canary,
+    preflight and the mapper), but the environment's anthropic 1.11.0 no longer takes
+    ``temperature`` in ``messages.stream``, which AgentDojo 0.1.35's element always passes:
+    every call would fail with a TypeError before the wire. It stays refused until the
+    environment locks an anthropic whose ``messages.stream`` takes ``temperature``."""
     if p.request.scripted:
         return
     o = p.request.options
@@ -331,7 +338,8 @@ class Live:
         return {"scripted": False, "base_url": r.base_url, "model_id": model_id,
                 "pipeline_name": pipeline, "key_env": r.key_variable,
                 "display_name": o.get("model_display_name"), "endpoint_kind": r.kind,
-                "wire": r.wire, "element": "OpenAILLM",
+                "wire": r.wire,
+                "element": "AnthropicLLM" if r.wire == "anthropic" else "OpenAILLM",
                 "params": {k: v for k, v in self.params.items() if k != "temperature_policy"}}
 
     def stop(self) -> None:

@@ -35,6 +35,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from agentprov_core.quality import NORMAL_FINISH
+from agentprov_core.sse import reply_body
 
 STOP_LINE = ("the canary found a misconfiguration; the campaign stopped after the canary "
              "cells (re-run the same command to resume once the cause is fixed or accepted)")
@@ -129,7 +130,9 @@ def text_tool_call(content: Any, names: list[str]) -> bool:
 
 
 def reply_message(body: Any, wire: str) -> tuple[Any, bool, Any]:
-    """(text content, has structured tool calls, finish reason) of a response body."""
+    """(text content, has structured tool calls, finish reason) of a response body (an
+    Anthropic event stream is read as the message it assembles into)."""
+    body = reply_body(body)
     if not isinstance(body, dict):
         return None, False, None
     if wire == "anthropic":
@@ -193,7 +196,7 @@ def check_records(records: list[dict[str, Any]], s: Settings, unit: str | None =
         if resp is None or resp.get("status") != 200:
             continue
         counts["kept"] += 1
-        body = resp.get("body")
+        body = reply_body(resp.get("body"))  # an Anthropic event stream: its message
         content, structured, finish = reply_message(body, s.wire)
         if finish not in normal:
             counts["abnormal"] += 1

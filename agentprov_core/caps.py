@@ -36,6 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentprov_core.sse import reply_body
+
 CELL_CALLS = 48  # 3 passes x (1 call + a tool loop of at most 15)
 IN_BOUND = 32_000
 OUT_BOUND = 4_096
@@ -64,7 +66,9 @@ class Caps:
 
 def usage_tokens(body: Any) -> tuple[int, int] | None:
     """(input-side tokens, output tokens) of a response body's ``usage``, or None when it
-    has none (or none that parses)."""
+    has none (or none that parses). An Anthropic event stream (the body AgentDojo's
+    streaming ``AnthropicLLM`` gets) is read as the message it assembles into."""
+    body = reply_body(body)
     if not isinstance(body, dict) or not isinstance(body.get("usage"), dict):
         return None
     u = body["usage"]

@@ -37,6 +37,7 @@ from typing import Any
 
 from agentprov_core.canary import Settings, missing_params, reply_message, text_tool_call
 from agentprov_core.errors import AgentprovError
+from agentprov_core.sse import reply_body
 
 CALLS = 3
 FUNCTION = "report_probe"
@@ -97,18 +98,23 @@ def judge(records: list[dict[str, Any]], code: str, s: Settings,
                                           "(the key, the model id or the base URL)",
                            status=status)
         return Verdict("unconfirmed", f"HTTP {status}", notes, status=status)
+    rbody = reply_body(rbody)  # an Anthropic event stream: the message it assembles into
     content, structured, _finish = reply_message(rbody, s.wire)
-    calls = []
-    if isinstance(rbody, dict):
+    calls: list[tuple[Any, Any]] = []  # (function name, arguments)
+    if isinstance(rbody, dict) and s.wire == "anthropic":
+        calls = [(b.get("name"), b.get("input")) for b in rbody.get("content") or []
+                 if isinstance(b, dict) and b.get("type") == "tool_use"]
+    elif isinstance(rbody, dict):
         msg = ((rbody.get("choices") or [{}])[0] or {}).get("message") or {}
-        calls = msg.get("tool_calls") or []
-    for c in calls:
-        fn = (c or {}).get("function") or {}
-        try:
-            args = json.loads(fn.get("arguments") or "{}")
-        except (ValueError, TypeError):
-            args = {}
-        if fn.get("name") == FUNCTION and isinstance(args, dict) and args.get("code") == code:
+        for c in msg.get("tool_calls") or []:
+            fn = (c or {}).get("function") or {}
+            try:
+                args = json.loads(fn.get("arguments") or "{}")
+            except (ValueError, TypeError):
+                args = {}
+            calls.append((fn.get("name"), args))
+    for name, args in calls:
+        if name == FUNCTION and isinstance(args, dict) and args.get("code") == code:
             return Verdict("confirmed", "a structured report_probe call with the code of the "
                                         "system message", notes, status=200)
     if not structured and isinstance(content, str) and (

@@ -21,6 +21,7 @@ COUNTS = ("calls", "wire_attempts", "retries", "abnormal_finishes", "wire_errors
 
 def from_records(records: list[dict[str, Any]], wire: str = "openai") -> dict[str, dict[str, Any]]:
     from agentprov_core.canary import reply_message, text_tool_call, tool_names
+    from agentprov_core.sse import reply_body
 
     by_attempt: dict[str, dict[str, Any]] = {}
     final_of_call: dict[str, str] = {}
@@ -35,7 +36,8 @@ def from_records(records: list[dict[str, Any]], wire: str = "openai") -> dict[st
         elif kind in ("wire_response", "wire_error") and r.get("attempt_id") in by_attempt:
             a = by_attempt[r["attempt_id"]]
             a["kind"] = kind
-            body = r.get("body") if isinstance(r.get("body"), dict) else {}
+            body = reply_body(r.get("body"))  # an Anthropic event stream: its message
+            body = body if isinstance(body, dict) else {}
             a["status"] = r.get("status")
             a["served"] = body.get("model")
             a["content"], a["structured"], a["finish"] = reply_message(body, wire)

@@ -276,3 +276,134 @@ def test_a_scripted_run_under_caps(e2e_cli, tmp_path):
     assert r.code == 0, r.err
     m = json.loads((tmp_path / "k.partial" / "manifest.json").read_text())
     assert m["live"]["caps"]["billed_calls"] == 6 and m["live"]["caps"]["probe_calls"] == 0
+
+
+# ------------------------------------------------------------------ the Anthropic wire
+def anthropic_stream(stop: str, block: dict, delta: dict | None = None, model: str = "m",
+                     usage: dict | None = None) -> str:
+    """A recorded reply of AgentDojo's streaming AnthropicLLM: the event-stream text."""
+    events = [
+        {"type": "message_start", "message": {
+            "id": "msg_1", "type": "message", "role": "assistant", "model": model,
+            "content": [], "stop_reason": None, "stop_sequence": None,
+            "usage": usage or {"input_tokens": 10, "cache_read_input_tokens": 5,
+                               "cache_creation_input_tokens": 2, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        {"type": "ping"},
+        *([{"type": "content_block_delta", "index": 0, "delta": delta}] if delta else []),
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+         "usage": {"output_tokens": 7}},
+        {"type": "message_stop"}]
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+
+
+def anth_req(aid: str, **body) -> dict:
+    b = {"model": "m", "max_tokens": 1024, "temperature": 0.0, "stream": True,
+         "messages": [], "tools": [{"name": "report_probe", "input_schema": {}}]} | body
+    return {"kind": "wire_request", "attempt_id": aid, "call_id": f"c-{aid}",
+            "first_attempt_id": aid, "body": b}
+
+
+def anth_resp(aid: str, body, status: int = 200) -> dict:
+    return {"kind": "wire_response", "attempt_id": aid, "status": status, "body": body,
+            "body_encoding": "json" if isinstance(body, dict) else "text"}
+
+
+@pytest.mark.req("R-17.1", "R-17.2")
+def test_anthropic_usage_from_a_message_and_from_an_event_stream():
+    from agentprov_core.sse import assemble
+
+    text = anthropic_stream("tool_use", {"type": "tool_use", "id": "t1", "name": "read_file",
+                                         "input": {}},
+                            {"type": "input_json_delta", "partial_json": '{"file_path": "a"}'})
+    msg = assemble(text)
+    assert msg["stop_reason"] == "tool_use" and msg["model"] == "m"
+    assert msg["content"] == [{"type": "tool_use", "id": "t1", "name": "read_file",
+                               "input": {"file_path": "a"}}]
+    # message_start's usage, with message_delta's cumulative output_tokens
+    assert msg["usage"]["output_tokens"] == 7 and msg["usage"]["input_tokens"] == 10
+    # input, cache reads and cache writes are all input-side tokens
+    assert caps.usage_tokens(text) == (17, 7)
+    assert caps.usage_tokens(msg) == (17, 7)
+    assert caps.usage_tokens("not an event stream") is None
+    c = caps.charge_records([anth_req("a1"), anth_resp("a1", text), anth_req("a2"),
+                             anth_resp("a2", "data: {\"type\": \"message_start\"}\n\n"), END])
+    assert (c.calls, c.bound_calls, c.in_tokens, c.out_tokens) == (1, 1, 17, 7)
+    assert caps.spend_usd(c, caps.Bound.for_params({"max_tokens": 1024}),
+                          caps.Caps(max_calls=None, max_cost_usd=1.0, price_in=3.0,
+                                    price_out=15.0)) == pytest.approx(
+        (17 * 3 + 7 * 15 + 32000 * 3 + 1024 * 15) / 1e6)
+
+
+@pytest.mark.req("R-21.4", "R-21.8")
+def test_a6_on_the_anthropic_wire():
+    anth = canary.Settings(wire="anthropic", params={"max_tokens": 1024})
+    text_block = ({"type": "text", "text": ""}, {"type": "text_delta", "text": "ok"})
+    normal = [("end_turn", *text_block),
+              ("tool_use", {"type": "tool_use", "id": "t", "name": "report_probe",
+                            "input": {}}, {"type": "input_json_delta", "partial_json": "{}"}),
+              ("stop_sequence", *text_block), ("stop", *text_block)]
+    recs = [x for i, (stop, block, delta) in enumerate(normal)
+            for x in (anth_req(f"a{i}"), anth_resp(f"a{i}", anthropic_stream(stop, block, delta)))]
+    found, counts = canary.check_records(recs, anth)
+    assert found == [] and counts["kept"] == 4 and counts["abnormal"] == 0
+    assert counts["served_absent"] == 0 and counts["params_missing"] == 0
+    # max_tokens and refusal are abnormal finishes on the Anthropic wire; so is "tool_calls"
+    bad = [x for i, stop in enumerate(("max_tokens", "refusal", "tool_calls"))
+           for x in (anth_req(f"b{i}"), anth_resp(f"b{i}", anthropic_stream(stop, *text_block)))]
+    assert canary.check_records(bad, anth)[1]["abnormal"] == 3
+    c = canary.Canary(10, ["u0", "u1"], anth)
+    assert c.observe("u0", "complete", recs) == []
+    assert [f.check for f in c.observe("u1", "complete", bad)] == ["A6"]
+    # a non-streamed Anthropic message reads the same
+    body = {"type": "message", "content": [{"type": "text", "text": "ok"}],
+            "stop_reason": "end_turn", "model": "m", "usage": {"input_tokens": 1,
+                                                                "output_tokens": 1}}
+    assert canary.check_records([anth_req("m"), anth_resp("m", body)], anth)[1]["abnormal"] == 0
+    # the configured max_tokens not transmitted: A3
+    a3 = canary.check_records([anth_req("n", max_tokens=4096),
+                               anth_resp("n", anthropic_stream("end_turn", *text_block))], anth)
+    assert [f.check for f in a3[0]] == ["A3"]
+
+
+@pytest.mark.req("R-18.2", "R-18.3")
+def test_the_probe_verdicts_on_the_anthropic_wire():
+    anth = canary.Settings(wire="anthropic", params={"max_tokens": 1024})
+
+    def probe(block, delta, stop):
+        return [anth_req("p"), anth_resp("p", anthropic_stream(stop, block, delta))]
+
+    tool = {"type": "tool_use", "id": "t", "name": "report_probe", "input": {}}
+    ok = probe(tool, {"type": "input_json_delta", "partial_json": '{"code": "abc"}'}, "tool_use")
+    assert preflight.judge(ok, "abc", anth).verdict == "confirmed"
+    assert preflight.judge(ok, "zzz", anth).verdict == "unconfirmed"
+    text = probe({"type": "text", "text": ""},
+                 {"type": "text_delta", "text": 'report_probe({"code": "abc"})'}, "end_turn")
+    a4 = preflight.judge(text, "abc", anth)
+    assert a4.verdict == "refused" and a4.why.startswith("A4")
+    err = [anth_req("p"), anth_resp("p", {"type": "error", "error": {
+        "type": "invalid_request_error", "message": "bad"}}, status=400)]
+    assert preflight.judge(err, "abc", anth).verdict == "refused"
+
+
+@pytest.mark.req("R-21.1")
+def test_quality_and_the_mapper_read_anthropic_event_streams():
+    from agentprov_agentdojo import capture_mapper, live_native
+
+    from agentprov_core import quality
+
+    text = anthropic_stream("tool_use", {"type": "tool_use", "id": "t1", "name": "read_file",
+                                         "input": {}},
+                            {"type": "input_json_delta", "partial_json": '{"file_path": "a"}'})
+    q = quality.from_records([anth_req("a1"), anth_resp("a1", text)], "anthropic")["m"]
+    assert (q["calls"], q["abnormal_finishes"], q["served_absent"]) == (1, 0, 0)
+    msg, served, finish, usage = capture_mapper.parse_reply(text)
+    assert (served, finish, usage.input_tokens, usage.output_tokens) == ("m", "tool_use", 10, 7)
+    assert msg.content is None and msg.tool_calls[0].arguments == {"file_path": "a"}
+    # the tool results the model saw: tool_result blocks of user messages
+    sent = anth_req("a2", messages=[{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "is_error": False,
+         "content": [{"type": "text", "text": "the bill"}]}]}])
+    sent["call_id"] = "c1"
+    assert live_native._wire_tool_messages([sent], "c1") == [("t1", "the bill")]

@@ -321,3 +321,180 @@ def test_preflight_only_and_a_probe_without_evidence(e2e_cli, tmp_path):
         assert not (partial(corpus) / "ledger.jsonl").exists()  # no cell started
     finally:
         deaf.close()
+
+
+# ------------------------------------------------------------------ the Anthropic wire
+ANTHROPIC_MODEL = "claude-test"
+
+
+def _sse(events: list[dict]) -> bytes:
+    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+
+
+class AnthropicStandIn:
+    """A TLS stand-in of Anthropic's Messages API (``POST /v1/messages``) served as
+    ``api.anthropic.com``. AgentDojo's ``AnthropicLLM`` always streams, so each reply is a
+    server-sent event stream: the probe's ``report_probe`` tool_use, then in a cell a
+    ``read_file`` tool_use and, after the tool result, an end_turn text answer.
+    ``api_keys``: the ``x-api-key`` headers it saw; ``bodies``: the request bodies."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.api_keys: list[str] = []
+        self.bodies: list[dict] = []
+        self.lock = threading.Lock()
+        ca = trustme.CA()
+        self.ca_file = tmp / "test-ca.pem"
+        ca.cert_pem.write_to_path(str(self.ca_file))
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ca.issue_cert("api.anthropic.com").configure_cert(ctx)
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):  # noqa: D401 - silent
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                with stand_in.lock:
+                    stand_in.api_keys.append(self.headers.get("x-api-key", ""))
+                    stand_in.bodies.append(body)
+                if self.path != "/v1/messages":
+                    data = json.dumps({"type": "error", "error": {
+                        "type": "not_found_error", "message": "no such route"}}).encode()
+                    self.send_response(404)
+                    self.send_header("Content-Type", "application/json")
+                else:
+                    data = stand_in.answer(body)
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def answer(self, req: dict) -> bytes:
+        assert req.get("stream") is True
+        system = req.get("system") or ""
+        system = system if isinstance(system, str) else " ".join(
+            b.get("text", "") for b in system if isinstance(b, dict))
+        msgs = req.get("messages") or []
+        last = msgs[-1] if msgs else {}
+        after_tool = isinstance(last.get("content"), list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in last["content"])
+        probe = re.search(r'code set to "([0-9a-f]+)"', system)
+        if probe:
+            block, args, stop = {"type": "tool_use", "id": "toolu_p", "name": "report_probe",
+                                 "input": {}}, {"code": probe[1]}, "tool_use"
+        elif after_tool:
+            block, args, stop = {"type": "text", "text": ""}, None, "end_turn"
+        else:
+            block, args, stop = {"type": "tool_use", "id": "toolu_1", "name": "read_file",
+                                 "input": {}}, {"file_path": "bill-december-2023.txt"}, "tool_use"
+        delta = ({"type": "text_delta", "text": "I read it; nothing was paid."} if args is None
+                 else {"type": "input_json_delta", "partial_json": json.dumps(args)})
+        return _sse([
+            {"type": "message_start", "message": {
+                "id": "msg_standin", "type": "message", "role": "assistant",
+                "model": req.get("model"), "content": [], "stop_reason": None,
+                "stop_sequence": None, "usage": {
+                    "input_tokens": 900, "cache_read_input_tokens": 60,
+                    "cache_creation_input_tokens": 40, "output_tokens": 1}}},
+            {"type": "content_block_start", "index": 0, "content_block": block},
+            {"type": "ping"},
+            {"type": "content_block_delta", "index": 0, "delta": delta},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+             "usage": {"output_tokens": 20}},
+            {"type": "message_stop"}])
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def anthropic_element_blocked(agentdojo_env) -> str | None:
+    """Why AgentDojo's stock AnthropicLLM cannot call the environment's anthropic SDK, or
+    None: the element always passes ``temperature`` to ``messages.stream``, which anthropic
+    1.11.0 no longer takes (a TypeError before the wire)."""
+    import subprocess
+
+    probe = ("import inspect, anthropic\n"
+             "from anthropic.resources.messages.messages import AsyncMessages\n"
+             "ok = 'temperature' in inspect.signature(AsyncMessages.stream).parameters\n"
+             "print('ok' if ok else anthropic.__version__)")
+    out = subprocess.run([str(agentdojo_env.env_dir / "bin" / "python"), "-c", probe],
+                         capture_output=True, text=True, timeout=120).stdout.strip()
+    if out == "ok":
+        return None
+    return (f"anthropic {out}'s messages.stream takes no temperature, which AgentDojo's "
+            "AnthropicLLM always passes: Anthropic-wire campaigns stay refused")
+
+
+@pytest.mark.req("R-2.3", "R-17.1", "R-18.1", "R-20.1", "R-21.1")
+def test_an_anthropic_wire_run_through_the_egress_proxy(e2e_cli, agentdojo_env, tmp_path):
+    s = AnthropicStandIn(tmp_path)
+    try:
+        sentinel = "sk-ant-" + "REALRUNSENTINEL" + uuid.uuid4().hex
+        env_file = tmp_path / "keys.env"
+        env_file.write_text(f"ANTHROPIC_API_KEY={sentinel}\n")
+        corpus = tmp_path / "anthropic"
+        # the worst case of a cell at these prices is 48 x (32,000 x $3 + 1,024 x $15) / 1e6
+        # = $5.35, so --max-cost-usd 1 would stop before the first cell (cap_reached)
+        args = ("run", "agentdojo", "--corpus", str(corpus), "--campaign", "real", *TASKS,
+                "--model", "anthropic", "--model-id", ANTHROPIC_MODEL,
+                "--env-file", str(env_file), "--max-tokens", "1024",
+                "--max-calls", "80", "--max-cost-usd", "10", "--price-in", "3",
+                "--price-out", "15", "--containment", "vm", "--i-consent-to-api-costs")
+        env = {"AGENTPROV_TEST_EGRESS_RESOLVE": f"api.anthropic.com:443=127.0.0.1:{s.port}",
+               "AGENTPROV_TEST_CA_FILE": str(s.ca_file)}
+        if why := anthropic_element_blocked(agentdojo_env):
+            r = e2e_cli(*args, env=env)
+            assert (r.code, r.error["error"]) == (5, "run.unsupported.campaign")
+            assert not s.bodies and sentinel not in r.out + r.err
+            pytest.skip(why)
+        r = e2e_cli(*args, env=env, json_errors=False)
+        assert r.code == 0, r.err
+        assert "preflight: confirmed after 1 call(s)" in r.err
+        assert "2 attempt(s); 2 conclusive, 0 inconsistent, 0 inconclusive" in r.out
+        # AgentDojo's stock AnthropicLLM: streamed Messages API requests, --max-tokens sent
+        assert s.bodies and all(b["model"] == ANTHROPIC_MODEL and b["max_tokens"] == 1024
+                                and b["stream"] is True for b in s.bodies)
+        m = manifest(corpus)
+        live = m["live"]
+        assert live["egress"]["allowed"] == ["api.anthropic.com:443"]
+        assert live["egress"]["refusals"] == []
+        assert live["egress"]["tunnels"]["api.anthropic.com:443"]["opened"] > 0
+        caps = live["caps"]
+        # 1 probe call + 2 cells x 2 calls; every input-side token priced as input
+        assert caps["billed_calls"] == 5 and caps["probe_calls"] == 1
+        assert caps["spend_upper_bound_usd"] == pytest.approx(5 * (1000 * 3 + 20 * 15) / 1e6)
+        assert live["quality"][ANTHROPIC_MODEL]["calls"] == 4
+        assert live["quality"][ANTHROPIC_MODEL]["abnormal_finishes"] == 0
+        assert live["quality"][ANTHROPIC_MODEL]["served_models"] == {ANTHROPIC_MODEL: 4}
+        assert live["canary"]["findings"] == []
+        assert live["preflight"][-1]["verdict"] == "confirmed"
+        entry = ledger(corpus)[0]
+        header = json.loads((partial(corpus) / "raw" / "sha256" / entry["capture_sha256"][:2]
+                             / entry["capture_sha256"]).read_bytes().splitlines()[0])
+        assert header["agent"]["endpoint_kind"] == "anthropic"
+        assert header["agent"]["wire"] == "anthropic"
+        assert header["agent"]["element"] == "AnthropicLLM"
+        assert header["agent"]["base_url"] == "https://api.anthropic.com"
+        # the server saw the key in x-api-key; no byte written holds it
+        assert s.api_keys and set(s.api_keys) == {sentinel}
+        assert sentinel.encode() not in all_bytes(partial(corpus))
+        assert sentinel not in r.out + r.err
+        # live-versus-native agreement and the rest of the strict validation
+        target = corpus if corpus.exists() else partial(corpus)
+        v = e2e_cli("validate", "--corpus", str(target), "--strict", json_errors=False)
+        assert v.code == 0, v.out + v.err
+    finally:
+        s.close()

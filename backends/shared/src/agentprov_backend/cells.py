@@ -96,6 +96,53 @@ def element_kwargs(agent: dict[str, Any]) -> dict[str, Any]:
     return kw
 
 
+def anthropic_kwargs(agent: dict[str, Any]) -> dict[str, Any]:
+    """The configured parameters as AgentDojo's stock ``AnthropicLLM`` takes them: the
+    ``max_tokens`` the run requires on an Anthropic endpoint (``harness-default`` keeps the
+    element's own 1,024) and the temperature (passed as a float; unset keeps the element's
+    own 0.0)."""
+    params = agent.get("params") or {}
+    kw: dict[str, Any] = {}
+    if isinstance(params.get("max_tokens"), int):
+        kw["max_tokens"] = params["max_tokens"]
+    if params.get("temperature") is not None:
+        kw["temperature"] = float(params["temperature"])
+    return kw
+
+
+def make_anthropic_client(agent: dict[str, Any], writer, **client_kwargs: Any):
+    """The anthropic SDK's client over the recording transport, for ``AnthropicLLM``.
+
+    It is an ``anthropic.AsyncAnthropic``: the stock element turns a sync ``Anthropic``
+    client into a new ``AsyncAnthropic`` built from its key, base URL, timeout and retries
+    only (its ``http_client`` would be dropped, and the calls would go out unrecorded), and
+    always calls ``client.messages.stream(...)``. Its HTTP client is the SDK's stock
+    ``DefaultAsyncHttpxClient`` wrapped by the recording transport. The key is read as
+    :func:`make_client` reads it."""
+    import anthropic
+
+    from agentprov_backend.recording import recording_anthropic_http_client
+
+    key = os.environ.get(agent["key_env"]) if agent.get("key_env") else None
+    return anthropic.AsyncAnthropic(api_key=key or "agentprov-no-key",
+                                    base_url=agent["base_url"],
+                                    http_client=recording_anthropic_http_client(writer),
+                                    **client_kwargs)
+
+
+def make_llm(agent: dict[str, Any], writer, **client_kwargs: Any):
+    """(the stock LLM element for the agent's wire, its class)."""
+    if agent.get("wire") == "anthropic":
+        from agentdojo.agent_pipeline.llms.anthropic_llm import AnthropicLLM
+
+        client = make_anthropic_client(agent, writer, **client_kwargs)
+        return AnthropicLLM(client, agent["model_id"], **anthropic_kwargs(agent)), AnthropicLLM
+    from agentdojo.agent_pipeline.llms.openai_llm import OpenAILLM
+
+    client = make_client(agent, writer, **client_kwargs)
+    return OpenAILLM(client, agent["model_id"], **element_kwargs(agent)), OpenAILLM
+
+
 def make_client(agent: dict[str, Any], writer, **client_kwargs: Any):
     """The stock ``openai.OpenAI`` client over the recording transport. The key is read from
     the worker's environment under the variable ``agent["key_env"]`` names (T0 puts it there;
@@ -151,7 +198,6 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
 def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
     from agentdojo import models
     from agentdojo.agent_pipeline import AgentPipeline, PipelineConfig
-    from agentdojo.agent_pipeline.llms.openai_llm import OpenAILLM
     from agentdojo.attacks.attack_registry import load_attack
     from agentdojo.benchmark import (
         run_task_with_injection_tasks,
@@ -166,22 +212,22 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
     version = req["benchmark_version"]
     suite = get_suite(version, cell["suite"])
     user_task = suite.get_user_task_by_id(cell["user_task_id"])
-    client = make_client(agent, writer)
-    llm = OpenAILLM(client, agent["model_id"], **element_kwargs(agent))
+    llm, element = make_llm(agent, writer)
     llm.name = agent["pipeline_name"]
 
     # --- observation hooks (declared): call boundaries, tool results, environment digests
     from agentprov_backend.recording import model_call
 
     counter = {"calls": 0}
-    original_query = OpenAILLM.query
+    original_query = element.query
 
     def query(self, *args, **kwargs):
         counter["calls"] += 1
-        with model_call(writer, f"c{counter['calls']}", element="OpenAILLM", model=self.model):
+        with model_call(writer, f"c{counter['calls']}", element=element.__name__,
+                        model=self.model):
             return original_query(self, *args, **kwargs)
 
-    OpenAILLM.query = query
+    element.query = query
     original_run = FunctionsRuntime.run_function
     in_agent = {"depth": 0}  # > 0 while the agent's pipeline runs (see pipeline_query)
 
@@ -266,17 +312,26 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
 PROBE_FUNCTION = "report_probe"
 
 
+def _status_errors() -> tuple[type[BaseException], ...]:
+    """The SDKs' HTTP status errors: openai's, and anthropic's when it is installed."""
+    import openai
+
+    try:
+        import anthropic
+    except ImportError:
+        return (openai.APIStatusError,)
+    return (openai.APIStatusError, anthropic.APIStatusError)
+
+
 def run_probe(req: dict[str, Any]) -> dict[str, Any]:
     """One call of the preflight probe (R-18), in its own capture session.
 
     The request is built by AgentDojo's own element, exactly as a cell's first call is: the
     instruction in the system message (sent in the stock role, ``developer`` for
-    ``OpenAILLM``), a user message, one tool, and the configured parameters as the element
-    transmits them; through the same recording transport and the same proxy. One wire
+    ``OpenAILLM``, the ``system`` field for ``AnthropicLLM``), a user message, one tool, and
+    the configured parameters as the element transmits them; through the same recording transport and the same proxy. One wire
     attempt only: the SDK's retries and tenacity's are turned off, so each probe call is one
     billed call at most. T0 judges the recorded exchange (:mod:`agentprov_core.preflight`)."""
-    import openai
-    from agentdojo.agent_pipeline.llms.openai_llm import OpenAILLM, chat_completion_request
     from agentdojo.functions_runtime import FunctionsRuntime, make_function
     from agentdojo.types import ChatSystemMessage, ChatUserMessage, text_content_block_from_string
     from tenacity import stop_after_attempt
@@ -306,27 +361,28 @@ def run_probe(req: dict[str, Any]) -> dict[str, Any]:
         return code
 
     try:
-        client = make_client(agent, writer, max_retries=0)
-        llm = OpenAILLM(client, agent["model_id"], **element_kwargs(agent))
-        single = chat_completion_request.retry_with(stop=stop_after_attempt(1))
+        llm, element = make_llm(agent, writer, max_retries=0)
+        if agent.get("wire") == "anthropic":
+            import agentdojo.agent_pipeline.llms.anthropic_llm as element_module
+        else:
+            import agentdojo.agent_pipeline.llms.openai_llm as element_module
+        original = element_module.chat_completion_request
+        single = original.retry_with(stop=stop_after_attempt(1))
         runtime = FunctionsRuntime([make_function(report_probe)])
         messages = [
             ChatSystemMessage(role="system", content=[text_content_block_from_string(
                 probe["instruction"])]),
             ChatUserMessage(role="user", content=[text_content_block_from_string(
                 probe["user"])])]
-        import agentdojo.agent_pipeline.llms.openai_llm as element_module
-
-        original = element_module.chat_completion_request
         element_module.chat_completion_request = single
         try:
-            with model_call(writer, "p1", element="OpenAILLM", model=llm.model):
+            with model_call(writer, "p1", element=element.__name__, model=llm.model):
                 llm.query("", runtime, messages=messages)
         finally:
             element_module.chat_completion_request = original
         result["status"] = "complete"
         writer.end("complete", reason=None)
-    except openai.APIStatusError as exc:
+    except _status_errors() as exc:
         result.update(status="errored", error=str(exc)[:500], error_type=type(exc).__name__,
                       http_status=exc.status_code)
         writer.end("errored", reason=f"{type(exc).__name__}: HTTP {exc.status_code}")

@@ -254,3 +254,99 @@ def recording_http_client(writer: CaptureWriter, *, library: str = "httpx2",
     else:
         raise ValueError(f"library must be 'httpx2' or 'httpx', not {library!r}")
     return wrap_client(client, writer)
+
+
+class AsyncRecordingTransport:
+    """The async twin of :class:`RecordingTransport` (``httpx2.AsyncClient`` or
+    ``httpx.AsyncClient``): the same records, the same unaltered request and response.
+    AgentDojo's ``AnthropicLLM`` always talks through an ``AsyncAnthropic`` client."""
+
+    def __init__(self, inner: Any, writer: CaptureWriter) -> None:
+        self.inner = inner
+        self.writer = writer
+
+    async def handle_async_request(self, request: Any) -> Any:
+        lib = sys.modules[type(request).__module__.split(".")[0]]  # httpx2 or httpx
+        w = self.writer
+        attempt_id = w.new_attempt_id()
+        state = _CALL.get()
+        if state is None:
+            call_id, first, index = f"call-{attempt_id}", attempt_id, 0
+        else:
+            call_id = state.call_id
+            first, index = state.next_attempt(attempt_id)
+        body = await request.aread()
+        w.append("wire_request", attempt_id=attempt_id, call_id=call_id,
+                 first_attempt_id=first, attempt_index=index, method=request.method,
+                 url=str(request.url), headers=list(request.headers.multi_items()),
+                 **body_fields(body))
+        start = time.monotonic()
+        try:
+            response = await self.inner.handle_async_request(request)
+        except Exception as exc:
+            w.append("wire_error", attempt_id=attempt_id, call_id=call_id, stage="send",
+                     error_type=_qualname(exc), error_message=str(exc), elapsed_ms=_ms(start))
+            raise
+        stream = response.stream
+        chunks: list[bytes] = []
+        try:
+            async for chunk in stream:
+                chunks.append(chunk)
+        except Exception as exc:
+            w.append("wire_error", attempt_id=attempt_id, call_id=call_id, stage="receive",
+                     status=response.status_code,
+                     headers=list(response.headers.multi_items()),
+                     received_bytes=sum(map(len, chunks)), error_type=_qualname(exc),
+                     error_message=str(exc), elapsed_ms=_ms(start))
+            raise
+        finally:
+            await stream.aclose()
+        raw = b"".join(chunks)
+        elapsed = _ms(start)
+        fields = RecordingTransport._body(lib, response, raw)
+        reason = response.extensions.get("reason_phrase")
+        if isinstance(reason, bytes):
+            reason = reason.decode("latin-1")
+        version = response.extensions.get("http_version")
+        if isinstance(version, bytes):
+            version = version.decode("latin-1")
+        w.append("wire_response", attempt_id=attempt_id, call_id=call_id,
+                 status=response.status_code, reason=reason, http_version=version,
+                 headers=list(response.headers.multi_items()), elapsed_ms=elapsed, **fields)
+        return lib.Response(status_code=response.status_code, headers=response.headers,
+                            stream=lib.ByteStream(raw), extensions=response.extensions)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> AsyncRecordingTransport:
+        await self.inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.inner.__aexit__(*exc)
+
+
+def wrap_async_client(client: Any, writer: CaptureWriter) -> Any:
+    """Wrap every transport of an ``httpx2.AsyncClient`` (or ``httpx.AsyncClient``) in an
+    ``AsyncRecordingTransport``; returns it."""
+    if not hasattr(client, "_transport") or not hasattr(client, "_mounts"):
+        raise TypeError(f"cannot wrap the transports of {type(client)!r}")
+    if isinstance(client._transport, AsyncRecordingTransport):
+        raise ValueError("this client already records")
+    client._transport = AsyncRecordingTransport(client._transport, writer)
+    client._mounts = {pattern: (None if t is None else AsyncRecordingTransport(t, writer))
+                      for pattern, t in client._mounts.items()}
+    return client
+
+
+def recording_anthropic_http_client(writer: CaptureWriter, **client_kwargs: Any) -> Any:
+    """The anthropic SDK's stock async HTTP client, recording into ``writer``:
+    ``anthropic.DefaultAsyncHttpxClient(**client_kwargs)`` (an ``httpx2.AsyncClient`` with
+    the SDK's timeout, connection limits and redirects), with the forkserver's TLS context
+    when there is one. Pass it as ``anthropic.AsyncAnthropic(http_client=...)``."""
+    import anthropic
+
+    if "verify" not in client_kwargs and _TLS.get("httpx2") is not None:
+        client_kwargs["verify"] = _TLS["httpx2"]
+    return wrap_async_client(anthropic.DefaultAsyncHttpxClient(**client_kwargs), writer)

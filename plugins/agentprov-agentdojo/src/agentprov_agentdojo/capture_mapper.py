@@ -26,6 +26,7 @@ from agentprov_agentdojo import live_native
 from agentprov_core.evidence import aer as A
 from agentprov_core.evidence.aer import NOT_RECORDED
 from agentprov_core.mapping import LiveEvidence
+from agentprov_core.sse import reply_body
 
 NAME = "agentdojo.capture"
 VERSION = "0.1.0"
@@ -98,7 +99,10 @@ _args = live_native.parse_arguments  # tool-call arguments: parsed JSON when the
 
 def parse_reply(body: Any) -> tuple[A.Message | None, Any, Any, A.Usage]:
     """``(message, served_model, finish_reason, usage)`` of a reply body: an OpenAI-style
-    chat completion or an Anthropic message. Unknown shapes give no message."""
+    chat completion or an Anthropic message (a recorded Anthropic event stream, the body of
+    AgentDojo's streaming ``AnthropicLLM``, is read as the message it assembles into).
+    Unknown shapes give no message."""
+    body = reply_body(body)
     if not isinstance(body, dict):
         return None, NOT_RECORDED, NOT_RECORDED, A.Usage()
     served = body.get("model") if isinstance(body.get("model"), str) else NOT_RECORDED

@@ -116,8 +116,18 @@ def _wire_tool_messages(raw: list[dict[str, Any]], last_call: str | None) -> lis
     msgs = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(msgs, list):
         return []
-    return [(m.get("tool_call_id"), _text(m.get("content"))) for m in msgs
-            if isinstance(m, dict) and m.get("role") == "tool"]
+    out: list[tuple] = []
+    for m in msgs:
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "tool":
+            out.append((m.get("tool_call_id"), _text(m.get("content"))))
+        elif m.get("role") == "user" and isinstance(m.get("content"), list):
+            # the Anthropic wire: tool results are tool_result blocks of user messages
+            out.extend((b.get("tool_use_id"), _text(b.get("content")))
+                       for b in m["content"]
+                       if isinstance(b, dict) and b.get("type") == "tool_result")
+    return out
 
 
 def check(raw: list[dict[str, Any]], records: list[Any], native: dict[str, Any]
@@ -147,9 +157,10 @@ def check(raw: list[dict[str, Any]], records: list[Any], native: dict[str, Any]
     live_a = []
     for c in calls:
         if c.status == "ok" and c.reply is not None:
-            live_a.append((_text(c.reply.content),
+            # no text and empty text are one (AnthropicLLM keeps [] for a tool-use reply)
+            live_a.append((_text(c.reply.content) or None,
                            [(t.function, t.arguments) for t in c.reply.tool_calls]))
-    native_a = [(_text(m.get("content")),
+    native_a = [(_text(m.get("content")) or None,
                  [(t.get("function"), parse_arguments(t.get("args"))) for t in (m.get("tool_calls") or [])
                   if isinstance(t, dict)])
                 for m in msgs if m.get("role") == "assistant"]
