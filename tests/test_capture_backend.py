@@ -626,3 +626,56 @@ def test_the_forkserver_tls_context_is_the_stock_one_built_once(agentdojo_env, t
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["own_before"] and out["shared"] and out["same_settings"], out
     assert out["facts"][1] == 2 and out["facts"][2] is True  # CERT_REQUIRED, hostname checked
+
+
+ASYNC_DRIVER = r'''
+import asyncio, json, sys
+import httpx2
+from agentprov_backend.capture import CaptureWriter
+from agentprov_backend.recording import current_call, wrap_async_client
+cfg = json.loads(sys.argv[1])
+w = CaptureWriter(cfg["capture"], cfg["header"])
+out = {}
+async def main():
+    async with wrap_async_client(httpx2.AsyncClient(), w) as client:
+        with current_call("c1"):
+            r = await client.post(cfg["ok"], json={"x": 1})
+            out["ok"] = [r.status_code, r.json()["id"]]
+            r = await client.post(cfg["gzip"], json={"x": 2})
+            out["gzip"] = r.json()["id"]
+        try:
+            await client.post(cfg["close"], json={"x": 3})
+        except Exception as exc:
+            out["close"] = type(exc).__module__ + "." + type(exc).__qualname__
+asyncio.run(main())
+w.end("complete")
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.slow
+def test_the_async_transport_records_like_the_sync_one(agentdojo_env, tmp_path, server):
+    """AgentDojo's AnthropicLLM talks through an async client: the async twin of the
+    recording transport writes the same records and hands back the same bytes."""
+    cap = tmp_path / "async.jsonl"
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTPROV_", "OPENAI_"))
+         and "proxy" not in k.lower()}
+    e["PYTHONPATH"] = str(SHARED_SRC)
+    e["PYTHONDONTWRITEBYTECODE"] = "1"
+    cfg = {"capture": str(cap), "header": HEADER, "ok": server.url("ok") + "/x",
+           "gzip": server.url("gzip") + "/x", "close": server.url("close") + "/x"}
+    p = subprocess.run([str(agentdojo_env.env_dir / "bin" / "python"), "-c", ASYNC_DRIVER,
+                        json.dumps(cfg)], capture_output=True, text=True, env=e, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["ok"][0] == 200 and out["ok"][1].startswith("chatcmpl-")
+    assert out["gzip"].startswith("chatcmpl-") and out["close"].startswith("httpx2.")
+    ok, _, _, problems = capture.verify(cap)
+    assert ok, problems
+    recs = wire(lines_of(cap))
+    assert [r["kind"] for r in recs] == ["wire_request", "wire_response", "wire_request",
+                                         "wire_response", "wire_request", "wire_error"]
+    assert recs[0]["call_id"] == recs[2]["call_id"] == "c1"
+    assert recs[2]["first_attempt_id"] == recs[0]["attempt_id"]
+    assert recs[3]["content_encoding"] == "gzip" and recs[3]["body"]["id"] == out["gzip"]
+    assert recs[5]["stage"] == "send"

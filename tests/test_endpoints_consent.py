@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,7 +33,7 @@ BANKING = ("--suite", "banking", "--user-tasks", "0-1", "--attack", "important_i
 OPENROUTER = ("--model", "openrouter", "--model-id", "example-model")
 CAPS = ("--max-calls", "80", "--max-cost-usd", "1.00", "--price-in", "0.15",
         "--price-out", "0.60")
-SENTINEL = "sk-or-sentinel-7f3a91c2d4"
+SENTINEL = f"AGENTPROV-TEST-SENTINEL-{uuid.uuid4().hex}"  # unique per run, not key-shaped
 
 
 def env_id() -> str:

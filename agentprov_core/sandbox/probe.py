@@ -188,7 +188,7 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
     home = staging / "home"
     env = scrubbed_env(env_dir, staging, tmp)
     secret = f"{sentinel}\n"
-    ssh = [_plant(operator / ".ssh" / "id_rsa", "-----BEGIN OPENSSH PRIVATE KEY-----\n" + secret)]
+    ssh = [_plant(operator / ".ssh" / "id_rsa", "fake id_rsa planted by agentprov's containment probe (not a key)\n" + secret)]
     creds = [_plant(operator / ".aws" / "credentials", "[default]\naws_secret_access_key=" + secret),
              _plant(operator / ".config" / "gh" / "hosts.yml", "oauth_token: " + secret),
              _plant(operator / ".local" / "share" / "keyrings" / "login.keyring", secret)]

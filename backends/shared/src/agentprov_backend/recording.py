@@ -105,69 +105,63 @@ def _ms(start: float) -> int:
     return int(round((time.monotonic() - start) * 1000))
 
 
-class RecordingTransport:
-    """Wrap a sync ``httpx2`` (or ``httpx``) transport; record each attempt; alter nothing."""
+class _Attempt:
+    """One wire attempt's records, shared by the sync and the async transport (they differ
+    only in how they send and read): ``wire_request`` before the request leaves, then
+    ``wire_error`` or ``wire_response``, and the unaltered response handed back."""
 
-    def __init__(self, inner: Any, writer: CaptureWriter) -> None:
-        self.inner = inner
-        self.writer = writer
+    __slots__ = ("attempt_id", "call_id", "lib", "start", "w")
 
-    def handle_request(self, request: Any) -> Any:
-        lib = sys.modules[type(request).__module__.split(".")[0]]  # httpx2 or httpx
-        w = self.writer
-        attempt_id = w.new_attempt_id()
+    def __init__(self, writer: CaptureWriter, request: Any, body: bytes) -> None:
+        self.lib = sys.modules[type(request).__module__.split(".")[0]]  # httpx2 or httpx
+        self.w = w = writer
+        self.attempt_id = attempt_id = w.new_attempt_id()
         state = _CALL.get()
         if state is None:
-            call_id, first, index = f"call-{attempt_id}", attempt_id, 0
+            self.call_id, first, index = f"call-{attempt_id}", attempt_id, 0
         else:
-            call_id = state.call_id
+            self.call_id = state.call_id
             first, index = state.next_attempt(attempt_id)
-        body = request.read()  # the bytes that will be sent (a stream is kept replayable)
         # Written (and fsync'ed) before the request leaves: no unrecorded wire traffic. If
         # the log cannot be written, this raises and nothing is sent.
-        w.append("wire_request", attempt_id=attempt_id, call_id=call_id,
+        w.append("wire_request", attempt_id=attempt_id, call_id=self.call_id,
                  first_attempt_id=first, attempt_index=index, method=request.method,
                  url=str(request.url), headers=list(request.headers.multi_items()),
                  **body_fields(body))
-        start = time.monotonic()
-        try:
-            response = self.inner.handle_request(request)
-        except Exception as exc:
-            w.append("wire_error", attempt_id=attempt_id, call_id=call_id, stage="send",
-                     error_type=_qualname(exc), error_message=str(exc), elapsed_ms=_ms(start))
-            raise
-        stream = response.stream
-        chunks: list[bytes] = []
-        try:
-            for chunk in stream:
-                chunks.append(chunk)
-        except Exception as exc:
-            w.append("wire_error", attempt_id=attempt_id, call_id=call_id, stage="receive",
-                     status=response.status_code,
-                     headers=list(response.headers.multi_items()),
-                     received_bytes=sum(map(len, chunks)), error_type=_qualname(exc),
-                     error_message=str(exc), elapsed_ms=_ms(start))
-            raise
-        finally:
-            stream.close()
-        raw = b"".join(chunks)
-        elapsed = _ms(start)
-        fields = self._body(lib, response, raw)
+        self.start = time.monotonic()
+
+    def send_failed(self, exc: BaseException) -> None:
+        self.w.append("wire_error", attempt_id=self.attempt_id, call_id=self.call_id,
+                      stage="send", error_type=_qualname(exc), error_message=str(exc),
+                      elapsed_ms=_ms(self.start))
+
+    def receive_failed(self, response: Any, chunks: list[bytes], exc: BaseException) -> None:
+        self.w.append("wire_error", attempt_id=self.attempt_id, call_id=self.call_id,
+                      stage="receive", status=response.status_code,
+                      headers=list(response.headers.multi_items()),
+                      received_bytes=sum(map(len, chunks)), error_type=_qualname(exc),
+                      error_message=str(exc), elapsed_ms=_ms(self.start))
+
+    def received(self, response: Any, raw: bytes) -> Any:
+        """Record the response whose body was read whole (``raw``, still content-encoded)
+        and return one with the same status, headers, extensions and raw bytes."""
+        elapsed = _ms(self.start)
+        lib = self.lib
+        fields = self._body(response, raw)
         reason = response.extensions.get("reason_phrase")
         if isinstance(reason, bytes):
             reason = reason.decode("latin-1")
         version = response.extensions.get("http_version")
         if isinstance(version, bytes):
             version = version.decode("latin-1")
-        w.append("wire_response", attempt_id=attempt_id, call_id=call_id,
-                 status=response.status_code, reason=reason, http_version=version,
-                 headers=list(response.headers.multi_items()), elapsed_ms=elapsed, **fields)
-        # The same status, headers (content-encoding included), extensions and raw bytes.
+        self.w.append("wire_response", attempt_id=self.attempt_id, call_id=self.call_id,
+                      status=response.status_code, reason=reason, http_version=version,
+                      headers=list(response.headers.multi_items()), elapsed_ms=elapsed,
+                      **fields)
         return lib.Response(status_code=response.status_code, headers=response.headers,
                             stream=lib.ByteStream(raw), extensions=response.extensions)
 
-    @staticmethod
-    def _body(lib: Any, response: Any, raw: bytes) -> dict[str, Any]:
+    def _body(self, response: Any, raw: bytes) -> dict[str, Any]:
         """The recorded body: content-decoded (gzip, br, ...) as the SDK will read it; the
         encoded bytes' digest and size beside it when an encoding was applied."""
         encoding = response.headers.get("content-encoding")
@@ -176,11 +170,39 @@ class RecordingTransport:
         extra = {"content_encoding": encoding, "wire_bytes": len(raw),
                  "wire_sha256": body_fields(raw)["body_sha256"]}
         try:
-            decoded = lib.Response(200, headers={"content-encoding": encoding},
-                                   content=raw).read()
+            decoded = self.lib.Response(200, headers={"content-encoding": encoding},
+                                        content=raw).read()
         except Exception as exc:  # the SDK will meet the same decoding error
             return {**body_fields(raw), **extra, "decode_error": f"{_qualname(exc)}: {exc}"}
         return {**body_fields(decoded), **extra}
+
+
+class RecordingTransport:
+    """Wrap a sync ``httpx2`` (or ``httpx``) transport; record each attempt; alter nothing."""
+
+    def __init__(self, inner: Any, writer: CaptureWriter) -> None:
+        self.inner = inner
+        self.writer = writer
+
+    def handle_request(self, request: Any) -> Any:
+        # the body: the bytes that will be sent (a stream is kept replayable)
+        a = _Attempt(self.writer, request, request.read())
+        try:
+            response = self.inner.handle_request(request)
+        except Exception as exc:
+            a.send_failed(exc)
+            raise
+        stream = response.stream
+        chunks: list[bytes] = []
+        try:
+            for chunk in stream:
+                chunks.append(chunk)
+        except Exception as exc:
+            a.receive_failed(response, chunks, exc)
+            raise
+        finally:
+            stream.close()
+        return a.received(response, b"".join(chunks))
 
     def close(self) -> None:
         self.inner.close()
@@ -266,26 +288,11 @@ class AsyncRecordingTransport:
         self.writer = writer
 
     async def handle_async_request(self, request: Any) -> Any:
-        lib = sys.modules[type(request).__module__.split(".")[0]]  # httpx2 or httpx
-        w = self.writer
-        attempt_id = w.new_attempt_id()
-        state = _CALL.get()
-        if state is None:
-            call_id, first, index = f"call-{attempt_id}", attempt_id, 0
-        else:
-            call_id = state.call_id
-            first, index = state.next_attempt(attempt_id)
-        body = await request.aread()
-        w.append("wire_request", attempt_id=attempt_id, call_id=call_id,
-                 first_attempt_id=first, attempt_index=index, method=request.method,
-                 url=str(request.url), headers=list(request.headers.multi_items()),
-                 **body_fields(body))
-        start = time.monotonic()
+        a = _Attempt(self.writer, request, await request.aread())
         try:
             response = await self.inner.handle_async_request(request)
         except Exception as exc:
-            w.append("wire_error", attempt_id=attempt_id, call_id=call_id, stage="send",
-                     error_type=_qualname(exc), error_message=str(exc), elapsed_ms=_ms(start))
+            a.send_failed(exc)
             raise
         stream = response.stream
         chunks: list[bytes] = []
@@ -293,28 +300,11 @@ class AsyncRecordingTransport:
             async for chunk in stream:
                 chunks.append(chunk)
         except Exception as exc:
-            w.append("wire_error", attempt_id=attempt_id, call_id=call_id, stage="receive",
-                     status=response.status_code,
-                     headers=list(response.headers.multi_items()),
-                     received_bytes=sum(map(len, chunks)), error_type=_qualname(exc),
-                     error_message=str(exc), elapsed_ms=_ms(start))
+            a.receive_failed(response, chunks, exc)
             raise
         finally:
             await stream.aclose()
-        raw = b"".join(chunks)
-        elapsed = _ms(start)
-        fields = RecordingTransport._body(lib, response, raw)
-        reason = response.extensions.get("reason_phrase")
-        if isinstance(reason, bytes):
-            reason = reason.decode("latin-1")
-        version = response.extensions.get("http_version")
-        if isinstance(version, bytes):
-            version = version.decode("latin-1")
-        w.append("wire_response", attempt_id=attempt_id, call_id=call_id,
-                 status=response.status_code, reason=reason, http_version=version,
-                 headers=list(response.headers.multi_items()), elapsed_ms=elapsed, **fields)
-        return lib.Response(status_code=response.status_code, headers=response.headers,
-                            stream=lib.ByteStream(raw), extensions=response.extensions)
+        return a.received(response, b"".join(chunks))
 
     async def aclose(self) -> None:
         await self.inner.aclose()
