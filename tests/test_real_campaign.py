@@ -34,7 +34,32 @@ MODEL = "openai/gpt-4o-mini"
 TASKS = ("--suite", "banking", "--user-tasks", "0-1")
 
 
-class StandIn:
+class _TLSServer:
+    """A loopback HTTPS server whose certificate, from a fresh trustme CA (``ca_file``),
+    names ``host``: what a stand-in for an API host shares."""
+
+    def _certify(self, tmp: Path, host: str) -> ssl.SSLContext:
+        ca = trustme.CA()
+        self.ca_file = tmp / "test-ca.pem"
+        ca.cert_pem.write_to_path(str(self.ca_file))
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ca.issue_cert(host).configure_cert(ctx)
+        return ctx
+
+    def _serve(self, handler: type, ctx: ssl.SSLContext) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class StandIn(_TLSServer):
     """The TLS stand-in. ``served`` is the model its replies name (default: the request's);
     ``authorizations`` the Authorization headers it saw; ``requests`` how many requests."""
 
@@ -44,11 +69,7 @@ class StandIn:
         self.authorizations: list[str] = []
         self.requests = 0
         self.lock = threading.Lock()
-        ca = trustme.CA()
-        self.ca_file = tmp / "test-ca.pem"
-        ca.cert_pem.write_to_path(str(self.ca_file))
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ca.issue_cert("openrouter.ai").configure_cert(ctx)
+        ctx = self._certify(tmp, "openrouter.ai")
         stand_in = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -74,12 +95,7 @@ class StandIn:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self._serve(Handler, ctx)
 
     def answer(self, req: dict) -> dict:
         msgs = req.get("messages") or []
@@ -114,9 +130,6 @@ class StandIn:
                 "usage": {"prompt_tokens": 1000, "completion_tokens": 20,
                           "total_tokens": 1020}}
 
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -331,7 +344,7 @@ def _sse(events: list[dict]) -> bytes:
     return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
 
 
-class AnthropicStandIn:
+class AnthropicStandIn(_TLSServer):
     """A TLS stand-in of Anthropic's Messages API (``POST /v1/messages``) served as
     ``api.anthropic.com``. AgentDojo's ``AnthropicLLM`` always streams, so each reply is a
     server-sent event stream: the probe's ``report_probe`` tool_use, then in a cell a
@@ -342,11 +355,7 @@ class AnthropicStandIn:
         self.api_keys: list[str] = []
         self.bodies: list[dict] = []
         self.lock = threading.Lock()
-        ca = trustme.CA()
-        self.ca_file = tmp / "test-ca.pem"
-        ca.cert_pem.write_to_path(str(self.ca_file))
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ca.issue_cert("api.anthropic.com").configure_cert(ctx)
+        ctx = self._certify(tmp, "api.anthropic.com")
         stand_in = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -373,12 +382,7 @@ class AnthropicStandIn:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self._serve(Handler, ctx)
 
     def answer(self, req: dict) -> bytes:
         assert req.get("stream") is True
@@ -415,9 +419,6 @@ class AnthropicStandIn:
              "usage": {"output_tokens": 20}},
             {"type": "message_stop"}])
 
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def anthropic_element_blocked(agentdojo_env) -> str | None:
