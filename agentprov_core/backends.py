@@ -342,6 +342,7 @@ def offline_check(bp: BuildPlan) -> marker.Marker:
                              f"{m.hello.get(key)!r}")
         if hdiff:
             raise fail("; ".join(hdiff[:5]))
+        environments.check_worker_sources(hello, bp.env_id, bp.meta.backend)
         return m
 
 

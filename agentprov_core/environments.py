@@ -106,3 +106,12 @@ def shared_sources_sha256() -> str | None:
     lines = [f"{p.relative_to(root).as_posix()} {hashlib.sha256(p.read_bytes()).hexdigest()}"
              for p in sorted(root.rglob("*")) if p.suffix in (".py", ".toml") and p.is_file()]
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+
+
+def check_worker_sources(hello: dict, env_id: str, backend: str) -> None:
+    """The worker code in the environment must be the code this agentprov builds from
+    (``backends/shared``): the environment id follows ``uv.lock``, which does not change when
+    the worker's sources do (``cli.environment.stale_worker``, exit 3)."""
+    ours = shared_sources_sha256()
+    if ours is not None and hello.get("agentprov_backend_sources_sha256") != ours:
+        raise AgentprovError("cli.environment.stale_worker", env_id=env_id, backend=backend)

@@ -33,10 +33,8 @@ def check_hello(hello: dict, m: Marker, backend: str) -> None:
     if diffs:
         raise AgentprovError("cli.environment.identity", env_id=m.environment_id,
                              what=", ".join(diffs[:5]), backend=backend)
-    ours = environments.shared_sources_sha256()
-    if ours is not None and hello.get("agentprov_backend_sources_sha256") != ours:
-        raise AgentprovError("cli.environment.stale_worker", env_id=m.environment_id,
-                             backend=backend)
+    environments.check_worker_sources(hello, m.environment_id, backend)
+
 
 
 def check_recorded_catalogue(env_dir: Path, m: Marker, source: str) -> None:

@@ -138,6 +138,27 @@ def test_offline_check_verifies_and_catches_a_changed_file(e2e_cli, agentdojo_en
 
 
 @pytest.mark.slow
+@pytest.mark.req("R-6.8")
+def test_offline_check_refuses_an_environment_holding_other_worker_code(agentdojo_env,
+                                                                          monkeypatch):
+    """The offline check asks what a run would ask: an environment whose worker code is not
+    the code this agentprov builds from fails it with the run's refusal
+    (``cli.environment.stale_worker``, exit 3), not only the run itself. Here the sources
+    "this agentprov builds from" are made to differ, as they do after an edit of
+    backends/shared; the environment is the real one."""
+    from agentprov_core import backends, environments
+    from agentprov_core.errors import AgentprovError
+
+    monkeypatch.setenv("AGENTPROV_HOME", str(agentdojo_env.home))
+    bp = backends.plan_build("agentdojo", allow_network=False)
+    assert backends.offline_check(bp).environment_id == agentdojo_env.env_id
+    monkeypatch.setattr(environments, "shared_sources_sha256", lambda: "0" * 64)
+    with pytest.raises(AgentprovError) as e:
+        backends.offline_check(bp)
+    assert (e.value.code, e.value.exit_code) == ("cli.environment.stale_worker", 3)
+
+
+@pytest.mark.slow
 def test_offline_check_catches_marker_damage(e2e_cli, agentdojo_env):
     mpath = agentdojo_env.env_dir / "AGENTPROV_ENV.json"
     original = mpath.read_bytes()
