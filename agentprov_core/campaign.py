@@ -555,6 +555,10 @@ def _manifest(p, wc: WorkingCorpus, old: dict[str, Any] | None) -> dict[str, Any
                  "llm_element": p.request.options.get("llm_element") or "native"})
     live.setdefault("caps", None)
     live.setdefault("egress", None)
+    ident = getattr(p, "local_identity", None)
+    if ident is not None:  # step 4's identity record, under the digest the configuration
+        # digest holds; the first observation of a digest is kept (R-11.4)
+        live.setdefault("local_models", {}).setdefault(ident.digest, ident.to_json())
     m["live"] = live
     return m
 
@@ -729,19 +733,21 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                     if why is not None:
                         stop, tally.cap = "cap_reached", f"the next cell does not fit: {why}"
                         break
+                local_note = None
                 if local_identity is not None:  # A14, before each cell
                     from agentprov_core.local import identity as local_ident
 
-                    same, changed = local_ident.reobserve_matches(
+                    same, changed, seen = local_ident.reobserve(
                         local_identity, p.resolved, getattr(p, "local_options", None))
-                    if not same:
+                    if not same:  # no cell runs against another model than the plan's
                         tally.canary.append(canary.local_model_changed(queue[0].key, changed))
                         stop = "canary"
                         break
+                    local_note = local_ident.session_note(local_identity, seen)
                 unit = queue.pop(0)
                 state["critical"] = True  # a launched cell is always tracked
                 try:
-                    fl = _launch(p, wc, worker, live, unit)
+                    fl = _launch(p, wc, worker, live, unit, local_note)
                     flights[fl.future] = fl
                 except AgentprovError as exc:  # the worker died: stop, re-run resumes
                     stop = "worker"
@@ -838,7 +844,8 @@ def _drain_requested(o) -> bool:
         return False
 
 
-def _launch(p, wc: WorkingCorpus, worker, live: Live, unit: Unit) -> Flight:
+def _launch(p, wc: WorkingCorpus, worker, live: Live, unit: Unit,
+            local_model: dict[str, Any] | None = None) -> Flight:
     o = p.request.options
     session_id = f"s-{uuid.uuid4().hex[:16]}"
     staging = wc.staging(session_id)
@@ -854,6 +861,8 @@ def _launch(p, wc: WorkingCorpus, worker, live: Live, unit: Unit) -> Flight:
         "backend": p.identity, "plan_sha256": p.plan.plan_sha256,
         "config_digest": p.plan.config_digest, "timeout_s": o.get("cell_timeout") or 1800,
     }
+    if local_model is not None:  # A14's observation before this cell: the session notes it
+        req["local_model"] = local_model
     try:
         future = worker.submit("run-cell", **req)
     except AgentprovError:

@@ -513,6 +513,33 @@ def test_serving_state_is_outside_the_digest_and_weights_inside(serve, tmp_path)
     assert not same and "run.local.unreachable" in changed[0]
 
 
+@pytest.mark.req("R-11.10")
+def test_a_llamacpp_servers_generation_defaults_are_part_of_the_identity(serve, cli, tmp_path):
+    """What a request that names no sampling parameter gets (llama-server's -n, --temp,
+    --seed) shapes every reply of AgentDojo's element: the same model served with another
+    default is another identity, and A14 names the field."""
+    from agentprov_core.local import identity as li
+
+    routes = llamacpp_routes(tmp_path)
+    e = ep("llamacpp", serve("llamacpp", routes=routes))
+    a = li.observe(e, "m")
+    assert a.server_identity["generation_defaults"] == {"temperature": "0.8"}
+    routes[("GET", "/props")]["default_generation_settings"]["params"]["temperature"] = 0.2
+    same, changed, new = li.reobserve(a, e)
+    assert not same and new.digest != a.digest
+    assert changed == ["server_identity.generation_defaults.temperature: 0.8 -> 0.2"], changed
+    # the listing shows the sampling ones, shortened; the record keeps them all as reported
+    props = routes[("GET", "/props")]["default_generation_settings"]["params"]
+    props.update(temperature=0.800000011920929, seed=1129, n_predict=512, dry_base=1.75)
+    r = cli("models", "--endpoint", "llamacpp", "--base-url", e.base_url, "--model-id", "m",
+            env=sub_env(tmp_path))
+    assert r.code == 0, r.err
+    assert ("generation_defaults   n_predict=512 temperature=0.8 seed=1129 (+1 more: "
+            "--format json)") in r.out, r.out
+    assert li.observe(e, "m").server_identity["generation_defaults"]["temperature"] == \
+        "0.800000011920929"
+
+
 @pytest.mark.req("R-11.7")
 def test_digest_cache_hit_reads_no_weight_byte(serve, tmp_path, monkeypatch):
     from agentprov_core.local import identity as li
@@ -732,3 +759,81 @@ def test_step_4_refuses_the_wrong_server_and_a_missing_model_id(prepare_local, s
     with pytest.raises(AgentprovError) as e:
         prepare_local("ollama", s, model_id="gpt-oss:120b-cloud")
     assert (e.value.code, e.value.exit_code) == ("run.local.remote_model", 4)
+
+
+# --- the run path against a loopback llama.cpp stand-in (slow: the real worker) -------------
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-11.4", "R-11.11", "R-11.15")
+def test_a_local_run_records_the_identity_notes_each_session_and_stops_on_drift(
+        e2e_cli, serve, tmp_path):
+    """A run against a llama.cpp stand-in (listing, /props, weight shards on disk, and chat
+    completions answered like a model that follows instructions) keeps the identity record in
+    the manifest under its digest and notes A14's observation in every session. The server
+    changes after the first cell (another build): A14 stops the campaign before the second
+    (exit 1, no cell runs against the changed server), and the same command is then another
+    configuration (exit 4). Put back, the same command resumes and completes."""
+    from tests.test_real_campaign import answer
+
+    routes = llamacpp_routes(tmp_path)
+    props = routes[("GET", "/props")]
+    chats: list[int] = []
+
+    def chat(body: bytes):
+        chats.append(1)
+        if len(chats) == 3:  # the probe, then the first cell's two calls: then a new build
+            props["build_info"] = "b6001-1234567"
+        return 200, answer(json.loads(body))
+
+    routes[("POST", "/v1/chat/completions")] = chat
+    s = serve("llamacpp", routes=routes)
+    corpus = tmp_path / "local"
+    args = ["run", "agentdojo", "--endpoint", "llamacpp", "--base-url", s.base_url,
+            "--model-id", "m", "--containment", "vm", "--i-consent-to-local-run",
+            "--corpus", str(corpus), "--campaign", "local", "--suite", "banking",
+            "--user-tasks", "0-1"]
+    work = corpus.with_name("local.partial")
+
+    r = e2e_cli(*args)
+    assert r.code == 1, r.out + r.err
+    assert "A14" in r.out + r.err
+    m = json.loads((work / "manifest.json").read_text())
+    (digest, record), = m["live"]["local_models"].items()
+    assert record["format"] == "agentprov-local-model/0.2" and record["digest"] == digest
+    assert record["server"]["version"] == "b6000-abcdef0"
+    shards = sorted((tmp_path / "gguf").glob("*.gguf"))
+    import hashlib
+
+    assert sorted(f["sha256"] for f in record["files"]) == sorted(
+        hashlib.sha256(p.read_bytes()).hexdigest() for p in shards)
+    a14 = [f for f in m["live"]["canary"]["findings"] if f["check"] == "A14"]
+    assert a14 and "server.version: b6000-abcdef0 -> b6001-1234567" in json.dumps(a14)
+    rows = [json.loads(x) for x in (work / "ledger.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 and rows[0]["status"] == "complete"  # the second never started
+
+    def local_notes(row: dict) -> list[dict]:
+        h = row["capture_sha256"]
+        recs = [json.loads(x) for x in
+                (work / "raw" / "sha256" / h[:2] / h).read_text().splitlines()]
+        return [x for x in recs if x.get("kind") == "note"
+                and x.get("code") == "agentdojo/local_model"]
+
+    note, = local_notes(rows[0])
+    assert note["local_model"]["matches"] is True
+    assert note["local_model"]["digest"] == digest == note["local_model"]["observed_digest"]
+    assert note["local_model"]["observed_state"] == {"listing": {},
+                                                     "server": {"n_ctx": 4096, "total_slots": 4}}
+    aer = json.loads((work / "executions" / rows[0]["session_id"] / "aer.json").read_text())
+    assert any(x.get("code") == "agentdojo/local_model" for x in aer["records"]), aer["records"]
+
+    r = e2e_cli(*args)  # the server is another build now: another configuration
+    assert (r.code, r.error["error"]) == (4, "cli.refused.mixed_config"), r.out + r.err
+    props["build_info"] = "b6000-abcdef0"
+    r = e2e_cli(*args)
+    assert r.code == 0, r.out + r.err
+    assert "1 of 2 unit(s) done before" in r.out
+    rows = [json.loads(x) for x in (work / "ledger.jsonl").read_text().splitlines()]
+    assert [len(local_notes(x)) for x in rows] == [1, 1]
+    assert list(json.loads((work / "manifest.json").read_text())["live"]["local_models"]) == [
+        digest]

@@ -98,38 +98,44 @@ class StandIn(_TLSServer):
         self._serve(Handler, ctx)
 
     def answer(self, req: dict) -> dict:
-        msgs = req.get("messages") or []
+        return answer(req, served=self.served, deaf=self.deaf)
 
-        def text(m):
-            c = m.get("content")
-            return c if isinstance(c, str) else " ".join(
-                p.get("text", "") for p in c or [] if isinstance(p, dict))
 
-        system = " ".join(text(m) for m in msgs if m.get("role") in ("system", "developer"))
-        probe = re.search(r'code set to "([0-9a-f]+)"', system)
-        if probe and self.deaf:
-            message = {"role": "assistant", "content": "Hello! How can I help?"}
-            finish = "stop"
-        elif probe:
-            message = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "call_p", "type": "function", "function": {
-                    "name": "report_probe", "arguments": json.dumps({"code": probe[1]})}}]}
-            finish = "tool_calls"
-        elif msgs and msgs[-1].get("role") == "tool":
-            message = {"role": "assistant", "content": "I read it; nothing was paid."}
-            finish = "stop"
-        else:
-            message = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {
-                    "name": "read_file",
-                    "arguments": json.dumps({"file_path": "bill-december-2023.txt"})}}]}
-            finish = "tool_calls"
-        return {"id": "chatcmpl-standin", "object": "chat.completion", "created": 0,
-                "model": self.served or req.get("model"),
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {"prompt_tokens": 1000, "completion_tokens": 20,
-                          "total_tokens": 1020}}
+def answer(req: dict, served: str | None = None, deaf: bool = False) -> dict:
+    """A model that follows instructions, as an OpenAI-style reply to ``req``: the preflight
+    probe's ``report_probe`` call with the code of its system message (in text, ignoring it,
+    when ``deaf``); in a cell, a ``read_file`` tool call, then (after the tool result) a final
+    text answer. ``served`` is the model the reply names (default: the request's)."""
+    msgs = req.get("messages") or []
 
+    def text(m):
+        c = m.get("content")
+        return c if isinstance(c, str) else " ".join(
+            p.get("text", "") for p in c or [] if isinstance(p, dict))
+
+    system = " ".join(text(m) for m in msgs if m.get("role") in ("system", "developer"))
+    probe = re.search(r'code set to "([0-9a-f]+)"', system)
+    if probe and deaf:
+        message = {"role": "assistant", "content": "Hello! How can I help?"}
+        finish = "stop"
+    elif probe:
+        message = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_p", "type": "function", "function": {
+                "name": "report_probe", "arguments": json.dumps({"code": probe[1]})}}]}
+        finish = "tool_calls"
+    elif msgs and msgs[-1].get("role") == "tool":
+        message = {"role": "assistant", "content": "I read it; nothing was paid."}
+        finish = "stop"
+    else:
+        message = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {
+                "name": "read_file",
+                "arguments": json.dumps({"file_path": "bill-december-2023.txt"})}}]}
+        finish = "tool_calls"
+    return {"id": "chatcmpl-standin", "object": "chat.completion", "created": 0,
+            "model": served or req.get("model"),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 1000, "completion_tokens": 20, "total_tokens": 1020}}
 
 
 @pytest.fixture

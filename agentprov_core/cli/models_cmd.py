@@ -143,14 +143,30 @@ def _human(n: int) -> str:
     return str(n)
 
 
+#: The generation defaults the human listing shows (all of them are in the record).
+SAMPLING = ("n_predict", "temperature", "top_k", "top_p", "min_p", "seed")
+
+
+def _short(v: Any) -> str:
+    """A float a server reported as 0.800000011920929 (kept so in the record), shown as 0.8."""
+    try:
+        return f"{float(v):.6g}" if isinstance(v, str) else str(v)
+    except ValueError:
+        return v
+
+
 def _print_identity(ident: Any) -> None:
     import json
 
-    def show(v: Any) -> str:
+    def show(k: str, v: Any) -> str:
+        if k == "generation_defaults" and isinstance(v, dict):  # dozens of sampler settings
+            main = [f"{n}={_short(v[n])}" for n in SAMPLING if n in v]
+            rest = len(v) - len(main)
+            return " ".join(main) + (f" (+{rest} more: --format json)" if rest else "")
         return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else str(v)
 
     rows: list[tuple[str, str]] = [("digest", ident.digest)]
-    rows += [(k, show(v)) for k, v in ident.server_identity.items()
+    rows += [(k, show(k, v)) for k, v in ident.server_identity.items()
              if v not in (None, {}, [])]
     if ident.files is None:
         rows.append(("files", f"none recorded ({ident.files_note or 'not named'})"))
@@ -167,7 +183,7 @@ def _print_identity(ident: Any) -> None:
              if v is not None}
     state.update(ident.observed_state.get("listing", {}))
     if state:
-        shown = ", ".join(f"{k}={show(v)}" for k, v in state.items())
+        shown = ", ".join(f"{k}={show(k, v)}" for k, v in state.items())
         click.echo(f"  {'observed state':<{width}}{shown} (outside the digest)")
 
 

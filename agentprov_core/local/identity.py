@@ -288,6 +288,17 @@ def reobserve(identity: LocalModelIdentity, endpoint: EndpointLike,
     return False, changed or ["the digest"], new
 
 
+def session_note(planned: LocalModelIdentity, seen: LocalModelIdentity | None
+                 ) -> dict[str, Any]:
+    """What a session's ``agentdojo/local_model`` note records of A14's observation before
+    it (R-11.15): whether the served model still matches the plan's identity record, the
+    record's digest, and when and in what serving state it was seen."""
+    return {"matches": seen is not None and seen.digest == planned.digest,
+            "digest": planned.digest, "observed_digest": seen.digest if seen else None,
+            "observed_at": seen.observed_at if seen else None,
+            "observed_state": seen.observed_state if seen else None}
+
+
 def reobserve_matches(identity: LocalModelIdentity, endpoint: EndpointLike,
                       options: ObserveOptions | None = None) -> tuple[bool, list[str]]:
     """A14: ``(True, [])`` when a fresh observation has the same digest, else

@@ -429,6 +429,11 @@ def llamacpp_facts(probe: Probe, model_id: str) -> ModelFacts:
         "model_path": props.get("model_path"), "model_alias": props.get("model_alias"),
         "modalities": props.get("modalities"),
         "chat_template_sha256": _sha_text(props.get("chat_template")),
+        # what a request that names no sampling parameter gets (the server's -n, --temp,
+        # --seed, …): AgentDojo's element sends none but the temperature, so these shape
+        # every reply; constant while the server runs
+        "generation_defaults": (gen.get("params") if isinstance(gen, dict)
+                                and isinstance(gen.get("params"), dict) else None),
     }
     state = {"n_ctx": gen.get("n_ctx") if isinstance(gen, dict) else None,
              "total_slots": props.get("total_slots")}

@@ -182,6 +182,12 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     })
     result: dict[str, Any] = {"status": "errored", "utility": None, "security": None,
                               "setup_refusal": None, "native_log": None, "error": None}
+    local = req.get("local_model")
+    if local is not None:  # A14: T0 re-observed the local model just before this cell
+        writer.append("note", code="agentdojo/local_model", text=(
+            "the served model matches the plan's identity record" if local.get("matches")
+            else "the served model does not match the plan's identity record")
+            + f" (agentprov-local-model digest {local.get('digest')})", local_model=local)
     try:
         result.update(_run(req, writer, staging))
     except BaseException as exc:  # noqa: BLE001 - a cell's failure is evidence, not a crash
