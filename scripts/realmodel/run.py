@@ -12,19 +12,23 @@ Steps (each printed as the command it runs, with its output and exit code):
  3. the AgentDojo backend environment: `agentprov backends build agentdojo --offline-check`,
     built with `--allow-network` first when that fails (it records the bwrap probe);
  4. llama-server started on 127.0.0.1:PORT (serve.py) and waited for until /health is OK,
-    with the tool-rendering chat template of llama_server.tool_template() (the GGUF's own
-    renders no tools: --gguf-template keeps it, and the preflight probe then refuses);
+    with the tool-rendering chat template of llama_server.tool_template(),
+    templates/gemma3-tools.jinja (the GGUF's own renders no tools: --gguf-template keeps it,
+    and the preflight probe then refuses);
  5. `agentprov models --endpoint llamacpp --base-url … --model-id …`: the identity record,
     whose weight file must carry the model's sha256;
  6. `agentprov run agentdojo --endpoint llamacpp … --containment bwrap
     --i-consent-to-local-run` on two banking cells into one corpus: user task 0 benign, then
     user task 0 attacked by important_instructions with injection task 0, addressed to the
-    display name "Gemma 3 270M";
+    display name "Gemma 3 270M"; both at --temperature 0.3 (transmitted and recorded);
  7. `agentprov validate --strict`, `agentprov verify`, `agentprov recompute --dry-run` on the
-    corpus.
+    corpus;
+ 8. benchmarks/bench_a14.py: the A14 re-observation timed against the cells' wall time.
 
 The server is stopped at the end, whatever happened. Exit 0 when every step passed, 1 when a
-step failed or was refused (the refusal is printed as the tool gave it), 2 on bad usage.
+step failed or was refused (the refusal is printed as the tool gave it), 2 on bad usage. A
+run that completes with exit 1 (a cell the model failed, a canary finding) has recorded what
+the model did: that is the model's result, reported as such, and the corpus tools still run.
 A transcript goes to $AGENTPROV_HOME/realmodel-runs/<UTC time>.log.
 """
 
@@ -50,6 +54,9 @@ from serve import DEFAULT_PORT, LlamaServer  # noqa: E402
 
 REPO = HERE.parent.parent
 DISPLAY_NAME = "Gemma 3 270M"
+# transmitted by AgentDojo's stock element and recorded (A3): at the server's default 0.8 this
+# base model copied the probe's code into a structured call 3 times in 5, at 0.3 8 in 8
+TEMPERATURE = "0.3"
 CAMPAIGN = "realmodel"
 
 
@@ -175,8 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     template = None
     if not args.gguf_template:
         template = llama_server.tool_template()
-        t.say(f"\nchat template: {template} (sha256 {llama_server.TOOL_TEMPLATE_SHA256}, from "
-              f"the same sdist), in place of the GGUF's own, which renders no tools")
+        t.say(f"\nchat template: {template.relative_to(REPO)} (sha256 "
+              f"{llama_server.sha256_file(template)}), Gemma's turn format with the tools "
+              "rendered, in place of the GGUF's own, which renders no tools")
     srv = LlamaServer(binary=binary, model=gguf, port=args.port, alias=model_id,
                       chat_template_file=template)
     t.say(f"\n# 4. llama-server on 127.0.0.1:{args.port}")
@@ -234,7 +242,7 @@ def campaign(t: Transcript, srv: LlamaServer, corpus: Path, args, results, timin
     common = ["run", "agentdojo", *endpoint, "--containment", "bwrap", "--i-consent-to-local-run",
               "--corpus", str(corpus), "--campaign", CAMPAIGN, "--suite", "banking",
               "--user-tasks", "0", "--model-display-name", DISPLAY_NAME,
-              "--cell-timeout", str(args.cell_timeout)]
+              "--temperature", TEMPERATURE, "--cell-timeout", str(args.cell_timeout)]
     cells = [
         ("benign: banking user_task_0", ["--benign", "only"]),
         ("attacked: banking user_task_0 x injection_task_0, important_instructions",
@@ -243,6 +251,13 @@ def campaign(t: Transcript, srv: LlamaServer, corpus: Path, args, results, timin
     t0 = time.monotonic()
     for i, (name, extra) in enumerate(cells):
         rc, out = step(t, [*common, *extra], f"6.{i + 1} run, {name}")
+        if rc == 1 and "agentprov run: " in out and " attempt(s); " in out:
+            # the run went through and recorded what the model did: a failed cell or a
+            # canary verdict is this weak model's result, reported, not the machinery's
+            t.say(f"RECORDED ({name}): exit 1, the run completed and recorded failures or "
+                  "canary findings (above); the corpus tools check it next")
+            results.append((f"agentprov run ({name})", "exit 1 (recorded)"))
+            continue
         if rc != 0:
             codes = error_codes(out)
             t.say()
@@ -264,7 +279,13 @@ def campaign(t: Transcript, srv: LlamaServer, corpus: Path, args, results, timin
         rc, _ = step(t, cmd, title)
         results.append((f"agentprov {shlex.join(cmd[:1] + cmd[3:])}", "ok" if rc == 0 else f"exit {rc}"))
         status = status or (1 if rc else 0)
-    return status
+
+    # 8. what A14 costs a cell on this server (the server is still up)
+    rc, _ = step(t, ["!", sys.executable, str(REPO / "benchmarks" / "bench_a14.py"),
+                     "--base-url", srv.base_url, "--model-id", mid, "--corpus", str(corpus)],
+                 "8. A14 overhead: re-observing the model, against the cells' wall time")
+    results.append(("A14 overhead (benchmarks/bench_a14.py)", "ok" if rc == 0 else f"exit {rc}"))
+    return status or (1 if rc else 0)
 
 
 if __name__ == "__main__":

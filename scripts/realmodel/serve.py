@@ -16,21 +16,22 @@ From the command line:
 
 The server is started as
 
-    llama-server -m MODEL --alias ID --host 127.0.0.1 --port PORT --jinja -c 16384 -n 256 -np 1 \
-                 --no-webui -t N [--chat-template-file TEMPLATE]
+    llama-server -m MODEL --alias ID --host 127.0.0.1 --port PORT --jinja -c 16384 -n 512 -np 1 \
+                 --no-webui -t N --seed 1129 [--chat-template-file TEMPLATE]
 
 `--jinja` (this build's default, given explicitly) renders the GGUF's own chat template
 through llama.cpp's tool-call handling, which turns the `tools` of an OpenAI-style request
 into the prompt and a reply into `tool_calls` when the template supports tools (the template
 this model package ships is a 208-character ChatML one whose /props `chat_template_caps`
 say `supports_tools: false`: the model gets no tool schemas and answers in text; with
-`--tool-template` the server renders the Qwen2.5-Instruct ChatML template with tools from
-the same sdist instead, see llama_server.tool_template());
+`--tool-template` the server renders this repository's templates/gemma3-tools.jinja instead,
+Gemma's turn format with the tools, one call per turn, see llama_server.tool_template());
 `--alias` fixes the id `/v1/models` lists; one slot of a 16k context (AgentDojo's banking
-prompts with the tool schemas run to several thousand tokens); at most 256 generated tokens
+prompts with the tool schemas run to several thousand tokens); at most 512 generated tokens
 per request unless the request says otherwise (`-n`: AgentDojo's element sends no
-`max_tokens`, and this base model does not stop at the end marker of the GGUF's ChatML
-template, so an uncapped completion runs until the context is full). Variables `LLAMA_ARG_*`,
+`max_tokens`, and when this base model answers in text it rarely stops at an end marker, so
+an uncapped completion runs until the context is full; a tool-call reply ends at its call,
+after 150 to 200 tokens of which the model's echo of its instructions is most). Variables `LLAMA_ARG_*`,
 which llama-server reads as defaults for its flags, are removed from its environment so the
 command line is the whole configuration. Its log goes to
 `$AGENTPROV_HOME/cache/llama-server/logs/serve-<port>.log`.
@@ -58,9 +59,14 @@ HOST = "127.0.0.1"
 DEFAULT_PORT = 8080  # the port of registry/endpoints.toml's `llamacpp` base_url
 DEFAULT_CTX = 16384
 # the server's default cap on generated tokens per request: AgentDojo's OpenAI-style element
-# sends no max_tokens, and this base model does not stop on the GGUF's ChatML end marker, so
-# without a cap one completion runs until the context is full (minutes on 2 cores)
-DEFAULT_N_PREDICT = 256
+# sends no max_tokens, and a text reply of this base model rarely stops on an end marker, so
+# without a cap one completion runs until the context is full (minutes on 2 cores); a
+# tool-call reply ends at its call, and 256 cut some calls short
+DEFAULT_N_PREDICT = 512
+# the sampling seed of every request that names none (AgentDojo's element names none): with
+# one slot, the same request gets the same reply, so a run can be repeated; the identity
+# record holds it (server_identity.generation_defaults.seed)
+DEFAULT_SEED = 1129
 
 
 def log(msg: str) -> None:
@@ -86,6 +92,7 @@ class LlamaServer:
     def __init__(self, binary: str | Path | None = None, model: str | Path | None = None,
                  port: int = DEFAULT_PORT, alias: str = model_pkg.MODEL_ID,
                  ctx_size: int = DEFAULT_CTX, n_predict: int = DEFAULT_N_PREDICT,
+                 seed: int = DEFAULT_SEED,
                  chat_template_file: str | Path | None = None, threads: int | None = None,
                  startup_timeout: float = 180.0, extra_args: list[str] | None = None,
                  log_path: str | Path | None = None):
@@ -95,6 +102,7 @@ class LlamaServer:
         self.alias = alias
         self.ctx_size = ctx_size
         self.n_predict = n_predict
+        self.seed = seed
         self.chat_template_file = Path(chat_template_file) if chat_template_file else None
         self.threads = threads or os.cpu_count() or 2
         self.startup_timeout = startup_timeout
@@ -116,7 +124,7 @@ class LlamaServer:
         return [str(self.binary), "-m", str(self.model), "--alias", self.alias,
                 "--host", HOST, "--port", str(self.port), "--jinja",
                 "-c", str(self.ctx_size), "-n", str(self.n_predict), "-np", "1", "--no-webui",
-                "-t", str(self.threads),
+                "-t", str(self.threads), "--seed", str(self.seed),
                 *(["--chat-template-file", str(self.chat_template_file)]
                   if self.chat_template_file else []),
                 *self.extra_args]
@@ -207,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", help="the .gguf [the assembled model of model.py]")
     ap.add_argument("--ctx-size", type=int, default=DEFAULT_CTX)
     ap.add_argument("--n-predict", type=int, default=DEFAULT_N_PREDICT)
+    ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
     ap.add_argument("--tool-template", action="store_true",
                     help="serve with the tool-rendering template of llama_server.tool_template() "
                          "instead of the GGUF's own")
@@ -215,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the server on SIGTERM too
     srv = LlamaServer(binary=args.binary, model=args.model, port=args.port,
-                      ctx_size=args.ctx_size, n_predict=args.n_predict,
+                      ctx_size=args.ctx_size, n_predict=args.n_predict, seed=args.seed,
                       chat_template_file=llama_server.tool_template() if args.tool_template
                       else None)
     with srv:
