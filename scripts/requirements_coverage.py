@@ -34,7 +34,9 @@ WHY = {
     8: "issue 3: the worker serves hello and plan for --dry-run",
     9: "not yet scheduled: estimates, priors and prices",
     10: "issues 6-7: endpoints, keys, local models",
-    11: "issue 7: local model servers",
+    11: "not in an issue yet: model facts, presets and the concurrency sweep, gateway_compat "
+        "(issue 7 delivered the servers, identity and checks); A13's replay probes are "
+        "deferred by the spec",
     12: "issue 6: keys and API endpoints",
     13: "issue 4/6: the display-name config stop",
     14: "issue 6: keys, containment, consent per transport",

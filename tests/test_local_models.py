@@ -726,7 +726,8 @@ def prepare_local(serve, tmp_path, monkeypatch):
     def prepare(endpoint: str, server: FakeServer, **options):
         o = dict(corpus=str(tmp_path / "c"), campaign="c", suite=("banking",),
                  user_tasks="0", endpoint=endpoint, base_url=server.base_url,
-                 containment="vm", env_file=str(tmp_path / "none.env"), **options)
+                 containment="vm", env_file=str(tmp_path / "none.env"))
+        o.update(options)
         return planning.prepare(RunRequest("agentdojo", o, set(o)))
 
     return prepare
@@ -744,6 +745,29 @@ def test_step_4_observes_the_model_and_its_identity_enters_the_configuration(
     assert other.local_identity.digest != p.local_identity.digest
     assert other.plan.config_digest != p.plan.config_digest  # another model: another config
     assert p.plan.plan_sha256 != other.plan.plan_sha256
+
+
+@pytest.mark.req("R-11.25", "R-11.29", "R-11.31")
+def test_step_4_takes_the_model_variable_and_sends_the_local_key_to_loopback(
+        prepare_local, serve, tmp_path):
+    """Without --model-id, oMLX's OMLX_MODEL (and Ollama's LOCAL_MODEL_ID) names the model;
+    OMLX_API_KEY, read like any key, goes to the loopback server with every request of the
+    observation, and nothing the run records holds its value."""
+    key = "sk-local-sentinel-91c2"
+    s = serve("omlx", require_key=key)
+    envf = tmp_path / "omlx.env"
+    envf.write_text(f"OMLX_API_KEY={key}\nOMLX_MODEL=Qwen3.5-4B-MLX-4bit\n")
+    p = prepare_local("omlx", s, env_file=str(envf))
+    assert p.local_identity.model_id == "Qwen3.5-4B-MLX-4bit"
+    assert s.requests and all(h.get("Authorization") == f"Bearer {key}"
+                              for _, _, h in s.requests)
+    recorded = json.dumps([p.local_record, p.local_identity.to_json(), p.plan.config_digest])
+    assert key not in recorded and p.resolved.key_variable == "OMLX_API_KEY"
+    o = serve("ollama")
+    envo = tmp_path / "ollama.env"
+    envo.write_text("LOCAL_MODEL_ID=llama3.2:latest\n")
+    assert prepare_local("ollama", o, env_file=str(envo)).local_identity.model_id == \
+        "llama3.2:latest"
 
 
 @pytest.mark.req("R-16.4", "R-11.5", "R-11.8")

@@ -279,7 +279,7 @@ def test_cap_reached_then_resume_with_a_higher_cap(e2e_cli, stand_in, tmp_path):
     assert sentinel not in r.out + r.err
 
 
-@pytest.mark.req("R-21.2", "R-21.8", "R-21.11", "R-21.22", "R-15.10")
+@pytest.mark.req("R-21.2", "R-21.8", "R-21.11", "R-21.22", "R-15.10", "R-11.12", "R-11.13")
 def test_a_canary_stop_then_resume_with_accept_served_model(e2e_cli, tmp_path):
     served = MODEL + "-2024-07-18"
     s = StandIn(tmp_path, served=served)
