@@ -706,3 +706,84 @@ def test_remap_of_a_live_corpus_is_refused(cli, corpus, tmp_path):
         assert (r.code, r.error["error"]) == (5, "recompute.unsupported.remap_live")
     assert not (tmp_path / "o").exists()
     assert snapshot(corpus) == before
+
+
+# ------------------------------------------------------------------ the preflight probe's logs
+def add_preflight(root: Path, session: str = "pf-0123456789abcdef") -> tuple[Path, Path]:
+    """One probe call as T0 keeps it: a capture log (written by the real CaptureWriter) in
+    ``preflight/sha256/``, named by a line of ``preflight/ledger.jsonl``."""
+    tmp = root / "staging" / session / "capture.jsonl"
+    tmp.parent.mkdir(parents=True)
+    w = capture.CaptureWriter(tmp, {
+        "session_id": session, "cell": {"suite": None, "user_task_id": None, "attack": None,
+                                        "injection_task_id": None, "cell_key": "preflight",
+                                        "kind": "preflight"},
+        "unit": None, "attempt": 1, "plan_sha256": PLAN, "config_digest": CONFIG,
+        "backend": {"environment_id": ENV_ID, "identity_sha256": IDENTITY},
+        "declared_instrumentation": ["preflight_probe@1 calls: 1"]}, durable=False)
+    w.append("model_call_start", call_id="c1", element="OpenAILLM", model="scripted")
+    w.append("wire_request", attempt_id="a1", call_id="c1", first_attempt_id="a1",
+             method="POST", url="http://127.0.0.1:9/v1/chat/completions",
+             headers=[("Content-Type", "application/json")],
+             **capture.body_fields(b'{"model":"scripted","messages":[]}'))
+    w.append("wire_response", attempt_id="a1", call_id="c1", status=200,
+             headers={"content-type": "application/json"}, **capture.body_fields(REPLY))
+    w.append("model_call_end", call_id="c1", status="ok")
+    w.end("complete", reason=None)
+    data = tmp.read_bytes()
+    sha = RawStore(root / "preflight").put_bytes(data)
+    shutil.rmtree(tmp.parent)
+    head = hashlib.sha256(data.split(b"\n")[-2]).hexdigest()
+    entry = {"at": "2026-11-29T10:52:07Z", "invocation": "0" * 12, "session_id": session,
+             "call": 1, "status": "complete", "capture_sha256": sha,
+             "capture_head_sha256": head, "billed_calls": 1, "plan_sha256": PLAN,
+             "config_digest": CONFIG}
+    ledger = root / "preflight" / "ledger.jsonl"
+    with open(ledger, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry, sort_keys=True) + "\n")
+    return RawStore(root / "preflight").path(sha), ledger
+
+
+@pytest.mark.req("R-27.4", "R-18.4")
+def test_verify_checks_the_preflight_probes_logs(cli, corpus):
+    log, ledger = add_preflight(corpus)
+    rel = log.relative_to(corpus)
+    j = cli("verify", "--corpus", corpus, "--format", "json")
+    doc = json.loads(j.out)
+    assert j.code == 0 and doc["counts"]["preflight_calls"] == 1, j.out
+    assert [f["code"] for f in doc["findings"]] == ["checksums.absent"]
+
+    original = log.read_bytes()
+    flip(log, original.index(b'"status":200') + 10)  # 200 -> 201 in the reply record
+    r = cli("verify", "--corpus", corpus)
+    assert r.code == 1
+    assert failed_lines(r.out)[:2] == [
+        f"failed: preflight.digest at {rel}: its sha256 is "
+        f"{hashlib.sha256(log.read_bytes()).hexdigest()}, not its name: the file was altered",
+        f"failed: preflight.chain at {rel}: record 3: its sha256 is not the prev of record 4 "
+        "(record 3 was altered)"]
+    log.write_bytes(original)
+
+    line = ledger.read_bytes()
+    ledger.write_bytes(line.replace(b'"call": 1', b'"call":1'))
+    r = cli("verify", "--corpus", corpus)
+    assert failed_lines(r.out) == ["failed: preflight.form at preflight/ledger.jsonl: line 1: "
+                                   "not in the form T0 writes: the line was edited"]
+    ledger.write_bytes(line.replace(PLAN.encode(), b"7" * 64))
+    r = cli("verify", "--corpus", corpus)
+    assert failed_lines(r.out) == [f"failed: preflight.header at {rel}: record 0: plan_sha256 "
+                                   f"is '{PLAN}'; preflight/ledger.jsonl line 1 records "
+                                   f"'{'7' * 64}'"]
+    ledger.write_bytes(line)
+
+    log.unlink()
+    r = cli("verify", "--corpus", corpus)
+    assert failed_lines(r.out) == [f"failed: preflight.missing at {rel}: preflight/ledger.jsonl "
+                                   "line 1 names it; preflight/ does not hold it"]
+    log.write_bytes(original)
+    stray = log.with_name("f" * 64)
+    stray.write_bytes(b"x")
+    r = cli("verify", "--corpus", corpus)
+    assert r.code == 0 and (f"unverified: preflight.unreferenced at "
+                            f"{stray.relative_to(corpus)}: no line of preflight/ledger.jsonl "
+                            "names it") in r.out

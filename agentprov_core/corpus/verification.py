@@ -83,7 +83,7 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: {
         "ledger_entries": 0, "capture_logs": 0, "capture_records": 0, "raw_files": 0,
-        "executions": 0, "files_hashed": 0, "bytes_hashed": 0})
+        "executions": 0, "preflight_calls": 0, "files_hashed": 0, "bytes_hashed": 0})
 
     def of(self, kind: str) -> list[Finding]:
         return [f for f in self.findings if f.kind == kind]
@@ -669,6 +669,7 @@ class _Verifier:
             self.check_ledger(runner)
             self.check_raw(runner)
             self.check_executions(runner)
+        self.check_preflight()
         self.check_manifest()
         if not (self.root / "checksums.sha256").is_file():
             why = ("a working tree has no checksums.sha256 (it is written at sealing)"
@@ -902,6 +903,85 @@ class _Verifier:
                 if d.name not in seen:
                     self.add("unverified", "executions.unindexed", f"{DIRNAME}/{d.name}",
                              f"no line of {INDEX} names it (an index append cut short?)")
+
+    # -------------------------------------------------------------- the preflight probe
+    def check_preflight(self) -> None:
+        """``preflight/``: the probe's calls of every invocation (R-18), each a capture log
+        in ``preflight/sha256/<2 hex>/<sha256>`` named by a line of
+        ``preflight/ledger.jsonl`` (JSON, sorted keys). Their billed calls count against
+        the caps of later invocations, so they are evidence like the cells' logs: each line
+        in T0's form, each log present, named by its sha256, its chain intact up to the
+        head the line records, and its header naming the line's session and plan."""
+        root = self.root / "preflight"
+        if not root.exists():
+            return
+        ledger = root / "ledger.jsonl"
+        named: set[str] = set()
+        if ledger.is_file():
+            for n, line, ended in _lines(ledger):
+                if not line.strip():
+                    continue
+                where = f"preflight/ledger.jsonl line {n}"
+                try:
+                    e = json.loads(line)
+                except ValueError as exc:
+                    if not ended:
+                        self.add("unverified", "preflight.torn", "preflight/ledger.jsonl",
+                                 f"line {n}: a write cut short; the caps skip it")
+                    else:
+                        self.fail("preflight.parse", "preflight/ledger.jsonl",
+                                  f"line {n}: not JSON ({exc}): the line was altered")
+                    continue
+                if not isinstance(e, dict):
+                    self.fail("preflight.entry", "preflight/ledger.jsonl",
+                              f"line {n}: not a JSON object")
+                    continue
+                self.report.counts["preflight_calls"] += 1
+                if json.dumps(e, sort_keys=True).encode("utf-8") != line:
+                    self.fail("preflight.form", "preflight/ledger.jsonl",
+                              f"line {n}: not in the form T0 writes: the line was edited")
+                sha = e.get("capture_sha256")
+                if sha is None:
+                    continue  # the call left no log: charged at the bound, nothing to check
+                if not isinstance(sha, str) or not HEX64.fullmatch(sha):
+                    self.fail("preflight.reference", "preflight/ledger.jsonl",
+                              f"line {n}: capture_sha256 {sha!r} is not a sha256")
+                    continue
+                named.add(sha)
+                self.check_preflight_log(sha, e, where)
+        else:
+            self.fail("preflight.ledger", "preflight/ledger.jsonl",
+                      "preflight/ holds no ledger: nothing names its logs")
+        store = root / "sha256"
+        for sub in sorted(os.scandir(store), key=lambda d: d.name) if store.is_dir() else ():
+            for f in sorted(os.scandir(sub.path), key=lambda d: d.name) if sub.is_dir() else ():
+                if f.name not in named and not f.name.startswith(".put-"):
+                    self.add("unverified", "preflight.unreferenced",
+                             f"preflight/sha256/{sub.name}/{f.name}",
+                             "no line of preflight/ledger.jsonl names it")
+
+    def check_preflight_log(self, sha: str, e: dict[str, Any], where: str) -> None:
+        rel = f"preflight/sha256/{sha[:2]}/{sha}"
+        try:
+            data = _read(self.base + rel)
+        except FileNotFoundError:
+            self.fail("preflight.missing", rel, f"{where} names it; preflight/ does not hold it")
+            return
+        self.hashed(len(data))
+        got = hashlib.sha256(data).hexdigest()
+        if got != sha:
+            self.fail("preflight.digest", rel,
+                      f"its sha256 is {got}, not its name: the file was altered")
+        chain = check_capture(data, e.get("capture_head_sha256"))
+        for problem in chain.problems:
+            self.fail("preflight.chain", rel, problem)
+        h = chain.header
+        if h is not None and h.get("kind") == "header":
+            for key in ("session_id", "plan_sha256", "config_digest"):
+                if e.get(key) and h.get(key) != e.get(key):
+                    self.fail("preflight.header", rel, f"record 0: {key} is {h.get(key)!r}; "
+                                                      f"{where} records {e.get(key)!r}")
+
 
 def _open(given: str | Path) -> tuple[Path, dict[str, Any] | None, str | None]:
     """The corpus root and its manifest; a manifest that no longer reads (beside a ledger)
