@@ -48,13 +48,13 @@ from typing import Any
 
 import msgspec
 
+from agentprov_core import capture_chain
 from agentprov_core.errors import AgentprovError
 
 LEVEL = "chain"
 LIVE_FORMAT = "agentprov-live-corpus/0.1"
 KNOWN_FORMATS = (LIVE_FORMAT,)
 LEDGER_STATUSES = ("complete", "incomplete", "errored", "aborted", "quarantined")
-END_STATUSES = ("complete", "incomplete", "errored", "aborted")
 HEX64 = re.compile(r"[0-9a-f]{64}")
 WORKERS = 2
 WINDOW = 64  # tasks in flight: bounds memory whatever the corpus size
@@ -177,129 +177,8 @@ def is_live(manifest: dict[str, Any] | None, root: Path) -> bool:
 
 
 # ------------------------------------------------------------------------------ capture/0.1
-def _canon(obj: Any) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
-
-
-class _FloatForm:
-    """msgspec's float hook: a float token not in Python's repr form sends the line to the
-    exact (standard library) check, since msgspec writes some floats differently."""
-
-    def __init__(self) -> None:
-        self.odd = False
-
-    def __call__(self, s: str) -> float:
-        f = float(s)
-        if repr(f) != s:
-            self.odd = True
-        return f
-
-
-_ENC = msgspec.json.Encoder(order="sorted")
-
-
-@dataclass
-class Chain:
-    n_records: int
-    head_sha256: str | None
-    problems: list[str]
-    header: dict[str, Any] | None
-    end: dict[str, Any] | None
-
-
-def check_capture(data: bytes, expected_head: str | None = None,
-                  require_end: bool = True) -> Chain:
-    """The checks of ``agentprov_backend.capture.verify`` over a log's bytes, with the same
-    problem strings (a test holds the two to the same answers). Lines are parsed by msgspec
-    and re-encoded; a line that does not come back byte-identical is parsed again by the
-    standard library exactly as the reference does, so the fast path only ever accepts."""
-    problems: list[str] = []
-    lines = data.split(b"\n")
-    torn = lines.pop()
-    digests = [hashlib.sha256(line).hexdigest() for line in lines]
-    records: list[dict[str, Any] | None] = []
-    form = _FloatForm()
-    dec = msgspec.json.Decoder(float_hook=form)
-    for i, line in enumerate(lines):
-        form.odd = False
-        try:
-            rec = dec.decode(line)
-            fast = isinstance(rec, dict) and not form.odd and _ENC.encode(rec) == line
-        except (msgspec.DecodeError, UnicodeError, TypeError, ValueError):
-            fast = False
-        if not fast:
-            try:
-                rec = json.loads(line.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError) as exc:
-                problems.append(f"record {i}: not JSON ({exc})")
-                records.append(None)
-                continue
-            if not isinstance(rec, dict):
-                problems.append(f"record {i}: not a JSON object")
-                records.append(None)
-                continue
-            try:
-                if _canon(rec) != line:
-                    problems.append(f"record {i}: not in canonical form")
-            except ValueError as exc:
-                problems.append(f"record {i}: not canonical JSON ({exc})")
-        records.append(rec)
-        if rec.get("seq") != i:
-            problems.append(f"record {i}: seq is {rec.get('seq')!r}, expected {i}")
-    broken = set()
-    for j, rec in enumerate(records):
-        if rec is None:
-            continue
-        want = None if j == 0 else digests[j - 1]
-        if rec.get("prev") != want:
-            broken.add(j - 1)
-    for j in sorted(broken):
-        if j < 0:
-            problems.append("record 0: prev is not null")
-        elif j + 1 in broken:
-            problems.append(f"record {j + 1}: its prev is not the sha256 of record {j} "
-                            f"(record {j + 1} was altered)")
-        else:
-            problems.append(f"record {j}: its sha256 is not the prev of record {j + 1} "
-                            f"(record {j} was altered)")
-    head = digests[-1] if digests else None
-    if expected_head is not None and head != expected_head:
-        problems.append(f"record {len(lines) - 1}: the head sha256 {head} is not the "
-                        f"expected {expected_head} (the last record was altered or the log "
-                        f"was cut or extended)")
-    if torn:
-        problems.append(f"record {len(lines)}: torn (the file does not end with a newline)")
-    first = records[0] if records else None
-    if not records:
-        problems.append("the log is empty")
-    elif first is not None and (first.get("kind") != "header"
-                                or first.get("format") != "capture/0.1"):
-        problems.append("record 0: not a capture/0.1 header")
-    ends = [i for i, r in enumerate(records) if r is not None and r.get("kind") == "end"]
-    if len(ends) > 1:
-        problems.append(f"record {ends[1]}: a second end record")
-    if ends and ends[0] != len(records) - 1:
-        problems.append(f"record {ends[0] + 1}: written after the end record")
-    for i in ends:
-        if records[i].get("status") not in END_STATUSES:
-            problems.append(f"record {i}: end status {records[i].get('status')!r} is not "
-                            f"complete, incomplete, errored or aborted")
-    if records and not ends and require_end:
-        problems.append("the log has no end record (unsealed)")
-    last_t = None
-    for i, rec in enumerate(records):
-        if rec is None:
-            continue
-        t = rec.get("t")
-        if not isinstance(t, int | float) or isinstance(t, bool):
-            problems.append(f"record {i}: t is not a number")
-            continue
-        if last_t is not None and t < last_t:
-            problems.append(f"record {i}: t goes backwards")
-        last_t = t
-    return Chain(len(lines), head, problems, first,
-                 records[ends[-1]] if ends else None)
+# the one reader of a capture log's chain (T0's ingest, the mapper and verify share it)
+check_capture = capture_chain.check
 
 
 # ------------------------------------------------------------------------------ helpers

@@ -23,13 +23,16 @@ import json
 from typing import Any
 
 from agentprov_agentdojo import live_native
+from agentprov_core import capture_chain
 from agentprov_core.evidence import aer as A
 from agentprov_core.evidence.aer import NOT_RECORDED
 from agentprov_core.mapping import LiveEvidence
 from agentprov_core.sse import reply_body
 
 NAME = "agentdojo.capture"
-VERSION = "0.1.0"
+# 0.1.1: the chain is read by agentprov_core.capture_chain.check (verify's check), so a
+# damaged log's map.capture_damaged detail names verify's problems
+VERSION = "0.1.1"
 CAPTURE_FORMAT = "capture/0.1"
 #: a declared instrumentation item whose ``mode`` is one of these changes what is sent
 REQUEST_MODIFYING_MODES = ("modify", "rewrite")
@@ -42,43 +45,6 @@ def _canonical(value: Any) -> bytes:
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-# ------------------------------------------------------------------------------ the chain
-def read_chain(data: bytes) -> tuple[list[dict[str, Any]], str | None, list[str]]:
-    """``(records, head_sha256, problems)`` of a capture log's bytes: every line JSON, ``seq``
-    0, 1, 2, …, each ``prev`` the sha256 of the line before, record 0 a capture/0.1 header,
-    the file ending with a newline. Records after the first unreadable line are dropped."""
-    records: list[dict[str, Any]] = []
-    problems: list[str] = []
-    prev: str | None = None
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    elif lines:
-        problems.append(f"record {len(lines) - 1}: torn (no newline at the end of the file)")
-    for n, line in enumerate(lines):
-        try:
-            rec = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
-            problems.append(f"record {n}: not JSON")
-            break
-        if not isinstance(rec, dict):
-            problems.append(f"record {n}: not a JSON object")
-            break
-        if rec.get("seq") != n:
-            problems.append(f"record {n}: seq {rec.get('seq')!r} out of order")
-        if rec.get("prev") != prev:
-            problems.append(f"record {n}: its prev is not the sha256 of record {n - 1}")
-        prev = _sha(line)
-        records.append(rec)
-    if not records or records[0].get("kind") != "header" \
-            or records[0].get("format") != CAPTURE_FORMAT:
-        problems.append("record 0 is not a capture/0.1 header")
-    ends = [i for i, r in enumerate(records) if r.get("kind") == "end"]
-    if ends and ends != [len(records) - 1]:
-        problems.append(f"record {ends[0]}: an end record that is not the last")
-    return records, prev, problems
 
 
 # ------------------------------------------------------------------------------ replies
@@ -341,8 +307,11 @@ class CaptureMapper:
 
     def map(self, evidence: LiveEvidence) -> A.AER:
         ev = evidence
-        raw, head, problems = read_chain(ev.capture) if ev.capture is not None else (
-            [], None, ["the capture log is missing from the raw store"])
+        if ev.capture is not None:  # a missing end record is map.capture_error, below
+            chain = capture_chain.check(ev.capture, require_end=False)
+            raw, head, problems = chain.records, chain.head_sha256, list(chain.problems)
+        else:
+            raw, head, problems = [], None, ["the capture log is missing from the raw store"]
         if ev.capture is not None and ev.attempt.capture_head_sha256 not in (None, head):
             problems.append("its head digest differs from the ledger's")
         h = raw[0] if raw and raw[0].get("kind") == "header" else {}
