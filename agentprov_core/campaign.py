@@ -190,15 +190,13 @@ def check_corpus(p) -> None:
 
 def check_supported(p) -> None:
     """What this build cannot run against a real model (exit 5, before consent): an
-    Inspect source, an Anthropic-style endpoint, another element than the native one, or a
-    defence endpoint.
+    Inspect source, another element than the native one, or a defence endpoint.
 
-    The Anthropic wire is wired (AgentDojo's own AnthropicLLM over an ``AsyncAnthropic``
-    client on the recording transport; the event-stream replies read by caps, canary,
-    preflight and the mapper), but the environment's anthropic 1.11.0 no longer takes
-    ``temperature`` in ``messages.stream``, which AgentDojo 0.1.35's element always passes:
-    every call would fail with a TypeError before the wire. It stays refused until the
-    environment locks an anthropic whose ``messages.stream`` takes ``temperature``."""
+    An Anthropic-style endpoint runs AgentDojo's own AnthropicLLM over an ``AsyncAnthropic``
+    client on the recording transport (the event-stream replies read by caps, canary,
+    preflight and the mapper). The environment locks anthropic below 1.0: AgentDojo 0.1.35's
+    element passes ``temperature`` to ``messages.stream``, which anthropic 1.0.0 and later
+    no longer take."""
     if p.request.scripted:
         return
     o = p.request.options
@@ -206,9 +204,6 @@ def check_supported(p) -> None:
     why = None
     if p.source.meta.kind != "suites":
         what, why = f"of {name}", "an Inspect task runs through Inspect's own model, not wired yet."
-    elif p.resolved is not None and p.resolved.wire == "anthropic":
-        what, why = (f"on the Anthropic-style endpoint {p.resolved.name}",
-                     "AgentDojo's AnthropicLLM over the recording transport is not wired yet.")
     elif (o.get("llm_element") or "native") != "native":
         what, why = (f"with --llm-element {o['llm_element']}",
                      "only the native element runs against a real model.")
