@@ -515,7 +515,7 @@ def test_serving_state_is_outside_the_digest_and_weights_inside(serve, tmp_path)
 
 @pytest.mark.req("R-11.10")
 def test_a_llamacpp_servers_generation_defaults_are_part_of_the_identity(serve, cli, tmp_path):
-    """What a request that names no sampling parameter gets (llama-server's -n, --temp,
+    """What a request that names no sampling parameter gets (llama-server's --temp,
     --seed) shapes every reply of AgentDojo's element: the same model served with another
     default is another identity, and A14 names the field."""
     from agentprov_core.local import identity as li

@@ -429,7 +429,7 @@ def llamacpp_facts(probe: Probe, model_id: str) -> ModelFacts:
         "model_path": props.get("model_path"), "model_alias": props.get("model_alias"),
         "modalities": props.get("modalities"),
         "chat_template_sha256": _sha_text(props.get("chat_template")),
-        # what a request that names no sampling parameter gets (the server's -n, --temp,
+        # what a request that names no sampling parameter gets (the server's --temp,
         # --seed, …): AgentDojo's element sends none but the temperature, so these shape
         # every reply; constant while the server runs
         "generation_defaults": (gen.get("params") if isinstance(gen, dict)
