@@ -559,6 +559,31 @@ class _Verifier:
             self.add("unverified", "checksums.unsupported", "checksums.sha256",
                      "this build does not read sealed checksums (no sealed format yet)")
 
+    def jsonl(self, path: Path, rel: str, prefix: str, dec: msgspec.json.Decoder, what: str,
+              reader: str) -> Iterator[tuple[int, Any, bytes]]:
+        """``(line number, entry, line)`` of a file T0 appends JSON lines to: a line that
+        is not ``what`` fails (``<prefix>.entry``), a line cut short by a write that never
+        finished is unverified (``<prefix>.torn``: ``reader`` skips it by design), a line
+        that is not JSON fails (``<prefix>.parse``)."""
+        for n, line, _ in _lines(path):
+            if not line.strip():
+                continue
+            try:
+                entry = dec.decode(line)
+            except msgspec.ValidationError as exc:
+                self.fail(f"{prefix}.entry", rel, f"line {n}: not {what} ({exc})")
+                continue
+            except msgspec.DecodeError as exc:
+                if _truncated(exc):
+                    self.add("unverified", f"{prefix}.torn", rel,
+                             f"line {n}: a write cut short (T0 died or the disk filled); "
+                             f"{reader} skips it")
+                else:
+                    self.fail(f"{prefix}.parse", rel,
+                              f"line {n}: not JSON ({exc}): the line was altered")
+                continue
+            yield n, entry, line
+
     # -------------------------------------------------------------- manifest
     def check_manifest(self) -> None:
         m = self.manifest
@@ -607,25 +632,9 @@ class _Verifier:
 
         def entries() -> Iterator[tuple[int, Attempt]]:
             nonlocal expected_seq
-            for n, line, _ in _lines(path):
-                if not line.strip():
-                    continue
+            for n, e, line in self.jsonl(path, "ledger.jsonl", "ledger", dec,
+                                         "a ledger entry", "the ledger"):
                 where = f"line {n}"
-                try:
-                    e = dec.decode(line)
-                except msgspec.ValidationError as exc:
-                    self.fail("ledger.entry", "ledger.jsonl",
-                              f"{where}: not a ledger entry ({exc})")
-                    continue
-                except msgspec.DecodeError as exc:
-                    if _truncated(exc):
-                        self.add("unverified", "ledger.torn", "ledger.jsonl",
-                                 f"{where}: a write cut short (T0 died or the disk filled); "
-                                 "the ledger skips it")
-                    else:
-                        self.fail("ledger.parse", "ledger.jsonl",
-                                  f"{where}: not JSON ({exc}): the line was altered")
-                    continue
                 self.report.counts["ledger_entries"] += 1
                 if msgspec.json.encode(e) != line:
                     self.fail("ledger.form", "ledger.jsonl",
@@ -731,23 +740,9 @@ class _Verifier:
         def rows() -> Iterator[tuple[int, Any, _LedgerRef | None]]:
             if not index.exists():
                 return
-            for n, line, _ in _lines(index):
-                if not line.strip():
-                    continue
+            for n, e, line in self.jsonl(index, INDEX, "executions", dec, "an index entry",
+                                         "the index"):
                 where = f"line {n}"
-                try:
-                    e = dec.decode(line)
-                except msgspec.ValidationError as exc:
-                    self.fail("executions.entry", INDEX, f"{where}: not an index entry ({exc})")
-                    continue
-                except msgspec.DecodeError as exc:
-                    if _truncated(exc):
-                        self.add("unverified", "executions.torn", INDEX,
-                                 f"{where}: a write cut short; the index skips it")
-                    else:
-                        self.fail("executions.parse", INDEX,
-                                  f"{where}: not JSON ({exc}): the line was altered")
-                    continue
                 if msgspec.json.encode(e) != line:
                     self.fail("executions.form", INDEX,
                               f"{where} ({e.execution_id}): not in the form T0 writes: the "
@@ -797,24 +792,10 @@ class _Verifier:
         ledger = root / "ledger.jsonl"
         named: set[str] = set()
         if ledger.is_file():
-            for n, line, ended in _lines(ledger):
-                if not line.strip():
-                    continue
+            for n, e, line in self.jsonl(ledger, "preflight/ledger.jsonl", "preflight",
+                                         msgspec.json.Decoder(dict), "a JSON object",
+                                         "the caps' count"):
                 where = f"preflight/ledger.jsonl line {n}"
-                try:
-                    e = json.loads(line)
-                except ValueError as exc:
-                    if not ended:
-                        self.add("unverified", "preflight.torn", "preflight/ledger.jsonl",
-                                 f"line {n}: a write cut short; the caps skip it")
-                    else:
-                        self.fail("preflight.parse", "preflight/ledger.jsonl",
-                                  f"line {n}: not JSON ({exc}): the line was altered")
-                    continue
-                if not isinstance(e, dict):
-                    self.fail("preflight.entry", "preflight/ledger.jsonl",
-                              f"line {n}: not a JSON object")
-                    continue
                 self.report.counts["preflight_calls"] += 1
                 if json.dumps(e, sort_keys=True).encode("utf-8") != line:
                     self.fail("preflight.form", "preflight/ledger.jsonl",
