@@ -46,8 +46,27 @@ class _TLSServer:
         ca.issue_cert(host).configure_cert(ctx)
         return ctx
 
-    def _serve(self, handler: type, ctx: ssl.SSLContext) -> None:
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    def _serve(self, ctx: ssl.SSLContext) -> None:
+        """Serve POSTs on loopback through ``self.handle(path, headers, body) -> (status,
+        content type, bytes)``."""
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):  # noqa: D401 - silent
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status, ctype, data = stand_in.handle(self.path, self.headers, body)
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
@@ -69,33 +88,16 @@ class StandIn(_TLSServer):
         self.authorizations: list[str] = []
         self.requests = 0
         self.lock = threading.Lock()
-        ctx = self._certify(tmp, "openrouter.ai")
-        stand_in = self
+        self._serve(self._certify(tmp, "openrouter.ai"))
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):  # noqa: D401 - silent
-                pass
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with stand_in.lock:
-                    stand_in.requests += 1
-                    stand_in.authorizations.append(self.headers.get("Authorization", ""))
-                if self.path != "/api/v1/chat/completions":
-                    return self.send(404, {"error": {"message": "no such route"}})
-                self.send(200, stand_in.answer(json.loads(body)))
-
-            def send(self, status, obj):
-                data = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._serve(Handler, ctx)
+    def handle(self, path: str, headers, body: bytes) -> tuple[int, str, bytes]:
+        with self.lock:
+            self.requests += 1
+            self.authorizations.append(headers.get("Authorization", ""))
+        if path != "/api/v1/chat/completions":
+            return 404, "application/json", json.dumps(
+                {"error": {"message": "no such route"}}).encode()
+        return 200, "application/json", json.dumps(self.answer(json.loads(body))).encode()
 
     def answer(self, req: dict) -> dict:
         return answer(req, served=self.served, deaf=self.deaf)
@@ -361,34 +363,17 @@ class AnthropicStandIn(_TLSServer):
         self.api_keys: list[str] = []
         self.bodies: list[dict] = []
         self.lock = threading.Lock()
-        ctx = self._certify(tmp, "api.anthropic.com")
-        stand_in = self
+        self._serve(self._certify(tmp, "api.anthropic.com"))
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):  # noqa: D401 - silent
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-                with stand_in.lock:
-                    stand_in.api_keys.append(self.headers.get("x-api-key", ""))
-                    stand_in.bodies.append(body)
-                if self.path != "/v1/messages":
-                    data = json.dumps({"type": "error", "error": {
-                        "type": "not_found_error", "message": "no such route"}}).encode()
-                    self.send_response(404)
-                    self.send_header("Content-Type", "application/json")
-                else:
-                    data = stand_in.answer(body)
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._serve(Handler, ctx)
+    def handle(self, path: str, headers, body: bytes) -> tuple[int, str, bytes]:
+        req = json.loads(body)
+        with self.lock:
+            self.api_keys.append(headers.get("x-api-key", ""))
+            self.bodies.append(req)
+        if path != "/v1/messages":
+            return 404, "application/json", json.dumps({"type": "error", "error": {
+                "type": "not_found_error", "message": "no such route"}}).encode()
+        return 200, "text/event-stream", self.answer(req)
 
     def answer(self, req: dict) -> bytes:
         assert req.get("stream") is True
