@@ -16,7 +16,7 @@ A11  the attempt errored, aborted or was left unsealed
 A12  a reply's served model is absent, or differs from the requested model and is not
      accepted with ``--accept-served-model ID``
 A14  the local model changed since the plan (checked before each cell by
-     :func:`agentprov_core.local.identity.reobserve_matches`, when the plan carries a local
+     :func:`agentprov_core.local.identity.reobserve`, when the plan carries a local
      identity)
 
 If a condition appears and units remain, the campaign stops (exit 1, :data:`STOP_LINE`);

@@ -8,7 +8,7 @@ against the wall time of the cells that run recorded on the same server.
 and the corpus just written (docs/first-real-run.md). It observes the model once (the
 identity record of the run's step 4, weights through the digest cache of
 ``$AGENTPROV_HOME``), then times ``--rounds`` re-observations exactly as the campaign
-makes them before each cell (``local.identity.reobserve_matches``: list, fingerprint,
+makes them before each cell (``local.identity.reobserve``: list, fingerprint,
 props, weight files through the cache). The cells' wall times are the ledger's
 ``started_at`` to ``ended_at`` of the corpus's attempts. Reported: the median and the
 largest re-observation, the median cell, and the per-cell overhead (median re-observation
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     times, mismatches = [], 0
     for _ in range(args.rounds):
         t0 = time.perf_counter()
-        same, _changed = li.reobserve_matches(ident, ep, opts)
+        same, _changed, _seen = li.reobserve(ident, ep, opts)
         times.append(time.perf_counter() - t0)
         mismatches += not same
     cells = cell_seconds(args.corpus)

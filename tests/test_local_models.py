@@ -497,19 +497,19 @@ def test_serving_state_is_outside_the_digest_and_weights_inside(serve, tmp_path)
     a = li.observe(e, "m")
     routes[("GET", "/props")]["default_generation_settings"]["n_ctx"] = 8192
     routes[("GET", "/props")]["total_slots"] = 1
-    same, changed = li.reobserve_matches(a, e)
+    same, changed, _ = li.reobserve(a, e)
     assert (same, changed) == (True, [])
     shard = Path(routes[("GET", "/props")]["model_path"])
     shard.write_bytes(b"Z" * 3000)  # same size, other bytes
     os.utime(shard, ns=(time.time_ns(), time.time_ns() + 10_000_000))
-    same, changed = li.reobserve_matches(a, e)
+    same, changed, _ = li.reobserve(a, e)
     assert not same
     assert any(str(shard) in c and "sha256" in c for c in changed), changed
     routes[("GET", "/props")]["build_info"] = "b6001-1234567"
     same, changed, new = li.reobserve(a, e)
     assert not same and "server.version: b6000-abcdef0 -> b6001-1234567" in changed
     s.close()
-    same, changed = li.reobserve_matches(a, e)
+    same, changed, _ = li.reobserve(a, e)
     assert not same and "run.local.unreachable" in changed[0]
 
 

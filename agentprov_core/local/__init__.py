@@ -7,7 +7,7 @@ identity of one model (``agentprov-local-model/0.2``).
 - :mod:`agentprov_core.local.weights`: sha256 of weight files, with the digest cache
   ``$AGENTPROV_HOME/cache/model-digests.jsonl``.
 - :mod:`agentprov_core.local.identity`: the identity record, :func:`observe`,
-  :func:`reobserve_matches` (A14), the numbered pick and the LM Studio tool-use check.
+  :func:`reobserve` and :func:`session_note` (A14), the numbered pick and the LM Studio tool-use check.
 - :mod:`agentprov_core.local.apimodels`: an API endpoint's dated model-list cache.
 
 Nothing here runs inference, and nothing is imported by ``agentprov --help``.

@@ -13,7 +13,8 @@ The run path (step 4 of the order of checks, R-16.4) calls::
 
 and the campaign, before every cell (A14, R-11.15)::
 
-    same, changed = local_identity.reobserve_matches(ident, endpoint)
+    same, changed, seen = local_identity.reobserve(ident, endpoint)
+    note = local_identity.session_note(ident, seen)   # the session's agentdojo/local_model
 
 ``endpoint`` is anything with ``name``, ``kind`` and ``base_url`` (an
 ``endpoints.Endpoint`` or an ``endpoints.ResolvedEndpoint``).
@@ -297,14 +298,6 @@ def session_note(planned: LocalModelIdentity, seen: LocalModelIdentity | None
             "digest": planned.digest, "observed_digest": seen.digest if seen else None,
             "observed_at": seen.observed_at if seen else None,
             "observed_state": seen.observed_state if seen else None}
-
-
-def reobserve_matches(identity: LocalModelIdentity, endpoint: EndpointLike,
-                      options: ObserveOptions | None = None) -> tuple[bool, list[str]]:
-    """A14: ``(True, [])`` when a fresh observation has the same digest, else
-    ``(False, what_changed)``. Unchanged weight files are not read again (digest cache)."""
-    same, changed, _ = reobserve(identity, endpoint, options)
-    return same, changed
 
 
 def check_tool_use(identity: LocalModelIdentity, *, allow_text_tool_calls: bool = False
