@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -36,7 +37,8 @@ def manifest(corpus: Path) -> dict:
 
 
 @pytest.mark.req("R-29.12", "R-13.3", "R-21.16", "R-21.17", "R-2.9", "R-8.9", "R-21.14",
-                 "R-2.10", "R-2.11", "R-27.6", "R-27.9", "R-21.33", "R-21.24")
+                 "R-2.10", "R-2.11", "R-27.6", "R-27.9", "R-21.33", "R-21.24", "R-13.5",
+                 "R-13.6", "R-13.7", "R-13.8")
 def test_config_stop_then_resume_runs_nothing_twice(e2e_cli, tmp_path):
     corpus = tmp_path / "live-demo"
     args = ("run", "agentdojo", "--corpus", corpus, "--campaign", "demo", *DEMO,
@@ -45,12 +47,19 @@ def test_config_stop_then_resume_runs_nothing_twice(e2e_cli, tmp_path):
     assert first.code == 1, first.err
     lines = first.err.splitlines()
     i = lines.index("  units    3 of 4: sealed 2, failed 1")
+    assert re.fullmatch(r"run: finished in \d+\.\ds \(exit 1\)", lines[i - 1]), lines[i - 1]
     assert lines[i + 1] == "  issues   map.capture_error x1, map.no_execution_observed x1"
-    assert lines[i + 2].startswith("agentprov run: a cell's setup refused this configuration")
+    assert lines[i + 2] == (
+        "agentprov run: a cell's setup refused this configuration, so no further cell was "
+        "started (every one would fail the same way); fix the option the refusal names and "
+        "re-run the same command")
     assert first.out.strip().endswith("3 attempt(s); 2 conclusive, 0 inconsistent, "
                                       "1 inconclusive; 3 derived, 0 failed; 0 of 4 unit(s) "
                                       "done before")
-    assert "notice: setup refusal: banking/user_task_0/important_instructions/injection_task_0" in first.err
+    assert ("notice: setup refusal: banking/user_task_0/important_instructions/injection_task_0: "
+            "attack 'important_instructions' names the model, and the pipeline name has no stock "
+            "MODEL_NAMES entry: attack_params.model_display_name (--model-display-name) is "
+            "required") in lines
     assert not corpus.exists() and corpus.with_name("live-demo.partial").is_dir()
     entries = ledger(corpus)
     assert [e["status"] for e in entries] == ["complete", "complete", "errored"]
@@ -120,7 +129,7 @@ def test_config_stop_then_resume_runs_nothing_twice(e2e_cli, tmp_path):
     assert len(executions(corpus)) == 5
 
 
-@pytest.mark.req("R-21.19", "R-21.21")
+@pytest.mark.req("R-21.25", "R-21.31", "R-15.14", "R-21.28")
 def test_drain_limit_and_keep_staging(e2e_cli, tmp_path):
     corpus = tmp_path / "d"
     control = tmp_path / "control"
@@ -145,7 +154,7 @@ def test_drain_limit_and_keep_staging(e2e_cli, tmp_path):
         f"banking/user_task_{i}/none/none|none|r0": 1 for i in range(4)}
 
 
-@pytest.mark.req("R-21.11")
+@pytest.mark.req("R-21.21")
 def test_a_staged_key_quarantines_the_session(e2e_cli, tmp_path):
     script = tmp_path / "leak.json"
     sentinel = "sk-" + "QUARANTINESENTINEL" + "0123456789abcdef"

@@ -336,7 +336,7 @@ def test_anthropic_usage_from_a_message_and_from_an_event_stream():
         (17 * 3 + 7 * 15 + 32000 * 3 + 1024 * 15) / 1e6)
 
 
-@pytest.mark.req("R-21.4", "R-21.8")
+@pytest.mark.req("R-21.5", "R-21.6", "R-21.3")
 def test_a6_on_the_anthropic_wire():
     anth = canary.Settings(wire="anthropic", params={"max_tokens": 1024})
     text_block = ({"type": "text", "text": ""}, {"type": "text_delta", "text": "ok"})

@@ -583,7 +583,7 @@ def test_the_prompt_on_a_terminal(built, env_file, corpora, answer, code, error)
 
 
 # ------------------------------------------------------------------ the spec's transcripts
-@pytest.mark.req("R-29.2", "R-15.4", "R-15.6")
+@pytest.mark.req("R-29.2", "R-15.4", "R-15.6", "R-18.10")
 def test_transcript_api_caps(run_, built):
     r = run_(*OPENROUTER, "--containment", "vm", json_errors=False)
     assert r.code == 4
@@ -593,7 +593,7 @@ def test_transcript_api_caps(run_, built):
         "own key limit is the backstop)")
 
 
-@pytest.mark.req("R-29.3", "R-15.6", "R-16.1")
+@pytest.mark.req("R-29.3", "R-15.6", "R-16.1", "R-18.11")
 def test_transcript_cost_needs_prices(run_):
     r = run_(*OPENROUTER, "--containment", "vm", "--max-calls", "80", "--max-cost-usd", "1.00",
              json_errors=False)
@@ -601,7 +601,7 @@ def test_transcript_cost_needs_prices(run_):
                                           "--price-out (USD per million tokens)")
 
 
-@pytest.mark.req("R-15.8")
+@pytest.mark.req("R-15.8", "R-18.12")
 def test_transcript_preflight_takes_no_caps(cli):
     r = cli("run", "agentdojo", "--preflight-only", *OPENROUTER, "--max-calls", "5",
             json_errors=False)
@@ -609,7 +609,7 @@ def test_transcript_preflight_takes_no_caps(cli):
                                           "the caps belong to a campaign")
 
 
-@pytest.mark.req("R-14.2", "R-12.7")
+@pytest.mark.req("R-14.2", "R-12.7", "R-18.13")
 def test_transcript_keychain_with_a_script(run_, script):
     r = run_("--llm-script", script, "--keychain", json_errors=False)
     assert (r.code, r.err.strip()) == (2, "agentprov run: --keychain reads the key of a real "

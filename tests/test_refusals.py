@@ -203,6 +203,31 @@ def test_agentharm_ranges(dry, script, change, needle):
     assert needle in r.error["message"]
 
 
+@pytest.mark.req("R-25.19")
+@pytest.mark.parametrize("option,lowest,highest", [
+    ("--message-limit", 1, 500), ("--token-limit", 1, 10_000_000), ("--time-limit", 1, 86_400),
+])
+def test_agentharm_limit_ranges(dry, script, home, corpora, option, lowest, highest):
+    """Each limit's bounds are accepted by the plan check and one past them is refused."""
+    args = {"--message-limit": "10", "--token-limit": "20000", "--time-limit": "600"}
+
+    def run(value: int):
+        limits = [x for k, v in (args | {option: str(value)}).items() for x in (k, v)]
+        return dry("agentharm", "--task", "inspect_evals/agentharm", "--samples", "limit:2",
+                   *limits, "--judge", "refusal_judge=m", "--judge", "semantic_judge=m",
+                   "--llm-script", script)
+
+    for bad in (lowest - 1, highest + 1):
+        r = run(bad)
+        assert (r.code, r.error["error"]) == (2, "cli.usage.backend_plan"), r.err
+        assert f"[inspect].limits.{option[2:].replace('-', '_')}" in r.error["message"]
+    for good in (lowest, highest):
+        r = run(good)  # past the plan check: the next refusal is the unbuilt environment
+        assert r.error["error"] != "cli.usage.backend_plan", r.err
+        assert r.code != 2, r.err
+    nothing_written(home, corpora)
+
+
 @pytest.mark.req("R-25.15")
 def test_task_param_floats_are_refused(dry, script):
     r = dry("agentharm", "--task", "inspect_evals/agentharm", "--samples", "limit:1",
