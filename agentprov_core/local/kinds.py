@@ -37,6 +37,7 @@ match every server.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -91,6 +92,16 @@ def server_root(base_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
+@functools.cache
+def _tls_context() -> Any:
+    """The TLS context every probe shares (the one httpx would build per client, without
+    the environment's certificate variables): building it reads the CA bundle, which costs
+    more than a loopback request, and A14 opens a probe before every cell."""
+    import httpx
+
+    return httpx.create_ssl_context(verify=True, trust_env=False)
+
+
 class Probe:
     """A read-only client of one local server. Answers are cached per path, so a kind's
     recogniser and its identity reader never ask twice."""
@@ -116,7 +127,8 @@ class Probe:
             headers["Authorization"] = f"Bearer {key}"
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
-            headers=headers, trust_env=False, follow_redirects=False, transport=transport)
+            headers=headers, trust_env=False, follow_redirects=False, verify=_tls_context(),
+            transport=transport)
         self._cache: dict[tuple[str, str], Answer] = {}
         self.requests: list[str] = []
 
