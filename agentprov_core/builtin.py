@@ -27,6 +27,9 @@ def agentprov_endpoint_kinds():
         EndpointKind(name="anthropic", wire="anthropic", summary="Anthropic's Messages API"),
         *[EndpointKind(name=n, wire="openai", local=True, listing_path=p, fingerprint=f,
                        summary=f"a {f} server on loopback") for n, p, f in local],
+        EndpointKind(name="openai_compat", wire="openai", local=True,
+                     listing_path="/v1/models",
+                     summary="any OpenAI-compatible server on loopback (kind not verified)"),
     ]
 
 

@@ -44,9 +44,13 @@ class Fingerprint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 class Endpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One entry of ``endpoints.toml``. ``base_url`` is None only for a local entry whose
+    server has no standard port (``openai_compat``): ``--base-url`` or the setting names
+    it, never ``.env`` (its class is decided before ``.env`` is read)."""
+
     name: str
     kind: str
-    base_url: str
+    base_url: str | None = None
     host: str | None = None
     local: bool = False
     key: str | None = None
@@ -58,12 +62,12 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     @property
     def registered_host(self) -> str:
-        return (self.host or urlsplit(self.base_url).hostname or "").lower()
+        return (self.host or urlsplit(self.base_url or "").hostname or "").lower()
 
     @property
     def endpoint_class(self) -> Literal["local", "api"]:
         """``local`` only for a local entry whose base URL is on loopback (R-10)."""
-        return "local" if self.local and is_loopback(self.base_url) else "api"
+        return "local" if self.local and is_loopback(self.base_url or "") else "api"
 
 
 def is_loopback(url: str) -> bool:
@@ -90,12 +94,21 @@ def load(path: Path | None = None) -> dict[str, Endpoint]:
     out: dict[str, Endpoint] = {}
     for name, entry in (data.get("endpoints") or {}).items():
         try:
-            out[name] = msgspec.convert(dict(entry, name=name), type=Endpoint)
+            ep = msgspec.convert(dict(entry, name=name), type=Endpoint)
         except msgspec.ValidationError as exc:
             raise AgentprovError("cli.usage.registry_file",
                                  location=tomlfile.location(path, text, "kind",
                                                             f"endpoints.{name}"),
                                  what=f"[endpoints.{name}]: {exc}") from None
+        if ep.base_url is None and (not ep.local or ep.base_url_variable):
+            raise AgentprovError(
+                "cli.usage.registry_file",
+                location=tomlfile.location(path, text, "kind", f"endpoints.{name}"),
+                what=f"[endpoints.{name}]: base_url is required"
+                     + (" (an entry without one is a local server whose URL --base-url or "
+                        "the setting names, so it takes no base_url_variable)"
+                        if ep.local else ""))
+        out[name] = ep
     return out
 
 
@@ -150,7 +163,9 @@ def setting_base_url(name: str) -> str | None:
 def resolve_base_url(ep: Endpoint, flag: str | None, env: dict[str, str] | None
                      ) -> tuple[str, str]:
     """The base URL and where it came from: the flag (local entries only), then ``.env``,
-    then the setting ``endpoints.<name>.base_url``, then the registry (R-11.36)."""
+    then the setting ``endpoints.<name>.base_url``, then the registry (R-11.36). An entry
+    with no registry URL and none of the others is ``cli.usage.base_url_required`` (exit
+    2)."""
     if flag and ep.local:
         return flag, "flag"
     if ep.base_url_variable and (env or {}).get(ep.base_url_variable):
@@ -158,6 +173,9 @@ def resolve_base_url(ep: Endpoint, flag: str | None, env: dict[str, str] | None
     setting = setting_base_url(ep.name)
     if setting:
         return setting, "setting"
+    if ep.base_url is None:
+        raise AgentprovError("cli.usage.base_url_required", endpoint=ep.name,
+                             settings=paths.display(paths.home() / "settings.toml"))
     return ep.base_url, "registry"
 
 

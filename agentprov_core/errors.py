@@ -92,6 +92,9 @@ _reg("cli.usage.unknown_endpoint", U, "usage",
 _reg("cli.usage.local_only_option", U, "usage",
      "{option} applies to local endpoints only; {endpoint} is not local",
      "drop the option")
+_reg("cli.usage.base_url_required", U, "usage",
+     "endpoint {endpoint} has no standard port, so no default base URL: give --base-url http://127.0.0.1:PORT/v1 (the server's OpenAI-style base), or set endpoints.{endpoint}.base_url in {settings}",
+     "add --base-url URL")
 _reg("cli.usage.plan_with_cell_options", U, "usage",
      "--plan replaces the cell options; drop {options}",
      "put the cells in the plan file, or drop --plan")
@@ -365,7 +368,7 @@ _reg("run.local.unreachable", E, "coded",
      "start the server (or point --base-url at it), then re-run")
 _reg("run.local.unauthorized", E, "coded",
      "the server at {url} wants a key (HTTP {status}): {how}",
-     "agentprov keys set OMLX_API_KEY (or put it in .env), or run the server without a key")
+     "store the endpoint's key variable (agentprov keys set NAME, or .env), or run the server without a key")
 _reg("run.local.bad_listing", E, "coded",
      "{url} is not an OpenAI-style model listing: {why}",
      "point --base-url at the server's OpenAI-style base (…/v1)")
@@ -376,8 +379,8 @@ _reg("run.local.no_model_id", E, "coded",
      "no model id for {endpoint}, and no terminal to pick one on: give {hint}; it serves: {served}",
      "give --model-id ID")
 _reg("run.local.wrong_server", R, "coded",
-     "the server at {url} is not {kind}: it answers as {found} (several defaults share ports 8000 and 8080)",
-     "use the endpoint of the server that runs there, or point --base-url at the right port")
+     "the server at {url} is not {kind}: it answers as {found} (several defaults share ports 8000 and 8080){hint}",
+     "use the endpoint of the server that runs there (openai_compat for an OpenAI-compatible server of another kind), or point --base-url at the right port")
 _reg("run.local.remote_model", R, "coded",
      "{model!r} on {endpoint} is a remote model ({why}): its prompts would leave this machine, and a local endpoint only runs local models",
      "pull or load a local model, or use an API endpoint with its consent and caps")

@@ -85,7 +85,8 @@ def agentprov_endpoint_kinds() -> Sequence[EndpointKind]:
     (its listing path and fingerprint). ``registry/endpoints.toml`` names endpoints and
     says which kind each one is; the core registers ``openai``, ``anthropic`` and the
     local server kinds (``ollama``, ``omlx``, ``lmstudio``, ``mlx_lm``, ``llamacpp``,
-    ``vllm``) through this hook.
+    ``vllm``, and the generic ``openai_compat``, which has no fingerprint) through this
+    hook.
 
     :returns: a sequence of :class:`agentprov_core.endpoints.EndpointKind`.
 

@@ -152,6 +152,8 @@ def resolve_endpoint(req: RunRequest) -> epmod.Endpoint | None:
                                      endpoint=ep.name)
         if not o.get("model_id"):
             raise AgentprovError("cli.usage.model_id_missing", endpoint=ep.name)
+    elif ep.base_url is None:  # no standard port (openai_compat): the flag or the setting
+        epmod.resolve_base_url(ep, o.get("base_url"), None)  # cli.usage.base_url_required
     return ep
 
 

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     if not cells:
         raise SystemExit("bench_a14: the ledger has no attempt with both times")
     med, worst, cell = statistics.median(times), max(times), statistics.median(cells)
-    files = len([f for f in ident.files if f.role == "weights"])
+    files = len([f for f in ident.files or [] if f.role == "weights"])
     print(f"A14 re-observation of {args.model_id} ({args.kind} at {args.base_url}; "
           f"{files} weight file(s), digest cache hit): median {med * 1e3:.1f} ms, largest "
           f"{worst * 1e3:.1f} ms over {args.rounds} rounds; {mismatches} mismatch(es)")

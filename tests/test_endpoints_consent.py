@@ -80,7 +80,11 @@ def test_the_registry_holds_the_specs_endpoints():
     reg = epmod.load()
     api = ["openrouter", "anthropic", "openai", "deepseek", "gemini", "llama", "qwen", "glm"]
     local = ["ollama", "omlx", "lmstudio", "mlx_lm", "llamacpp", "vllm"]
-    assert sorted(reg) == sorted(api + local)
+    # the specification's fourteen, and the one this build adds: the generic local
+    # openai_compat (docs/decisions.md, "A generic OpenAI-compatible server"; its own
+    # tests are tests/test_openai_compat.py)
+    assert sorted(reg) == sorted(api + local + ["openai_compat"])
+    assert reg["openai_compat"].local and reg["openai_compat"].base_url is None
     kinds = {k.name: k for group in manager().hook.agentprov_endpoint_kinds() for k in group}
     for name in api:
         ep = reg[name]

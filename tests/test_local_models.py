@@ -28,17 +28,24 @@ from tests.conftest import ROOT
 class FakeServer:
     """A loopback HTTP server answering ``routes[(METHOD, path)]``: a JSON-able object,
     ``(status, body)`` or a callable ``(handler) -> (status, body)``. Unknown paths are
-    404 ``Not Found`` (as mlx_lm.server answers). Every request is recorded."""
+    404 ``Not Found`` (as mlx_lm.server answers). Every request is recorded. ``server``
+    is the ``Server`` header it sends (``self.server`` may change while it runs);
+    without one, http.server's own ``BaseHTTP/… Python/…``."""
 
-    def __init__(self, routes: dict, require_key: str | None = None) -> None:
+    def __init__(self, routes: dict, require_key: str | None = None,
+                 server: str | None = None) -> None:
         self.routes = routes
         self.require_key = require_key
+        self.server = server
         self.requests: list[tuple[str, str, dict]] = []
         fake = self
 
         class H(BaseHTTPRequestHandler):
             def log_message(self, *a: Any) -> None:
                 pass
+
+            def version_string(self) -> str:
+                return fake.server or super().version_string()
 
             def _answer(self, method: str) -> None:
                 body_in = b""
@@ -208,8 +215,23 @@ def mlx_lm_routes(tmp: Path) -> dict:
     }
 
 
+def openai_compat_routes(tmp: Path) -> dict:
+    """A server of no kind agentprov knows (an SGLang-like listing: ``owned_by`` names it,
+    ``created`` is stamped per request, ``max_model_len`` is serving state); the chat
+    route is added by the tests that run cells."""
+    return {
+        ("GET", "/v1/models"): listing(
+            {"id": "Qwen/Qwen3-8B", "object": "model", "created": 1, "owned_by": "sglang",
+             "root": "Qwen/Qwen3-8B", "max_model_len": 32768},
+            {"id": "tiny", "object": "model", "created": 1, "owned_by": "sglang",
+             "root": "tiny", "max_model_len": 2048}),
+        ("GET", "/health"): {"status": "ok"},
+    }
+
+
 ROUTES = {"ollama": ollama_routes, "llamacpp": llamacpp_routes, "lmstudio": lmstudio_routes,
-          "vllm": vllm_routes, "omlx": omlx_routes, "mlx_lm": mlx_lm_routes}
+          "vllm": vllm_routes, "omlx": omlx_routes, "mlx_lm": mlx_lm_routes,
+          "openai_compat": openai_compat_routes}
 
 
 @pytest.fixture
@@ -219,10 +241,10 @@ def serve(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     started: list[FakeServer] = []
 
-    def start(kind: str, require_key: str | None = None, routes: dict | None = None
-              ) -> FakeServer:
+    def start(kind: str, require_key: str | None = None, routes: dict | None = None,
+              server: str | None = None) -> FakeServer:
         s = FakeServer(routes if routes is not None else ROUTES[kind](tmp_path),
-                       require_key=require_key)
+                       require_key=require_key, server=server)
         started.append(s)
         return s
 
@@ -261,6 +283,7 @@ EXPECT = {
     "lmstudio": (["qwen3-8b", "gemma-3-4b"], None),
     "vllm": (["Qwen/Qwen2.5-0.5B"], "0.10.1"),
     "omlx": (["Qwen3.5-4B-MLX-4bit"], None),
+    "openai_compat": (["Qwen/Qwen3-8B", "tiny"], None),
 }
 
 
@@ -275,7 +298,12 @@ def test_each_kind_recognises_itself_and_lists_what_it_serves(serve, kind):
     if kind == "mlx_lm":
         assert len(srv.ids) == 1 and srv.ids[0].endswith("mlx-model")
         assert srv.fingerprint == {"owned_by": "absent", "GET /props": "not served"}
+    if kind == "openai_compat":  # nothing verified; only the listing was asked
+        assert srv.fingerprint["verified"] is False and not srv.verified
+        assert [p for _, p, _ in s.requests] == ["/v1/models"]
     else:
+        assert srv.verified and "verified" not in srv.fingerprint
+    if kind != "mlx_lm":
         assert (srv.ids, srv.version) == EXPECT[kind]
     # read-only: GET requests only (no inference path was ever asked)
     assert {m for m, _, _ in s.requests} == {"GET"}
@@ -447,7 +475,8 @@ def test_without_a_terminal_the_pick_exits_3_listing_the_ids(serve, cli, tmp_pat
 @pytest.mark.req("R-11.4", "R-11.6", "R-11.10")
 @pytest.mark.parametrize("kind,model", [
     ("ollama", "llama3.2:latest"), ("llamacpp", "m"), ("lmstudio", "qwen3-8b"),
-    ("vllm", "Qwen/Qwen2.5-0.5B"), ("omlx", "Qwen3.5-4B-MLX-4bit"), ("mlx_lm", None)])
+    ("vllm", "Qwen/Qwen2.5-0.5B"), ("omlx", "Qwen3.5-4B-MLX-4bit"), ("mlx_lm", None),
+    ("openai_compat", "Qwen/Qwen3-8B")])
 def test_identity_record_of_each_kind(serve, kind, model):
     from agentprov_core.digests import digest
     from agentprov_core.local import identity as li
@@ -465,7 +494,7 @@ def test_identity_record_of_each_kind(serve, kind, model):
     assert set(a.to_json()) - set(a.identity_part()) == {"digest", "observed_state",
                                                          "observed_at"}
     expect_files = {"ollama": 1, "llamacpp": 2, "lmstudio": None, "vllm": 2, "omlx": None,
-                    "mlx_lm": 3}[kind]
+                    "mlx_lm": 3, "openai_compat": None}[kind]
     assert (len(a.files) if a.files is not None else None) == expect_files
     if a.files:
         assert all(len(f.sha256) == 64 for f in a.files)

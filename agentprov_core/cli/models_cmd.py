@@ -46,7 +46,8 @@ def _optional_key(var: str | None, options: dict[str, Any]) -> Any:
 @click.command(context_settings={"max_content_width": 100})
 @click.option("--endpoint", "endpoint_name", required=True, metavar="NAME",
               help="An endpoint of endpoints.toml (local servers: ollama, omlx, lmstudio, "
-                   "mlx_lm, llamacpp, vllm; `local` is ollama).")
+                   "mlx_lm, llamacpp, vllm; `local` is ollama; openai_compat: any "
+                   "OpenAI-compatible server, with --base-url).")
 @click.option("--model-id", metavar="ID", help="Add this model's observed identity record "
               "(local), or check it against the cached list (API).")
 @click.option("--pick", is_flag=True, help="Without --model-id: pick a served model from a "
@@ -125,8 +126,13 @@ def _local(ep: Any, model_id: str | None, pick: bool, no_hash: bool, model_dir: 
     from agentprov_core.local.kinds import KINDS
 
     label = KINDS[srv.kind].label + (f" {srv.version}" if srv.version else "")
-    click.echo(f"{ep.name}: {label} at {endpoints.shown(srv.base_url)} "
-               f"(recognised by {', '.join(srv.fingerprint)})")
+    if srv.verified:
+        how = f"recognised by {', '.join(srv.fingerprint)}"
+    else:
+        said = srv.fingerprint.get("Server")
+        how = ("kind not verified: any OpenAI-style listing is accepted"
+               + (f"; Server: {said}" if said else ""))
+    click.echo(f"{ep.name}: {label} at {endpoints.shown(srv.base_url)} ({how})")
     click.echo(f"serves {len(srv.ids)} model(s):")
     for mid in srv.ids:
         click.echo(f"  {mid}{'   <- observed' if mid == model_id else ''}")
@@ -166,6 +172,9 @@ def _print_identity(ident: Any) -> None:
         return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else str(v)
 
     rows: list[tuple[str, str]] = [("digest", ident.digest)]
+    if ident.server.fingerprint.get("verified") is False:  # the listing entry is all it says
+        rows += [("kind", "not verified (openai_compat)"),
+                 ("listing_entry", show("", ident.listing_entry))]
     rows += [(k, show(k, v)) for k, v in ident.server_identity.items()
              if v not in (None, {}, [])]
     if ident.files is None:
@@ -173,7 +182,7 @@ def _print_identity(ident: Any) -> None:
     else:
         how = "sha256" if ident.weights_hashed else "sizes only (--no-hash-weights)"
         rows.append(("files", f"{len(ident.files)} from {ident.files_source}, {how}"))
-    width = max(len(k) for k, _ in rows) + 2
+    width = max(len(k) for k, _ in rows + [("observed state", "")]) + 2
     click.echo(f"identity {ident.format} of {ident.model_id}")
     for k, v in rows:
         click.echo(f"  {k:<{width}}{v}")

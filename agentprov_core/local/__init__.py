@@ -2,8 +2,8 @@
 identity of one model (``agentprov-local-model/0.2``).
 
 - :mod:`agentprov_core.local.kinds`: the six server kinds, how each recognises itself on its
-  port, the read-only probes (GET only, loopback, short timeouts) and the refusals
-  ``run.local.*`` they raise.
+  port, the generic ``openai_compat`` (any OpenAI-style listing, unverified), the read-only
+  probes (GET only, loopback, short timeouts) and the refusals ``run.local.*`` they raise.
 - :mod:`agentprov_core.local.weights`: sha256 of weight files, with the digest cache
   ``$AGENTPROV_HOME/cache/model-digests.jsonl``.
 - :mod:`agentprov_core.local.identity`: the identity record, :func:`observe`,

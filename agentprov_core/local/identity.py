@@ -67,10 +67,15 @@ class WeightFile(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ServerInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """The server: its kind, version (when it exposes one) and the fingerprint evidence
+    that matched. A fingerprint holding ``"verified": false`` (``openai_compat``) proves
+    nothing about the kind: it records what the server volunteered; without that key the
+    kind's own fingerprint matched."""
+
     kind: str
     base_url: str
     version: str | None
-    fingerprint: dict[str, str]
+    fingerprint: dict[str, str | bool]
 
 
 class LocalModelIdentity(msgspec.Struct, frozen=True, kw_only=True):
@@ -139,8 +144,12 @@ class Served(msgspec.Struct, frozen=True, kw_only=True):
     kind: str
     base_url: str
     version: str | None
-    fingerprint: dict[str, str]
+    fingerprint: dict[str, str | bool]
     ids: list[str]
+
+    @property
+    def verified(self) -> bool:
+        return self.fingerprint.get("verified") is not False
 
 
 def _served(probe: kinds.Probe, endpoint: EndpointLike, options: ObserveOptions

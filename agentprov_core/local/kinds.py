@@ -26,10 +26,18 @@ omlx       ``/v1/models`` entries ``owned_by: "omlx"`` (newer: ``max_model_len``
 mlx_lm     ``/v1/models`` entries ``{id, object, created}`` with no ``owned_by``;
            ``GET /health`` ``{"status": "ok"}``; every other path 404
 =========  ==========================================================================
+
+``openai_compat`` is any other server with an OpenAI-style listing (SGLang, TGI, LocalAI,
+llamafile, a test server): it has no fingerprint, so its record says ``verified: false``
+and holds only what the listing answer says (the entry, the served ids, the ``Server``
+header). It is asked nothing but ``GET <base_url>/models``, at step 4 and before every
+cell (A14), and it is never offered as what another kind's port "answers as": it would
+match every server.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +59,8 @@ class Answer:
     status: int | None
     json: Any = None
     error: str | None = None
+    #: the ``Server`` response header, when the server volunteers one
+    server: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -82,6 +92,16 @@ def server_root(base_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
+@functools.cache
+def _tls_context() -> Any:
+    """The TLS context every probe shares (the one httpx would build per client, without
+    the environment's certificate variables): building it reads the CA bundle, which costs
+    more than a loopback request, and A14 opens a probe before every cell."""
+    import httpx
+
+    return httpx.create_ssl_context(verify=True, trust_env=False)
+
+
 class Probe:
     """A read-only client of one local server. Answers are cached per path, so a kind's
     recogniser and its identity reader never ask twice."""
@@ -107,7 +127,8 @@ class Probe:
             headers["Authorization"] = f"Bearer {key}"
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
-            headers=headers, trust_env=False, follow_redirects=False, transport=transport)
+            headers=headers, trust_env=False, follow_redirects=False, verify=_tls_context(),
+            transport=transport)
         self._cache: dict[tuple[str, str], Answer] = {}
         self.requests: list[str] = []
 
@@ -140,7 +161,7 @@ class Probe:
                 data = json.loads(content)
             except ValueError:
                 data = None
-        return Answer(resp.status_code, data)
+        return Answer(resp.status_code, data, server=resp.headers.get("server") or None)
 
     def get(self, path: str) -> Answer:
         """``GET root + path`` (cached)."""
@@ -273,6 +294,18 @@ def _mlx_lm(probe: Probe, entries: list[dict]) -> dict | None:
     return {"owned_by": "absent", "GET /props": "not served"}
 
 
+def _openai_compat(probe: Probe, entries: list[dict]) -> dict:
+    # Any OpenAI-style listing is accepted (read_listing checked it): nothing here proves
+    # what the server is, and the record says so. What it volunteers in that one answer,
+    # its Server header, is recorded, and so re-observed by A14 with no further request.
+    ev: dict = {"verified": False,
+                "GET " + urlsplit(probe.base_url).path + "/models": "data[].id"}
+    server = probe.listing().server
+    if server:
+        ev["Server"] = server
+    return ev
+
+
 def _ollama_version(probe: Probe) -> str | None:
     return _version_of(probe.get("/api/version"))
 
@@ -311,6 +344,8 @@ KINDS: dict[str, ServerKind] = {
         ServerKind("vllm", "vLLM", _vllm, _vllm_version, state=("max_model_len",)),
         ServerKind("omlx", "oMLX", _omlx, _none, state=("max_model_len",)),
         ServerKind("mlx_lm", "mlx-lm", _mlx_lm, _none),
+        ServerKind("openai_compat", "OpenAI-compatible server", _openai_compat, _none,
+                   state=("max_model_len", "status")),
     )
 }
 #: The order in which a server on the port is named when it is not the expected kind:
@@ -318,14 +353,20 @@ KINDS: dict[str, ServerKind] = {
 ORDER = ("ollama", "lmstudio", "llamacpp", "vllm", "omlx", "mlx_lm")
 
 
+GENERIC = "openai_compat"
+
+
 def identify(probe: Probe, expected: str, entries: list[dict]) -> dict:
     """The fingerprint evidence that the server is ``expected``; else
-    ``run.local.wrong_server`` (exit 4) naming what is there."""
+    ``run.local.wrong_server`` (exit 4) naming what is there, and pointing at the generic
+    ``openai_compat`` endpoint when no kind with positive evidence answers (the listing,
+    already read, is OpenAI-style)."""
     from agentprov_core import endpoints
 
+    url = endpoints.shown(probe.base_url)
     if expected not in KINDS:
-        raise AgentprovError("run.local.wrong_server", url=endpoints.shown(probe.base_url),
-                             kind=expected, found="(no fingerprint is known for this kind)")
+        raise AgentprovError("run.local.wrong_server", url=url, kind=expected,
+                             found="(no fingerprint is known for this kind)", hint="")
     ev = KINDS[expected].recognise(probe, entries)
     if ev:
         return ev
@@ -334,9 +375,16 @@ def identify(probe: Probe, expected: str, entries: list[dict]) -> dict:
             found = f"a {KINDS[other].label} server ({other})"
             break
     else:
+        other = None
         found = "a server whose kind agentprov does not recognise"
-    raise AgentprovError("run.local.wrong_server", url=endpoints.shown(probe.base_url),
-                         kind=f"a {KINDS[expected].label} server ({expected})", found=found)
+    hint = ""
+    if other in (None, "mlx_lm"):  # nothing, or only mlx_lm's evidence of absence
+        hint = (f"; it serves an OpenAI-style listing: if it is another OpenAI-compatible "
+                f"server, --endpoint {GENERIC} --base-url {url} uses it, its kind recorded "
+                "as unverified")
+    raise AgentprovError("run.local.wrong_server", url=url,
+                         kind=f"a {KINDS[expected].label} server ({expected})", found=found,
+                         hint=hint)
 
 
 # --- what a kind says about one model --------------------------------------------------------
@@ -473,6 +521,14 @@ def omlx_facts(probe: Probe, model_id: str) -> ModelFacts:
                       "oMLX does not name a model's folder here: give --model-dir PATH")
 
 
+def openai_compat_facts(probe: Probe, model_id: str) -> ModelFacts:
+    """Nothing but the listing: the served ids are serving state (another model loaded
+    beside this one is not drift); no file is named (``--model-dir`` names one)."""
+    data = probe.listing().obj().get("data") or []
+    return ModelFacts({}, {"served": [e["id"] for e in data]}, None,
+                      "an OpenAI-compatible server names no model files: give --model-dir PATH")
+
+
 def mlx_lm_facts(probe: Probe, model_id: str) -> ModelFacts:
     from agentprov_core.local.weights import hf_cache_folder
 
@@ -512,4 +568,6 @@ def facts(kind: str, probe: Probe, model_id: str, entry: dict) -> ModelFacts:
         return lmstudio_facts(probe, model_id)
     if kind == "omlx":
         return omlx_facts(probe, model_id)
+    if kind == GENERIC:
+        return openai_compat_facts(probe, model_id)
     return mlx_lm_facts(probe, model_id)
