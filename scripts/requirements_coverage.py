@@ -1,11 +1,16 @@
 """Generate docs/requirements-coverage.md from the tests' `@pytest.mark.req(...)` marks.
 
     python scripts/requirements_coverage.py          # rewrite the page
-    python scripts/requirements_coverage.py --check  # exit 1 if the page is stale
+    python scripts/requirements_coverage.py --check  # exit 1 if the page is stale or a
+                                                     # table is wrong (below)
 
 The requirements are ../shared/spec/requirements.md (R-ids). A requirement is "proven"
-when at least one test carries its R-id; the page lists those tests, and for every
-requirement not yet proven, why (the issue that delivers it, or why it cannot be here).
+when at least one test carries its R-id; the page lists those tests. Every other
+requirement says why, from the tables below: what this build does not have (NOT_BUILT,
+or the section's one missing feature), why it is not a behaviour to test (an example, a
+note about the text, a roadmap), or what was decided instead (DECIDED). A proven
+requirement of which part is not built says which part (PARTLY). `--check` also fails when
+a requirement has neither a test nor a reason, or when a reason names a proven requirement.
 """
 
 from __future__ import annotations
@@ -22,45 +27,145 @@ PAGE = ROOT / "docs" / "requirements-coverage.md"
 TEST_GLOBS = ["tests/**/*.py", "plugins/*/tests/**/*.py", "agentprov_core/testing/*.py",
               "backends/*/tests/**/*.py"]
 
-# Why a section's requirements are not proven yet: the issue that delivers them.
-WHY = {
-    1: "issue 2 (parts); sealing and claims: issue 5",
-    2: "issues 4-6: the worker, capture/0.1, the corpus manifest, AER/SEM/PROV",
-    3: "issue 3: backend projects and environments",
-    4: "issue 3: registered environments and markers",
-    5: "issue 3: environment ids",
-    6: "issue 3: backends build, --dry-run, --offline-check",
-    7: "issue 2",
-    8: "issue 3: the worker serves hello and plan for --dry-run",
-    9: "not yet scheduled: estimates, priors and prices",
-    10: "issues 6-7: endpoints, keys, local models",
-    11: "not in an issue yet: model facts, presets and the concurrency sweep, gateway_compat "
-        "(issue 7 delivered the servers, identity and checks); A13's replay probes are "
-        "deferred by the spec",
-    12: "issue 6: keys and API endpoints",
-    13: "issue 4/6: the display-name config stop",
-    14: "issue 6: keys, containment, consent per transport",
-    15: "issue 6: consent, caps and campaign options",
-    16: "issue 6: the later steps of the order of checks",
-    17: "issue 6: what the caps count",
-    18: "issue 6: the preflight probe",
-    19: "issue 6: containment (sandbox-exec cannot run here: macOS only)",
-    20: "issue 6: the egress proxy",
-    21: "issues 4-5: canary checks, retries and run states",
-    22: "issues 4-5: how a defended session is recorded",
-    23: "AutoDojo's fork is not public: its backend cannot be built here",
-    24: "AgentDyn's repository is not reachable from these machines",
-    25: "not yet scheduled: the Inspect harness backend",
-    26: "examples of the pilot: data, not behaviour",
-    27: "issue 5: validate, recompute, verify, stats, package",
-    28: "not yet scheduled: the local CI jobs",
-    29: "the issues of the refusals they summarise",
+# What is not built, as the rows say it ("not built: <what>").
+AUTODOJO = ("AutoDojo's backend: its fork (aa458794) is not public, so `backends/autodojo/` "
+            "holds no project and no AutoDojo environment can be built")
+AGENTDYN = ("AgentDyn's backend: its repository (SaFo-Lab/AgentDyn at 5353cf76) is not "
+            "reachable from these machines, so `backends/agentdyn/` holds no project")
+INSPECT = ("the Inspect harness: `backends/inspect/envs/agentharm/` holds no project, so an "
+           "Inspect plan is checked and expanded, then stops at the environment (exit 3); no "
+           "`inspect eval` runs")
+ESTIMATE = "`agentprov estimate` (no estimate, shipped priors or time model)"
+PRICES = "`agentprov prices` and its shipped price table"
+MODEL_FACTS = ("model facts (weight size, active parameters, KV cache per trace): no "
+               "`--model-size-gb`, `--active-params-b`, `--context-tokens` or "
+               "`--kv-gb-per-trace`, no `agentprov settings`, no `models --find-folders`")
+PRESETS = "calibrated presets (`--preset`, `--m5ultra`, the setting `compute.preset`)"
+TUNE_JOBS = "the concurrency sweep (`--tune-jobs`, `--tune-out`)"
+GATEWAY = ("the `gateway_compat` element: the worker runs the stock native element only, and "
+           "a real-model run with `--llm-element gateway_compat` is refused before consent "
+           "(`run.unsupported.campaign`, exit 5)")
+A13 = ("A13, the benchmark-validity flag (vacuous utility, a payload that never reached the "
+       "agent): the canary's conditions are A3, A4, A6, A11, A12 and A14")
+DEFENCE_ASSETS = ("`backends build --defence-assets` (no defence's pinned code or weights are "
+                  "provisioned into an environment)")
+CACHE_CHECK = "verifying an attack cache against the pinned fork"
+D740 = "the D-740 cell bound (the caps count 48 calls per cell for every source)"
+
+# Behaviour this build does not have, one reason per requirement.
+NOT_BUILT = {
+    "R-2.12": INSPECT,
+    "R-3.3": AUTODOJO,
+    "R-3.4": AUTODOJO + "; its catalogue (declared, not verified) lists AgentDyn's three "
+             "suites",
+    "R-3.5": AGENTDYN,
+    "R-3.6": INSPECT,
+    "R-4.6": AUTODOJO + ", nor its NLTK `punkt_tab`",
+    "R-4.7": AGENTDYN + "; the worker's identity fix it needs is built (R-24.10)",
+    "R-4.8": INSPECT,
+    "R-5.6": "a git-pinned backend: AutoDojo's fork is not public and AgentDyn's repository is "
+             "not reachable, so no git-pinned environment exists to check",
+    "R-6.11": DEFENCE_ASSETS,
+    "R-6.12": "`backends build --defence-source DIR`",
+    "R-13.2": "a display-name hint before consent: an attack that needs the name is found by "
+              "the first attacked cell's setup refusal, which stops the run (R-13.3)",
+    "R-16.5": "the attack-cache (AutoDojo) and dataset (Inspect) identity checks; the "
+              "environment's (the worker's hello against its marker, exit 3) is built, and "
+              "comes before the egress proxy and the sandbox wrap",
+    "R-18.9": INSPECT,
+    "R-19.6": "a desktop app: this build has none",
+    "R-21.10": A13 + "; A9 is the preflight probe's (R-18.2), never the canary's",
+    # 9. estimates and prices (the section's reason covers the rest)
+    **{f"R-9.{n}": PRICES for n in (23, 24, 25, 26)},
+    "R-9.28": ESTIMATE + "; on `run`, `--price-in` and `--price-out` price the caps (R-15.5)",
+    # 11. local models
+    "R-11.14": A13,
+    **{f"R-11.{n}": MODEL_FACTS for n in range(18, 24)},
+    **{f"R-11.{n}": TUNE_JOBS for n in range(37, 44)},
+    **{f"R-11.{n}": PRESETS for n in range(44, 53)},
+    "R-11.51": PRESETS + ", nor the `gateway_compat` element",
+    "R-11.53": GATEWAY,
+    "R-11.55": GATEWAY,
+    # 23. AutoDojo: what T0 does before the backend starts is not built either
+    "R-23.4": "reading the attack cache's JSON (injection_tasks, then vector, then variants): "
+              "T0 checks only that the file exists; " + AUTODOJO,
+    "R-23.6": CACHE_CHECK + ": `run --allow-network` fetches nothing",
+    "R-23.7": CACHE_CHECK + "'s tree (`git ls-tree`, `git cat-file`)",
+    "R-23.8": CACHE_CHECK + ", and storing the file with its git origin",
+    "R-23.9": CACHE_CHECK + ": `cli.environment.autodojo_cache_blob` and "
+              "`cli.environment.autodojo_cache_commit` are not in the error registry",
+    # 25. Inspect: what T0 would check or count is not built either
+    "R-25.13": "the import-only parts (WhistleBench, ATIA): `agentprov run whistlebench` is an "
+               "unknown source (exit 2)",
+    "R-25.24": "the judge refusal under caps (every judge on the agent's model, else "
+               "`cli.refused.api_caps`); " + INSPECT,
+    "R-25.25": "the refusal of an Anthropic-format endpoint for an Inspect plan; " + INSPECT,
+    **{f"R-25.{n}": D740 + "; " + INSPECT for n in range(27, 33)},
+    "R-25.36": "judge pricing (D-770); " + INSPECT,
 }
 
-# Requirements an issue replaced: shown with why, never as proven.
-SUPERSEDED = {
-    "R-27.10": "superseded by issue 5, which asks for the SHACL tier the spec says does not "
-               "exist: `validate --release` runs it and can pass (docs/decisions.md, Validate)",
+# A section that is one feature this build does not have: the reason of its requirements
+# that neither a test nor NOT_BUILT covers.
+SECTION_NOT_BUILT = {
+    9: ESTIMATE + ", nor " + PRICES,
+    22: "how a defended session is recorded",
+    23: AUTODOJO,
+    24: AGENTDYN,
+    25: INSPECT,
+    28: "the local CI (`tools/ci_local.py` and its jobs): the same checks run as tox envs "
+        "(`./dev tox -e core`, `-e e2e`, one env per plugin)",
+}
+
+# Requirements that are not a behaviour to test: examples, notes about the text, roadmaps.
+NOT_BEHAVIOUR = {
+    "R-1.9": "a note about the specification's text (its closing table repeats the status "
+             "table)",
+    "R-4.4": "an example: one development machine's environments (this build's ids follow "
+             "R-5.1 to R-5.3)",
+    "R-4.5": "an example environment; `backends build --defence-assets`, which provisions "
+             "such assets, is not built",
+    "R-5.5": "history of the example environment's id",
+    "R-9.9": "example figures of `agentprov estimate`, which is not built",
+    "R-17.12": "what the recorded `spend_upper_bound_usd` means (a ceiling; the pilot's "
+               "figures are an example); how it is computed is R-17.2 to R-17.8",
+    "R-19.11": "a statement of scope: the containment wraps the worker's process only "
+               "(docs/containment.md); a local model server is the user's own process",
+    "R-23.13": "what a live AutoDojo run is (a new execution, never a reproduction of "
+               "ROPE-hosted runs); " + AUTODOJO,
+    "R-27.15": "a roadmap (sealing live corpora in v0.2), not a requirement of this build; "
+               "`package` refuses a live corpus (R-27.13)",
+    "R-27.16": "the project's claim policy: no live result and no \"Live Capture\" is "
+               "claimed; `package` refuses to seal a live corpus (R-27.13)",
+}
+SECTION_NOT_BEHAVIOUR = {
+    26: "the pilot's runs: historical data of real runs, an example",
+}
+
+# Requirements decided otherwise: shown with why, never as proven.
+DECIDED = {
+    "R-12.5": "decided otherwise (docs/decisions.md, Keys): the .env reader is part of the "
+              "core, so `--env-file` needs no extra",
+    "R-27.10": "superseded: `validate --release` has a SHACL tier, and a good corpus passes "
+               "it (docs/decisions.md, Validate); `--strict` is the mode the guide uses",
+}
+
+# Proven requirements of which a part is not built: that part.
+NOT_AUTODOJO_AGENTDYN = ("AutoDojo's and AgentDyn's backends (this is proven for AgentDojo): "
+                         "AutoDojo's fork is not public and AgentDyn's repository is not "
+                         "reachable, so neither environment can be built")
+PARTLY = {
+    "R-2.7": NOT_AUTODOJO_AGENTDYN,
+    "R-2.8": NOT_AUTODOJO_AGENTDYN,
+    "R-6.7": "the NLTK (AutoDojo) and dataset (Inspect) digests, of environments that cannot "
+             "be built here, and the defence-asset digests (`backends build --defence-assets` "
+             "is not built)",
+    "R-11.24": "a desktop app (Settings › Keys): this build has none",
+    "R-23.5": "the fallback of vectors that cannot serve the variant, and its report; "
+              + AUTODOJO,
+    "R-24.10": "AgentDyn's environment itself (the fix is in the worker library every "
+               "environment installs); " + AGENTDYN,
+    "R-27.17": "placing a corpus under `$AGENTPROV_HOME`: a corpus goes where `--corpus` "
+               "names, outside the repository",
 }
 
 RID = re.compile(r"^- (R-(\d+)\.(\d+)) (.*)$")
@@ -95,20 +200,63 @@ def marks() -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in found.items()}
 
 
+def why_not(rid: str, sec: int) -> tuple[str, str] | None:
+    """(kind, reason) of a requirement no test proves, or None when nothing says why."""
+    if rid in DECIDED:
+        return "decided", DECIDED[rid]
+    if rid in NOT_BEHAVIOUR:
+        return "not a behaviour", NOT_BEHAVIOUR[rid]
+    if rid in NOT_BUILT:
+        return "not built", NOT_BUILT[rid]
+    if sec in SECTION_NOT_BEHAVIOUR:
+        return "not a behaviour", SECTION_NOT_BEHAVIOUR[sec]
+    if sec in SECTION_NOT_BUILT:
+        return "not built", SECTION_NOT_BUILT[sec]
+    return None
+
+
+def problems(reqs: list[tuple[str, int, str]], proven: dict[str, list[str]]) -> list[str]:
+    """What makes the tables wrong: a requirement with neither a test nor a reason, a reason
+    for a proven requirement (stale: remove it), a part-built note without a test, or an
+    entry naming no requirement."""
+    known = {r for r, _, _ in reqs}
+    out = [f"{rid}: no test proves it and no table says why" for rid, sec, _ in reqs
+           if rid not in proven and why_not(rid, sec) is None]
+    for name, table in (("NOT_BUILT", NOT_BUILT), ("NOT_BEHAVIOUR", NOT_BEHAVIOUR),
+                        ("DECIDED", DECIDED)):
+        out += [f"{rid}: {name} says why it is not proven, but "
+                f"{proven[rid][0]} proves it: remove the entry" for rid in table if rid in proven]
+    out += [f"{rid}: PARTLY needs a test that proves the rest" for rid in PARTLY
+            if rid not in proven]
+    every = {**NOT_BUILT, **NOT_BEHAVIOUR, **DECIDED, **PARTLY}
+    out += [f"{rid}: a table names no such requirement" for rid in sorted(set(every) - known)]
+    return out
+
+
 def page() -> str:
     reqs = requirements()
     proven = marks()
     known = {r for r, _, _ in reqs}
     unknown = sorted(set(proven) - known)
     n = sum(1 for r, _, _ in reqs if r in proven)
+    partly = sum(1 for r, _, _ in reqs if r in proven and r in PARTLY)
+    kinds: dict[str, int] = {}
+    for rid, sec, _ in reqs:
+        if rid not in proven:
+            kind = (why_not(rid, sec) or ("unexplained", ""))[0]
+            kinds[kind] = kinds.get(kind, 0) + 1
     lines = [
         "# Requirements coverage",
         "",
         "Generated by `python scripts/requirements_coverage.py` from the `@pytest.mark.req` marks",
-        "of the tests; `tox -e core` fails when this page is stale. The requirements are",
-        "`../shared/spec/requirements.md`.",
+        "of the tests and the script's tables of reasons; `tox -e core` fails when this page is",
+        "stale. The requirements are `../shared/spec/requirements.md`.",
         "",
-        f"**{n} of {len(reqs)} requirements are proven by at least one test.**",
+        f"**{n} of {len(reqs)} requirements are proven by at least one test** ({partly} of them "
+        "only in part: their row names the part that is not built). Of the others, "
+        f"{kinds.get('not built', 0)} are not built, {kinds.get('not a behaviour', 0)} are not "
+        f"a behaviour (examples, notes about the text, a roadmap) and "
+        f"{kinds.get('decided', 0)} were decided otherwise; each row says why.",
         "",
     ]
     if unknown:
@@ -117,7 +265,7 @@ def page() -> str:
     for rid, sec, text in reqs:
         if sec != section:
             section = sec
-            lines += ["", f"## Section {sec}", "", "| R-id | requirement | proven by / why not yet |",
+            lines += ["", f"## Section {sec}", "", "| R-id | requirement | proven by / why not |",
                       "|---|---|---|"]
         short = text if len(text) <= 110 else text[:107] + "…"
         short = short.replace("|", "\\|")
@@ -125,8 +273,12 @@ def page() -> str:
             tests = "<br>".join(f"`{t}`" for t in proven[rid][:3])
             more = len(proven[rid]) - 3
             cell = tests + (f" (+{more})" if more > 0 else "")
+            if rid in PARTLY:
+                cell += f"<br>in part; not built: {PARTLY[rid]}"
         else:
-            cell = SUPERSEDED.get(rid) or "not yet: " + WHY.get(sec, "not yet scheduled")
+            kind, reason = why_not(rid, sec) or ("unexplained", "no test, and no reason given")
+            cell = reason if kind == "decided" else f"{kind}: {reason}"
+        cell = cell.replace("|", "\\|")
         lines.append(f"| {rid} | {short} | {cell} |")
     return "\n".join(lines) + "\n"
 
@@ -140,15 +292,18 @@ def main() -> int:
               file=sys.stderr)
         return 3
     text = page()
+    wrong = problems(requirements(), marks())
+    for line in wrong:
+        print(f"requirements_coverage: {line}", file=sys.stderr)
     if args.check:
         if not PAGE.is_file() or PAGE.read_text(encoding="utf-8") != text:
             print("docs/requirements-coverage.md is stale: run python "
                   "scripts/requirements_coverage.py", file=sys.stderr)
             return 1
-        return 0
+        return 1 if wrong else 0
     PAGE.write_text(text, encoding="utf-8")
     print(f"wrote {PAGE.relative_to(ROOT)}")
-    return 0
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":

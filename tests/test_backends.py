@@ -20,8 +20,17 @@ DEMO = ("--suite", "banking", "--user-tasks", "0-1", "--attack", "important_inst
         "--injection-tasks", "0")
 
 
+def stat_snapshot(root) -> dict[str, tuple[int, int]]:
+    """Every file under ``root`` with its size and modification time (an environment is too
+    large to compare byte for byte on every check), but the environments' lock files
+    (``envs/<id>.lock``), which every build, check and run takes."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()
+            and not (p.parent.name == "envs" and p.suffix == ".lock")}
+
+
 # ------------------------------------------------------------------ no environment needed
-@pytest.mark.req("R-6.1", "R-6.2", "R-5.3")
+@pytest.mark.req("R-6.1", "R-6.2", "R-5.3", "R-6.4", "R-6.5", "R-4.2")
 def test_build_dry_run_prints_the_plan_and_writes_nothing(cli, home):
     r = cli("backends", "build", "agentdojo", "--dry-run")
     assert r.code == 0, r.err
@@ -85,7 +94,7 @@ pytestmark_slow = pytest.mark.slow
 
 
 @pytest.mark.slow
-@pytest.mark.req("R-4.1", "R-5.3", "R-2.15", "R-3.1")
+@pytest.mark.req("R-4.1", "R-5.3", "R-2.15", "R-3.1", "R-2.1", "R-4.3", "R-6.2")
 def test_build_writes_a_marker_with_the_identity(agentdojo_env):
     m = json.loads((agentdojo_env.env_dir / "AGENTPROV_ENV.json").read_text())
     assert agentdojo_env.env_id == ENV_ID == m["environment_id"]
@@ -103,10 +112,12 @@ def test_build_writes_a_marker_with_the_identity(agentdojo_env):
 
 
 @pytest.mark.slow
-@pytest.mark.req("R-6.3", "R-6.4")
+@pytest.mark.req("R-6.6", "R-6.7", "R-6.9", "R-6.15")
 def test_offline_check_verifies_and_catches_a_changed_file(e2e_cli, agentdojo_env):
+    before = stat_snapshot(agentdojo_env.home)
     r = e2e_cli("backends", "build", "agentdojo", "--offline-check")
     assert r.code == 0, r.err
+    assert stat_snapshot(agentdojo_env.home) == before  # scratch files only, outside the home
     first, probe = r.out.strip().splitlines()
     assert first == (f"agentprov backends build --offline-check: {ENV_ID} verified "
                      "(marker, lock, RECORD, guarded files, hello identity)")
@@ -159,6 +170,7 @@ def test_offline_check_refuses_an_environment_holding_other_worker_code(agentdoj
 
 
 @pytest.mark.slow
+@pytest.mark.req("R-6.7")
 def test_offline_check_catches_marker_damage(e2e_cli, agentdojo_env):
     mpath = agentdojo_env.env_dir / "AGENTPROV_ENV.json"
     original = mpath.read_bytes()
@@ -174,6 +186,13 @@ def test_offline_check_catches_marker_damage(e2e_cli, agentdojo_env):
         assert (r.code, r.error["error"]) == (3, "cli.environment.marker")
         assert "is of backend autodojo" in r.error["message"]
         doc = json.loads(original)
+        doc["lock_sha256"] = "0" * 64  # the marker names another lock than backends/agentdojo's
+        mpath.write_text(json.dumps(doc))
+        r = e2e_cli("backends", "build", "agentdojo", "--offline-check")
+        assert (r.code, r.error["error"]) == (3, "cli.environment.marker")
+        assert f"records lock_sha256 00000000, but backends/agentdojo/uv.lock is {LOCK8}" in \
+            r.error["message"]
+        doc = json.loads(original)
         doc["guarded"]["agentprov/uv.lock"] = "0" * 64
         mpath.write_text(json.dumps(doc))
         r = e2e_cli("backends", "build", "agentdojo", "--offline-check")
@@ -185,7 +204,7 @@ def test_offline_check_catches_marker_damage(e2e_cli, agentdojo_env):
 
 
 @pytest.mark.slow
-@pytest.mark.req("R-6.9")
+@pytest.mark.req("R-6.14")
 def test_the_environment_lock_excludes_builds_checks_and_runs(e2e_cli, agentdojo_env, tmp_path,
                                                                script):
     lock = FileLock(str(agentdojo_env.home / "envs" / f"{ENV_ID}.lock"))

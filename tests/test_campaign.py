@@ -38,13 +38,15 @@ def manifest(corpus: Path) -> dict:
 
 @pytest.mark.req("R-29.12", "R-13.3", "R-21.16", "R-21.17", "R-2.9", "R-8.9", "R-21.14",
                  "R-2.10", "R-2.11", "R-27.6", "R-27.9", "R-21.33", "R-21.24", "R-13.5",
-                 "R-13.6", "R-13.7", "R-13.8")
+                 "R-13.6", "R-13.7", "R-13.8", "R-13.1", "R-13.4", "R-2.8", "R-2.24", "R-2.25",
+                 "R-11.56")
 def test_config_stop_then_resume_runs_nothing_twice(e2e_cli, tmp_path):
     corpus = tmp_path / "live-demo"
     args = ("run", "agentdojo", "--corpus", corpus, "--campaign", "demo", *DEMO,
             "--llm-script", LIVE_DEMO)
     first = e2e_cli(*args, json_errors=False)
     assert first.code == 1, first.err
+    assert first.out.splitlines()[0] == "agentprov run agentdojo: units=4 plan=4 unit(s) workers=1"
     lines = first.err.splitlines()
     i = lines.index("  units    3 of 4: sealed 2, failed 1")
     assert re.fullmatch(r"run: finished in \d+\.\ds \(exit 1\)", lines[i - 1]), lines[i - 1]
@@ -67,6 +69,7 @@ def test_config_stop_then_resume_runs_nothing_twice(e2e_cli, tmp_path):
     m = manifest(corpus)
     assert m["partial"] is True and m["test_only"] is True and m["synthetic"] is True
     assert m["producer"]["sandbox"] is None and m["live"]["transport"] == "scripted"
+    assert m["live"]["llm_element"] == "native"
     second = e2e_cli(*args, "--model-display-name", "Scripted Model", json_errors=False)
     assert second.code == 0, second.err
     assert second.out.strip().splitlines()[-1] == (
@@ -176,7 +179,7 @@ def test_a_staged_key_quarantines_the_session(e2e_cli, tmp_path):
     assert sentinel not in json.dumps(register) + (root / "ledger.jsonl").read_text()
 
 
-@pytest.mark.req("R-2.14")
+@pytest.mark.req("R-2.14", "R-2.26")
 def test_a_scripted_corpus_never_takes_a_real_session(e2e_cli, tmp_path):
     corpus = tmp_path / "s"
     assert e2e_cli("run", "agentdojo", "--corpus", corpus, "--campaign", "s", "--suite",

@@ -159,7 +159,7 @@ def test_the_probe_passes_here_with_11_checks(probed):
 
 
 @linux_bwrap
-@pytest.mark.req("R-19.8")
+@pytest.mark.req("R-19.8", "R-4.11")
 @pytest.mark.parametrize("name", probe.DENIALS)
 def test_each_denial_is_denied_inside_and_confirmed_outside(probed, name):
     c = next(c for c in probed["checks"] if c["name"] == name)
@@ -168,7 +168,7 @@ def test_each_denial_is_denied_inside_and_confirmed_outside(probed, name):
 
 
 @linux_bwrap
-@pytest.mark.req("R-19.7")
+@pytest.mark.req("R-19.7", "R-4.10")
 @pytest.mark.parametrize("name", probe.ALLOWANCES)
 def test_each_allowance_is_allowed_inside_and_confirmed_outside(probed, name):
     c = next(c for c in probed["checks"] if c["name"] == name)
@@ -311,7 +311,7 @@ def test_routes_to_a_unix_socket_reach_the_egress_proxy_shape(small_env, tmp_pat
 # --------------------------------------------------------------------------- the real build
 @pytest.mark.slow
 @linux_bwrap
-@pytest.mark.req("R-6.2", "R-19.9", "R-19.10")
+@pytest.mark.req("R-6.2", "R-19.9", "R-19.10", "R-4.9")
 def test_the_build_records_a_passed_probe_and_offline_check_reports_it(agentdojo_env, e2e_cli):
     m = json.loads((agentdojo_env.env_dir / "AGENTPROV_ENV.json").read_text())
     entry = m["probe"]["bwrap"]

@@ -560,7 +560,7 @@ def test_stats_counts(cli, corpus):
 
 
 # ----------------------------------------------------------------------------- package
-@pytest.mark.req("R-27.13")
+@pytest.mark.req("R-27.13", "R-29.15", "R-1.8", "R-2.25", "R-27.17")
 def test_package_refuses_a_live_corpus_and_writes_nothing(cli, corpus, tmp_path):
     spec = tmp_path / "corpus-spec.toml"
     spec.write_text('format = "agentprov-corpus-spec/0.2"\n')

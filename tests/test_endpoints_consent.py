@@ -569,7 +569,7 @@ def _pty_run(args: list[str], answer: bytes | None, home: Path) -> tuple[int, st
     return code, out.decode(errors="replace")
 
 
-@pytest.mark.req("R-15.3", "R-16.7")
+@pytest.mark.req("R-15.3", "R-16.7", "R-18.5")
 @pytest.mark.parametrize("answer,code,error", [(b"y\n", 3, "cli.environment.worker"),
                                                (b"n\n", 4, "cli.refused.consent"),
                                                (b"\n", 4, "cli.refused.consent")])
@@ -587,7 +587,7 @@ def test_the_prompt_on_a_terminal(built, env_file, corpora, answer, code, error)
 
 
 # ------------------------------------------------------------------ the spec's transcripts
-@pytest.mark.req("R-29.2", "R-15.4", "R-15.6", "R-18.10")
+@pytest.mark.req("R-29.2", "R-15.4", "R-15.6", "R-18.10", "R-17.13")
 def test_transcript_api_caps(run_, built):
     r = run_(*OPENROUTER, "--containment", "vm", json_errors=False)
     assert r.code == 4

@@ -13,7 +13,7 @@ PARTS = [
 ]
 
 
-@pytest.mark.req("R-1.1", "R-1.2", "R-1.7")
+@pytest.mark.req("R-1.1", "R-1.2", "R-1.7", "R-1.8")
 def test_info_lists_the_five_parts_in_order(cli):
     r = cli("info")
     assert r.code == 0, r.err
@@ -23,6 +23,7 @@ def test_info_lists_the_five_parts_in_order(cli):
         assert line.startswith(label)
         assert line.split("  ")[-1].strip() == caveat
         assert f" {status} " in line
+    assert lines[-1].endswith(" Live corpora cannot be sealed in this build.")
 
 
 @pytest.mark.req("R-1.3", "R-1.2")

@@ -197,3 +197,69 @@ def test_agentharm_cells_of_cell_size_samples(tmp_path, monkeypatch):
     assert len(capped.cells) == 5                              # 1 under caps
     ids = plan("agentharm", **{**opts, "samples": "1-1,2-3"}, cell_size=1)
     assert [c.samples for c in ids.cells] == [({"id": "1-1"},), ({"id": "2-3"},)]
+
+
+@pytest.mark.req("R-7.9")
+def test_one_defence_for_the_whole_plan():
+    """``--defence NAME`` is one value of the plan: every unit of every cell and repeat runs
+    it, so a defended plan shares no unit with the undefended one."""
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from agentprov_core import campaign
+
+    base = dict(suite=("banking",), user_tasks="0-1", attack=("important_instructions",),
+                injection_tasks="0", repeats=2)
+    defended = plan(**base, defence="spotlighting_with_delimiting")
+    assert defended.defence == "spotlighting_with_delimiting"
+    units, _ = campaign._units(SimpleNamespace(plan=defended), set(), Counter())
+    assert len(units) == defended.units == 8
+    assert {u.key.split("|")[1] for u in units} == {"spotlighting_with_delimiting"}
+    assert {u.key.split("|")[0] for u in units} == set(keys(defended))
+    plain, _ = campaign._units(SimpleNamespace(plan=plan(**base)), set(), Counter())
+    assert {u.key.split("|")[1] for u in plain} == {"none"}
+    assert not {u.key for u in units} & {u.key for u in plain}
+
+
+INSPECT = dict(task="inspect_evals/agentharm", samples="limit:2", message_limit=10,
+               token_limit=20000, time_limit=600,
+               judge=("refusal_judge=example-model", "semantic_judge=example-model"))
+
+
+@pytest.mark.req("R-25.33", "R-25.35", "R-25.39")
+def test_the_specs_inspect_dry_run_example():
+    """The specification's AgentHarm dry run (scripted, no caps): two samples at
+    ``--cell-size 1`` are two cells named by an id, up to 6 attempts, in corpus
+    ``agentharm-live-ah``; without ``--cell-size`` (25 when there are no caps) they are one
+    cell of two."""
+    p = plan("agentharm", **INSPECT, cell_size=1, campaign="ah")
+    assert (len(p.cells), p.repeats, p.attempts_due) == (2, 1, 6)
+    assert p.corpus_id == "agentharm-live-ah"
+    assert [c.samples for c in p.cells] == [({"index": 0},), ({"index": 1},)]
+    ids = keys(p)
+    assert len(set(ids)) == 2 and all(len(k) == 16 and int(k, 16) >= 0 for k in ids)
+    assert planning.plan_lines(p)[2:] == [f"  cell {k}" for k in ids]
+    whole = plan("agentharm", **INSPECT, campaign="ah")
+    assert [len(c.samples) for c in whole.cells] == [2]
+    assert whole.attempts_due == 3 and whole.plan_sha256 != p.plan_sha256
+
+
+@pytest.mark.req("R-25.14")
+def test_an_inspect_plan_names_a_catalogue_task():
+    from agentprov_core.errors import AgentprovError
+
+    def refused(**options) -> str:
+        with pytest.raises(AgentprovError) as e:
+            plan("agentharm", **options)
+        assert (e.value.code, e.value.exit_code) == ("cli.usage.backend_plan", 2)
+        return e.value.message
+
+    no_task = {k: v for k, v in INSPECT.items() if k != "task"}
+    assert refused(**no_task) == (
+        "the backend refused the plan: [inspect].task: missing (--task NAME; tasks: "
+        "inspect_evals/agentharm, inspect_evals/agentharm_benign)")
+    assert "[inspect].task: 'agentharm' is not a catalogue task" in refused(
+        **INSPECT | {"task": "agentharm"})
+    assert refused(**{k: v for k, v in INSPECT.items() if k != "samples"}).endswith(
+        "[inspect].samples: missing (--samples limit:N or ID,ID…)")
+    assert plan("agentharm", **INSPECT | {"task": "inspect_evals/agentharm_benign"}).cells

@@ -197,7 +197,7 @@ def bwrap_ok(agentdojo_env) -> str | None:
 
 @pytest.mark.req("R-2.3", "R-2.5", "R-2.6", "R-2.18", "R-2.19", "R-2.20", "R-2.21", "R-2.22",
                  "R-2.23", "R-12.1", "R-16.7", "R-17.1", "R-18.1", "R-18.2", "R-18.4",
-                 "R-20.1", "R-20.2", "R-20.7", "R-20.8", "R-21.1")
+                 "R-20.1", "R-20.2", "R-20.7", "R-20.8", "R-21.1", "R-2.2", "R-2.26")
 @pytest.mark.parametrize("containment", ["bwrap", "vm"])
 def test_a_real_model_run_through_the_egress_proxy(e2e_cli, agentdojo_env, stand_in, tmp_path,
                                                    containment):
@@ -243,6 +243,7 @@ def test_a_real_model_run_through_the_egress_proxy(e2e_cli, agentdojo_env, stand
     assert header["agent"]["model"] == MODEL and header["agent"]["endpoint_kind"] == "openai"
     assert header["agent"]["base_url"] == "https://openrouter.ai/api/v1"
     # the server saw the key in the Authorization header; no byte written holds it
+    assert stand_in.requests == 5  # the endpoint, the third part: the probe and 4 cell calls
     assert stand_in.authorizations and set(stand_in.authorizations) == {f"Bearer {sentinel}"}
     assert (partial(corpus) / "staging").is_dir()  # --keep-staging kept the sessions
     written = all_bytes(partial(corpus))
@@ -255,9 +256,15 @@ def test_a_real_model_run_through_the_egress_proxy(e2e_cli, agentdojo_env, stand
                     json_errors=False)
     assert again.code == 0, again.err
     assert "units=0 plan=2" in again.out and "preflight" not in again.err
+    # a real corpus never takes a scripted session (nor a scripted one a real session)
+    script = tmp_path / "script.json"
+    script.write_text("[]")
+    r = e2e_cli("run", "agentdojo", "--dry-run", "--corpus", corpus, "--campaign", "real",
+                *TASKS, "--llm-script", script)
+    assert (r.code, r.error["error"]) == (4, "cli.refused.mixed_transport")
 
 
-@pytest.mark.req("R-17.5", "R-17.11", "R-21.23", "R-21.31", "R-15.4", "R-18.4")
+@pytest.mark.req("R-17.5", "R-17.11", "R-21.23", "R-21.31", "R-15.4", "R-18.4", "R-29.14")
 def test_cap_reached_then_resume_with_a_higher_cap(e2e_cli, stand_in, tmp_path):
     env_file, sentinel = key_file(tmp_path)
     corpus = tmp_path / "capped"
@@ -281,7 +288,8 @@ def test_cap_reached_then_resume_with_a_higher_cap(e2e_cli, stand_in, tmp_path):
     assert sentinel not in r.out + r.err
 
 
-@pytest.mark.req("R-21.2", "R-21.8", "R-21.11", "R-21.22", "R-15.10", "R-11.12", "R-11.13")
+@pytest.mark.req("R-21.2", "R-21.8", "R-21.11", "R-21.22", "R-15.10", "R-11.12", "R-11.13",
+                 "R-29.13")
 def test_a_canary_stop_then_resume_with_accept_served_model(e2e_cli, tmp_path):
     served = MODEL + "-2024-07-18"
     s = StandIn(tmp_path, served=served)

@@ -85,7 +85,7 @@ def test_every_registry_defence_is_refused_off_agentdojo(dry, script, source):
     assert (r.code, r.error["error"]) == (5, "run.unsupported.defence_backend")
 
 
-@pytest.mark.req("R-23.12", "R-24.5")
+@pytest.mark.req("R-23.12", "R-24.5", "R-11.54")
 @pytest.mark.parametrize("source", ["autodojo", "agentdyn"])
 def test_gateway_compat_refused_on_autodojo_and_agentdyn(dry, script, source, home, corpora):
     r = dry(source, "--suite", "banking", "--llm-element", "gateway_compat", "--llm-script",
@@ -148,7 +148,7 @@ def test_cost_cap_needs_both_prices_and_prices_need_it(dry):
     assert (r.code, r.error["error"]) == (2, "cli.usage.prices_need_cost")
 
 
-@pytest.mark.req("R-23.10", "R-23.3", "R-29.10")
+@pytest.mark.req("R-23.10", "R-23.3", "R-29.10", "R-23.5")
 def test_autodojo_attack_needs_its_pair(dry, script, tmp_path, home, corpora):
     r = dry("autodojo", "--suite", "banking", "--attack", "autodojo", "--llm-script", script,
             json_errors=False)
@@ -168,7 +168,7 @@ def test_autodojo_attack_needs_its_pair(dry, script, tmp_path, home, corpora):
     nothing_written(home, corpora)
 
 
-@pytest.mark.req("R-25.18", "R-29.11")
+@pytest.mark.req("R-25.18", "R-29.11", "R-25.34")
 def test_agentharm_plan_missing_a_limit(dry, script, home, corpora):
     args = ("agentharm", "--task", "inspect_evals/agentharm", "--samples", "limit:2",
             "--token-limit", "20000", "--time-limit", "600", "--judge",
@@ -291,7 +291,7 @@ def test_the_hosts_maximum_is_four_cells_per_cpu_bounded_by_memory(monkeypatch):
     assert hostlimits.max_jobs() == 64  # the ceiling
 
 
-@pytest.mark.req("R-8.8")
+@pytest.mark.req("R-8.8", "R-27.17")
 def test_corpus_inside_the_repository_is_refused(cli, script):
     from conftest import ROOT
     r = cli("run", "agentdojo", "--dry-run", "--corpus", ROOT / "corpus", "--campaign", "c",

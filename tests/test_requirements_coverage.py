@@ -1,0 +1,43 @@
+"""The requirements coverage page's tables (scripts/requirements_coverage.py): every
+requirement is proven by a test or says why not, and no reason outlives its requirement's
+first test."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import pytest
+from conftest import ROOT
+
+spec = importlib.util.spec_from_file_location("requirements_coverage",
+                                              ROOT / "scripts" / "requirements_coverage.py")
+cov = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cov)
+pytestmark = pytest.mark.skipif(not cov.SPEC.is_file(), reason=f"{cov.SPEC} is missing")
+
+
+def test_every_requirement_is_proven_or_says_why_not():
+    reqs, proven = cov.requirements(), cov.marks()
+    assert cov.problems(reqs, proven) == []
+    rows = {m[1]: line for line in cov.page().splitlines()
+            if (m := re.match(r"\| (R-\d+\.\d+) \|", line))}
+    assert set(rows) == {rid for rid, _, _ in reqs}
+    for rid, sec, _ in reqs:
+        if rid not in proven:
+            kind, reason = cov.why_not(rid, sec)
+            assert reason in rows[rid] and "issue" not in reason, rid
+
+
+def test_a_stale_or_missing_reason_is_reported(monkeypatch):
+    reqs, proven = cov.requirements(), cov.marks()
+    tested = next(rid for rid, _, _ in reqs if rid in proven and rid not in cov.PARTLY)
+    monkeypatch.setitem(cov.NOT_BUILT, tested, "something")
+    assert cov.problems(reqs, proven) == [
+        f"{tested}: NOT_BUILT says why it is not proven, but {proven[tested][0]} proves it: "
+        "remove the entry"]
+    monkeypatch.delitem(cov.NOT_BUILT, tested)
+    monkeypatch.delitem(cov.NOT_BUILT, "R-13.2")  # section 13 has no section-wide reason
+    assert cov.problems(reqs, proven) == ["R-13.2: no test proves it and no table says why"]
+    monkeypatch.setitem(cov.PARTLY, "R-13.2", "something")
+    assert "R-13.2: PARTLY needs a test that proves the rest" in cov.problems(reqs, proven)
