@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib.util
 import json
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import msgspec
 import pytest
 from agentprov_agentdojo import live_native
 from agentprov_agentdojo.capture_mapper import MAPPER
+from conftest import load_backend_module
 
 from agentprov_core import canary, caps
 from agentprov_core.corpus.ledger import Attempt
@@ -273,22 +273,14 @@ def test_the_cells_worst_case_follows_the_defence():
 
 # ------------------------------------------------------------------ the worker's declared items
 def test_the_worker_declares_the_harness_effects_of_each_defence():
-    spec = importlib.util.spec_from_file_location(
-        "_defended_under_test",
-        ROOT / "backends" / "shared" / "src" / "agentprov_backend" / "defended.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_backend_module("defended")
     assert mod.declared("none") == mod.declared(None) == []
     assert mod.declared("repeat_user_prompt") == ["defence_recorder@1 mode: observe"]
     assert mod.declared("tool_filter") == [mod.REWRITE, "defence_aux_span@1 mode: observe",
                                            "defence_recorder@1 mode: observe"]
     assert sorted(mod.BUILDERS) == sorted(DEFENCES) == sorted(mod.CODE_MODULES)
-    capture = importlib.util.spec_from_file_location(
-        "_capture_under_test",
-        ROOT / "backends" / "shared" / "src" / "agentprov_backend" / "capture.py")
-    cm = importlib.util.module_from_spec(capture)
-    capture.loader.exec_module(cm)
-    assert all(cm.INSTRUMENTATION_RE.match(i) for d in DEFENCES for i in mod.declared(d))
+    capture = load_backend_module("capture")
+    assert all(capture.INSTRUMENTATION_RE.match(i) for d in DEFENCES for i in mod.declared(d))
 
 
 # ------------------------------------------------------------------ undefended: as before

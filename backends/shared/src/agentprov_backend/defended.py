@@ -85,17 +85,6 @@ def _canonical(value: Any) -> bytes:
                       allow_nan=False).encode("utf-8")
 
 
-def _no_floats(value: Any) -> Any:
-    """A value the capture writer accepts outside payloads: a float as its decimal text."""
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, dict):
-        return {str(k): _no_floats(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_no_floats(v) for v in value]
-    return value
-
-
 def code_digests(modules: tuple[str, ...]) -> list[dict[str, str]]:
     """The sha256 of each module's source file as installed, by its path inside the
     environment's site-packages (``agentdojo/agent_pipeline/agent_pipeline.py``)."""
@@ -162,6 +151,8 @@ class Recorder:
         defence added or changed, the sha256 of its code files as installed (by default
         the built-in's modules, :data:`CODE_MODULES`), its parameters and their digest,
         the harness's rewrites, and its weights (``{path, sha256}``; none for a built-in)."""
+        from agentprov_backend.cells import _no_floats  # floats as decimal text
+
         code = code_digests(CODE_MODULES[self.defence]) if code is None else list(code)
         parameters = _no_floats(parameters)
         code_sha, params_sha = combined_sha256(code), \
