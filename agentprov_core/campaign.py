@@ -371,14 +371,14 @@ def account_of(p, wc: WorkingCorpus | None, live: Live | None = None):
 
     params = live.params if live is not None else {}
     acc = caps.Account(caps.Caps.from_options(p.request.options),
-                       bound=caps.Bound.for_params(params))
+                       bound=caps.Bound.for_params(params, p.plan.defence))
     if wc is None:
         return acc
     for e in wc.attempts():
         if e.capture_sha256 and wc.store.has(e.capture_sha256):
             acc.charge(caps.charge_records(_records(wc.store.path(e.capture_sha256).read_bytes())))
         else:
-            acc.charge(caps.missing_log())
+            acc.charge(caps.missing_log(e.defence))
     ledger = wc.root / PREFLIGHT_LEDGER
     if ledger.is_file():
         from agentprov_core.corpus.store import RawStore
@@ -895,7 +895,8 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
     wire = live.wire if live is not None else "openai"
     fl.quality = quality.from_records(chain.records, wire)
     fl.records = chain.records
-    fl.charge = caps.charge_records(chain.records) if chain.records else caps.missing_log()
+    fl.charge = caps.charge_records(chain.records) if chain.records \
+        else caps.missing_log(p.plan.defence)
     findings = redaction.scan(fl.staging, live.secrets() if live is not None else {})
     base = dict(seq=seq[0], invocation=invocation, unit=fl.unit.key, cell_key=fl.unit.cell.key,
                 defence=p.plan.defence, repeat=fl.unit.repeat, attempt=fl.unit.attempt,
@@ -903,7 +904,8 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
                 plan_sha256=p.plan.plan_sha256, config_digest=p.plan.config_digest)
     seq[0] += 1
     if findings:
-        fl.charge, fl.records = caps.missing_log(), None  # nothing of it is stored: a whole cell
+        # nothing of it is stored: a whole cell
+        fl.charge, fl.records = caps.missing_log(p.plan.defence), None
         wc.quarantine(fl.session_id, fl.unit.key, findings)
         entry = Attempt(**base, status="quarantined", conclusive=False,
                         reason="capture.quarantined: " + "; ".join(findings[:3]))

@@ -5,7 +5,10 @@ After each watched attempt is ledgered, its capture records are read for:
 
 A3   a configured parameter (temperature, reasoning effort, top_p, seed, max_tokens) that a
      request of the agent's model did not carry (not a condition under
-     ``--temperature-policy as-benchmark``, which accepted it; recorded)
+     ``--temperature-policy as-benchmark``, which accepted it; recorded). A defence's own
+     calls (``model_call_start`` with an ``actor``, such as the tool filter's, which sends
+     its own temperature 0.0) carry the defence's parameters, not the agent's: A3 does not
+     read them; A4, A6 and A12 do
 A4   a reply whose text looks like a tool call, with no structured tool call
      (``--allow-text-tool-calls`` accepts it; recorded)
 A6   abnormal finish reasons in more than 20 % of the kept calls watched so far (a kept call
@@ -154,6 +157,7 @@ class Kept:
     requests: dict[str, dict[str, Any]] = field(default_factory=dict)  # attempt id -> body
     final: dict[str, str] = field(default_factory=dict)                # call id -> attempt id
     responses: dict[str, dict[str, Any]] = field(default_factory=dict)  # attempt id -> record
+    by_actor: set[str] = field(default_factory=set)  # call ids of a defence's own calls
 
 
 def _kept(records: list[dict[str, Any]]) -> Kept:
@@ -165,6 +169,8 @@ def _kept(records: list[dict[str, Any]]) -> Kept:
             k.final[r.get("call_id") or r["attempt_id"]] = r["attempt_id"]
         elif kind == "wire_response":
             k.responses[r.get("attempt_id")] = r
+        elif kind == "model_call_start" and isinstance(r.get("actor"), str):
+            k.by_actor.add(r.get("call_id"))
     return k
 
 
@@ -184,9 +190,9 @@ def check_records(records: list[dict[str, Any]], s: Settings, unit: str | None =
             found.append(Finding(check, what, unit))
 
     normal = NORMAL_FINISH.get(s.wire, NORMAL_FINISH["openai"])
-    for aid in k.final.values():
+    for cid, aid in k.final.items():
         req = k.requests.get(aid, {})
-        missing = missing_params(req, s)
+        missing = missing_params(req, s) if cid not in k.by_actor else []
         if missing:
             counts["params_missing"] += 1
             if not s.as_benchmark:

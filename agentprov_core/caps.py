@@ -28,6 +28,11 @@ calls, 3 x (1 + 15) (R-17.6): at ``--price-in 0.15 --price-out 0.60`` about $0.0
 call and $0.348 per cell (R-17.9). Charges at the bound are priced with the bound in force
 when the spend is computed, so a bound that grows raises them too (a ceiling, never a bill).
 
+The cell's worst case follows the defence (:func:`cell_calls`): ``tool_filter`` makes one
+call of its own at the start of each pass, so its cell is 3 x (2 + 15) = 51 calls; the
+other built-in defences make none. A missing log is charged the worst case of its own
+attempt's defence.
+
 Everything here is arithmetic over capture records; nothing reads a key or the network.
 """
 
@@ -39,6 +44,15 @@ from typing import Any
 from agentprov_core.sse import reply_body
 
 CELL_CALLS = 48  # 3 passes x (1 call + a tool loop of at most 15)
+PASSES, LOOP_CALLS = 3, 16  # the user task's passes, and a pass's agent calls (1 + 15)
+#: the model calls a defence makes of its own in each pass
+DEFENCE_CALLS_PER_PASS = {"tool_filter": 1}
+
+
+def cell_calls(defence: str | None = "none") -> int:
+    """The worst case of one AgentDojo-family cell under ``defence``, in billed calls:
+    3 passes x (the defence's own calls + 1 + 15); 48 undefended, 51 with tool_filter."""
+    return PASSES * (DEFENCE_CALLS_PER_PASS.get(defence or "none", 0) + LOOP_CALLS)
 IN_BOUND = 32_000
 OUT_BOUND = 4_096
 PROBE_CALLS = 3
@@ -96,11 +110,12 @@ class Charge:
     whole_cells: int = 0       # missing logs, each charged a whole cell
     largest_in: int = 0
     largest_out: int = 0
+    whole_cell_calls: int = 0  # the missing logs' worst cases, in calls
 
     @property
     def billed(self) -> int:
         """Billed calls, whole cells counted at their worst case."""
-        return self.calls + self.bound_calls + self.whole_cells * CELL_CALLS
+        return self.calls + self.bound_calls + self.whole_cell_calls
 
     def add(self, other: Charge) -> None:
         self.calls += other.calls
@@ -108,6 +123,7 @@ class Charge:
         self.out_tokens += other.out_tokens
         self.bound_calls += other.bound_calls
         self.whole_cells += other.whole_cells
+        self.whole_cell_calls += other.whole_cell_calls
         self.largest_in = max(self.largest_in, other.largest_in)
         self.largest_out = max(self.largest_out, other.largest_out)
 
@@ -142,8 +158,9 @@ def charge_records(records: list[dict[str, Any]]) -> Charge:
     return c
 
 
-def missing_log() -> Charge:
-    return Charge(whole_cells=1)
+def missing_log(defence: str | None = "none") -> Charge:
+    """A whole cell, at the worst case of a cell under ``defence``."""
+    return Charge(whole_cells=1, whole_cell_calls=cell_calls(defence))
 
 
 @dataclass
@@ -155,10 +172,11 @@ class Bound:
     cell_calls: int = CELL_CALLS
 
     @classmethod
-    def for_params(cls, params: dict[str, Any] | None) -> Bound:
+    def for_params(cls, params: dict[str, Any] | None, defence: str | None = "none") -> Bound:
+        """The bound of a run with these model parameters (``max_tokens``) and defence."""
         mt = (params or {}).get("max_tokens")
         return cls(out_tokens=mt if isinstance(mt, int) and not isinstance(mt, bool) and mt > 0
-                   else OUT_BOUND)
+                   else OUT_BOUND, cell_calls=cell_calls(defence))
 
     def grow(self, charge: Charge) -> None:
         """The largest seen raises the bound (R-17.7)."""
@@ -179,7 +197,7 @@ class Bound:
 def spend_usd(charge: Charge, bound: Bound, caps: Caps) -> float:
     """The spend upper bound of ``charge``: usage at the prices, the rest at the bound."""
     known = (charge.in_tokens * (caps.price_in or 0) + charge.out_tokens * (caps.price_out or 0)) / 1e6
-    at_bound = (charge.bound_calls + charge.whole_cells * bound.cell_calls) * bound.call_usd(caps)
+    at_bound = (charge.bound_calls + charge.whole_cell_calls) * bound.call_usd(caps)
     return known + at_bound
 
 

@@ -17,6 +17,9 @@ from agentprov_core.errors import AgentprovError
 __all__ = ["DefenceEntry", "load_registry", "check"]
 
 REGISTRY_FORMAT = "agentprov-defence-registry/0.1"
+#: a registry entry's ``needs`` that only an OpenAI-style wire meets: AgentDojo's tool
+#: filter (``OpenAILLMToolFilter``) calls the agent's model through the OpenAI client
+NEEDS_OPENAI_ELEMENT = "an OpenAI-style element"
 
 
 def load_registry(path: Path | None = None) -> list[DefenceEntry]:
@@ -45,8 +48,13 @@ def built_by(entries: list[DefenceEntry], backend: str | None) -> list[DefenceEn
 
 
 def check(source: str, backend: str | None, defence: str, suites: list[str],
-          entries: list[DefenceEntry], registry: str) -> DefenceEntry | None:
-    """Refuse ``defence`` for this plan, or return its entry (``None`` for ``none``)."""
+          entries: list[DefenceEntry], registry: str, wire: str = "openai",
+          endpoint: str | None = None) -> DefenceEntry | None:
+    """Refuse ``defence`` for this plan, or return its entry (``None`` for ``none``).
+
+    :param wire: the agent endpoint's wire family (``openai``, ``anthropic``); the scripted
+        transport is ``openai``.
+    :param endpoint: the endpoint's name, for the message."""
     if defence == "none":
         return None
     by_name = {d.name: d for d in entries}
@@ -64,6 +72,10 @@ def check(source: str, backend: str | None, defence: str, suites: list[str],
     if not entry.enabled:
         raise AgentprovError("run.unsupported.defence_disabled", source=source, defence=defence,
                              registry=registry)
+    if wire != "openai" and NEEDS_OPENAI_ELEMENT in entry.needs:
+        raise AgentprovError("run.unsupported.defence_wire", source=source, defence=defence,
+                             endpoint=endpoint or wire,
+                             style=f"{wire.capitalize()}-style")
     if entry.suites is not None:
         for suite in suites:
             if suite not in entry.suites:

@@ -246,6 +246,9 @@ _reg("run.unsupported.defence_backend", X, "cannot_run",
 _reg("run.unsupported.defence_suite", X, "cannot_run",
      "defence {defence} on {suite}.", "plan the suites it runs on",
      "It runs on {suites} only.")
+_reg("run.unsupported.defence_wire", X, "cannot_run",
+     "defence {defence} on the {endpoint} endpoint.", "use an OpenAI-style endpoint, or another defence",
+     "It needs an OpenAI-style element: AgentDojo's OpenAILLMToolFilter calls the agent's own model through the OpenAI client, and the {endpoint} endpoint is {style}.")
 _reg("run.unsupported.defence_disabled", X, "cannot_run",
      "defence {defence} is disabled.", "agentprov registry defences enable NAME",
      "The defence registry ({registry}) has it disabled; a maintainer enables it with agentprov registry defences enable {defence}.")
@@ -412,6 +415,7 @@ REGISTER_CODES: dict[str, str] = {
     "map.native_missing": "the session completed but the benchmark's native log is missing or unreadable (session incomplete)",
     "map.live_native_disagree": "the capture's view and the native log's view of the session differ (the live-versus-native check)",
     "map.unverifiable_accounting": "the calls the capture counts could not be checked against the worker's own count",
+    "map.defence_mismatch": "the defence the capture records (installed, or in its header) is not the one the ledger planned for the session",
 }
 
 class AgentprovError(Exception):

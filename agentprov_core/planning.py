@@ -416,7 +416,9 @@ def prepare(req: RunRequest) -> Prepared:
                              policy="inject")
     src.refusals(doc, cat, ctx)
     defmod.check(meta.name, meta.backend, doc.defence, src.suites_of_plan(cells),
-                 defmod.load_registry(), paths.display(paths.defence_registry()))
+                 defmod.load_registry(), paths.display(paths.defence_registry()),
+                 wire=epmod.wire_of(ep) if ep is not None else "openai",
+                 endpoint=ep.name if ep is not None else None)
     env_id, identity = environments.backend_identity(meta)
     # ---- step 3: API caps before any key is read; the key, the endpoint URL, the containment
     resolved = containment = None

@@ -86,6 +86,19 @@ def cli(home: Path):
     return run
 
 
+def load_backend_module(name: str):
+    """A module of the worker's library (``backends/shared/src/agentprov_backend/NAME.py``)
+    loaded from the source tree, for tests of its standard-library-only parts."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        f"_agentprov_backend_{name}_from_source",
+        ROOT / "backends" / "shared" / "src" / "agentprov_backend" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def make_marker(home: Path, env_id: str) -> Path:
     """A marker as `backends build` writes it, for tests of the checks that come before the
     worker starts (steps 1-3): nothing reads the environment's files there. Tests of the

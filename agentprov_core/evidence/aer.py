@@ -9,6 +9,13 @@ outcome as the benchmark reported it. Anything the evidence does not hold is the
 
 The SEM (``sem.py``) is derived from the AER alone; the PROV graph (``prov.py``) from both.
 The reference is ``docs/formats/aer-0.1.md``.
+
+**Actors.** A defended session has a second actor besides the agent: the defence (kind
+``defense``), listed in ``header.actors``; the records it made (its own model calls, its
+decisions, the tool results it denied, the notes of its digests) name it in ``actor``. These
+fields are ``msgspec.UNSET`` unless the evidence holds them, and an unset field is left out
+of the stored form: an undefended session's AER, and every AER stored before actors were
+recorded, encodes exactly as before (and still passes the canonical-form check).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 AER_FORMAT = "agentprov-aer/0.1"
 NOT_RECORDED = "not recorded"
@@ -79,6 +87,20 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
     parameters: dict[str, Any] = {}
 
 
+class Actor(msgspec.Struct, frozen=True, kw_only=True):
+    """An actor of the session other than the agent: a defence (``kind: "defense"``), as
+    the worker observed it installed."""
+
+    id: str  # e.g. "defense:tool_filter"; records name it in their ``actor``
+    kind: str  # "defense"
+    name: str  # the defence registry's name, e.g. "tool_filter"
+    pipeline_name: Maybe = NOT_RECORDED  # the pipeline AgentDojo built ("local-tool_filter")
+    elements: list[str] = []  # the pipeline elements the defence added or changed
+    code_sha256: Maybe = NOT_RECORDED  # over its code files as installed (notes list them)
+    parameters_sha256: Maybe = NOT_RECORDED  # of its parameters' canonical JSON
+    weights_sha256: list[str] = []  # the weights it loads; none for the built-ins
+
+
 class Header(msgspec.Struct, frozen=True, kw_only=True):
     format: str = AER_FORMAT
     execution_id: str  # the session id
@@ -95,6 +117,7 @@ class Header(msgspec.Struct, frozen=True, kw_only=True):
     config_digest: Maybe = NOT_RECORDED
     started_at: Maybe = NOT_RECORDED
     ended_at: Maybe = NOT_RECORDED
+    actors: list[Actor] | UnsetType = UNSET  # a defended session's defence
 
 
 # ------------------------------------------------------------------------------ records
@@ -145,6 +168,7 @@ class ModelCall(msgspec.Struct, frozen=True, kw_only=True, tag="model_call", tag
     retries: int = 0  # wire attempts after the first
     error_type: str | None = None
     t: Maybe = NOT_RECORDED  # seconds since the session started (capture clock)
+    actor: str | UnsetType = UNSET  # an actor of header.actors (unset: the agent's call)
 
 
 class ToolCall(msgspec.Struct, frozen=True, kw_only=True, tag="tool_call", tag_field="kind"):
@@ -156,6 +180,10 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, tag="tool_call", tag_f
     result_sha256: Maybe = NOT_RECORDED
     error: str | None = None
     t: Maybe = NOT_RECORDED
+    #: a tool call the model asked for and the defence ``actor`` denied: no tool ran,
+    #: ``result`` is null and ``error`` is what the model was answered
+    actor: str | UnsetType = UNSET
+    denied: bool | UnsetType = UNSET
 
 
 class EnvironmentDigest(msgspec.Struct, frozen=True, kw_only=True, tag="environment_digest",
@@ -172,12 +200,15 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, tag="decision", tag_fi
     text: str
     data: dict[str, Any] = {}
     t: Maybe = NOT_RECORDED
+    actor: str | UnsetType = UNSET  # the actor that decided (unset: the harness)
 
 
 class Note(msgspec.Struct, frozen=True, kw_only=True, tag="note", tag_field="kind"):
     code: str
     text: str
     t: Maybe = NOT_RECORDED
+    actor: str | UnsetType = UNSET  # the actor the note is about
+    data: dict[str, Any] | UnsetType = UNSET  # what it records, as data
 
 
 Record = ModelCall | ToolCall | EnvironmentDigest | Decision | Note
@@ -216,6 +247,18 @@ class AER(msgspec.Struct, frozen=True, kw_only=True):
     header: Header
     records: list[Record] = []
     outcome: Outcome
+
+
+def actor_problems(aer: AER) -> list[str]:
+    """The records whose ``actor`` is not an actor of the header (the aer tier's check)."""
+    known = {a.id for a in aer.header.actors} if aer.header.actors is not UNSET else set()
+    out = []
+    for i, r in enumerate(aer.records):
+        actor = getattr(r, "actor", UNSET)
+        if actor is not UNSET and actor not in known:
+            out.append(f"records[{i}] ({type(r).__name__}) names actor {actor!r}, which "
+                       "header.actors does not list")
+    return out
 
 
 def encode(aer: AER) -> bytes:

@@ -11,7 +11,10 @@ linkage tier of ``validate`` resolves them): the capture log and native log name
 AER's evidence, the AER and the SEM. Activities are the session, its model calls (and their
 wire attempts), its tool calls, the mapping that made the AER and the derivation that made
 the SEM. Agents are agentprov, the worker environment, the model endpoint and, when one was
-configured, the defence.
+configured, the defence. When the AER records the defence as an actor (``header.actors``),
+its agent carries the actor's kind and digests, and the activities it performed are
+associated with it rather than with the environment: its own model calls (still with the
+model endpoint, which served them) and the tool calls it denied (``agentprov:denied``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import datetime as dt
 import hashlib
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
+
+from msgspec import UNSET
 
 from agentprov_core.evidence.aer import AER, NOT_RECORDED, ModelCall, ToolCall
 
@@ -65,6 +70,10 @@ def attempt_id(execution_id: str, call_id: Any, attempt_index: int) -> str:
 
 def tool_call_id(execution_id: str, ordinal: int) -> str:
     return f"{ID_PREFIX}:{_part(execution_id)}/tool-call/{ordinal}"
+
+
+def defence_agent_id(defense_id: str) -> str:
+    return f"{ID_PREFIX}:agent/defence/{_part(defense_id)}"
 
 
 def file_entity_id(execution_id: str, name: str) -> str:
@@ -147,11 +156,21 @@ def document(aer: AER, aer_bytes: bytes, sem: Any, sem_bytes: bytes) -> ProvDocu
          *_attrs(endpoint_kind=a.endpoint_kind, endpoint=a.endpoint, model=a.model,
                  display_name=a.display_name).items()])
     defence = None
+    by_actor: dict[str, Any] = {}  # an actor's id -> its agent
     if h.task.defense_id != "none":
-        defence = doc.agent(f"{ID_PREFIX}:agent/defence/{_part(h.task.defense_id)}",
+        actor = next((x for x in h.actors if x.name == h.task.defense_id), None) \
+            if h.actors is not UNSET else None
+        extra = {} if actor is None else _attrs(
+            actor_id=actor.id, actor_kind=actor.kind, pipeline_name=actor.pipeline_name,
+            elements=actor.elements or None, code_sha256=actor.code_sha256,
+            parameters_sha256=actor.parameters_sha256,
+            weights_sha256=actor.weights_sha256 or None)
+        defence = doc.agent(defence_agent_id(h.task.defense_id),
                             [("prov:type", software), ("prov:type", typ("Defence")),
-                             *_attrs(defense_id=h.task.defense_id).items()])
+                             *_attrs(defense_id=h.task.defense_id).items(), *extra.items()])
         doc.actedOnBehalfOf(defence, environment)
+        if actor is not None:
+            by_actor[actor.id] = defence
 
     # ---- the session
     t = h.task
@@ -175,17 +194,19 @@ def document(aer: AER, aer_bytes: bytes, sem: Any, sem_bytes: bytes) -> ProvDocu
     tools = 0
     for rec in aer.records:
         if isinstance(rec, ModelCall):
+            by = by_actor.get(rec.actor) if rec.actor is not UNSET else None
             act = doc.activity(model_call_id(eid, rec.call_id), other_attributes={
                 "prov:type": typ("ModelCall"),
                 **_attrs(call_id=rec.call_id, element=rec.element,
                          model_requested=rec.model_requested, served_model=rec.served_model,
                          status=rec.status, request_sha256=rec.request_sha256,
                          reply_sha256=rec.reply_sha256, finish_reason=rec.finish_reason,
-                         retries=rec.retries, error_type=rec.error_type, t=rec.t)})
+                         retries=rec.retries, error_type=rec.error_type, t=rec.t,
+                         actor=rec.actor if by is not None else None)})
             calls.setdefault(str(rec.call_id), act)
             doc.wasInformedBy(act, session)
             doc.wasAssociatedWith(act, endpoint)
-            doc.wasAssociatedWith(act, environment)
+            doc.wasAssociatedWith(act, by if by is not None else environment)
             for w in rec.attempts:
                 wa = doc.activity(attempt_id(eid, rec.call_id, w.attempt_index),
                                   other_attributes={
@@ -197,15 +218,18 @@ def document(aer: AER, aer_bytes: bytes, sem: Any, sem_bytes: bytes) -> ProvDocu
                 doc.wasInformedBy(wa, act)
                 doc.wasAssociatedWith(wa, endpoint)
         elif isinstance(rec, ToolCall):
+            by = by_actor.get(rec.actor) if rec.actor is not UNSET else None
             act = doc.activity(tool_call_id(eid, tools), other_attributes={
                 "prov:type": typ("ToolCall"),
                 **_attrs(function=rec.function, tool_call_id=rec.tool_call_id,
                          call_id=rec.call_id, result_sha256=rec.result_sha256,
-                         error=rec.error, t=rec.t)})
+                         error=rec.error, t=rec.t,
+                         actor=rec.actor if by is not None else None,
+                         denied=rec.denied if rec.denied is not UNSET else None)})
             tools += 1
             requester = calls.get(str(rec.call_id)) if _recorded(rec.call_id) else None
             doc.wasInformedBy(act, requester if requester is not None else session)
-            doc.wasAssociatedWith(act, environment)
+            doc.wasAssociatedWith(act, by if by is not None else environment)
 
     # ---- the stored artefacts
     mapping = doc.activity(mapping_id(eid), other_attributes={

@@ -16,6 +16,12 @@ Conventions (docs/formats/sem-0.1.md):
 * **Abnormal finishes** are provider-aware (A6): ``stop`` and ``tool_calls`` are normal for
   an OpenAI-style element; ``end_turn``, ``tool_use``, ``stop_sequence`` and ``stop`` for an
   Anthropic one. Only kept calls count (the final wire attempt of a call that got a reply).
+* **A defence** (an AER with ``header.actors``): ``model_calls`` counts every call, the
+  defence's own included (they are billed calls of the same model), and
+  ``defence_model_calls`` says how many of them were the defence's; ``tool_calls`` and
+  ``tool_errors`` count the tools that ran, and ``denied_tool_calls`` the calls the defence
+  denied. The two fields are absent from the SEM of an AER without actors, so its bytes are
+  what they were.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from collections import Counter
 from typing import Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from agentprov_core.evidence.aer import AER, NOT_RECORDED, Decision, ModelCall, ToolCall
 
@@ -78,6 +85,8 @@ class Sem(msgspec.Struct, frozen=True, kw_only=True):
     decisions: list[str]
     issues: list[str]  # register codes, sorted, one per code
     live_vs_native: str  # agree | disagree | unchecked
+    defence_model_calls: int | UnsetType = UNSET  # of model_calls, the defence's own
+    denied_tool_calls: int | UnsetType = UNSET  # tool calls the defence denied
 
 
 def wire_of(element: Any) -> str:
@@ -105,7 +114,9 @@ def derive(aer: AER) -> Sem:
     """The SEM of ``aer`` (deterministic; reads nothing else)."""
     h, task, out = aer.header, aer.header.task, aer.outcome
     calls = [r for r in aer.records if isinstance(r, ModelCall)]
-    tools = [r for r in aer.records if isinstance(r, ToolCall)]
+    tools = [r for r in aer.records if isinstance(r, ToolCall) and r.denied is not True]
+    denied = [r for r in aer.records if isinstance(r, ToolCall) and r.denied is True]
+    actors = h.actors is not UNSET
     attacked = task.attack not in (None, "none")
     security = out.security
     if not attacked:
@@ -149,4 +160,6 @@ def derive(aer: AER) -> Sem:
         decisions=[r.code for r in aer.records if isinstance(r, Decision)],
         issues=sorted({i.code for i in out.issues}),
         live_vs_native=verdict(aer),
+        defence_model_calls=sum(1 for c in calls if c.actor is not UNSET) if actors else UNSET,
+        denied_tool_calls=len(denied) if actors else UNSET,
     )

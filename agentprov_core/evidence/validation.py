@@ -4,13 +4,15 @@ graph checked in tiers, and the result as it is stored beside them (``validation
 Tiers, in order (``docs/formats/validation-0.1.md``):
 
 ``aer``      the AER decodes against the ``agentprov-aer/0.1`` schema (the failing field is
-             named) and its bytes are the canonical stored form;
+             named), its bytes are the canonical stored form, and every record's ``actor``
+             is an actor of its header;
 ``sem``      the SEM re-derived from the AER is byte-for-byte the stored SEM;
 ``prov``     the PROV-JSON deserialises with the ``prov`` library, has no bundles, unifies
              (PROV-CONSTRAINTS key and impossibility constraints as the library checks them),
              every identifier a relation names exists, every model call, wire attempt and
-             tool call of the AER has its activity, and the AER, SEM and raw evidence
-             entities carry the right sha256;
+             tool call of the AER has its activity (associated with its actor's agent when
+             the AER names one), and the AER, SEM and raw evidence entities carry the right
+             sha256;
 ``linkage``  every entity with a digest resolves to a stored file with that sha256;
 ``shacl``    (release mode only) the graph as PROV-O satisfies the SHACL shapes of
              ``shapes/prov-agentprov.ttl`` (pyshacl over rdflib).
@@ -123,6 +125,8 @@ def _aer_tier(aer_bytes: bytes) -> tuple[TierResult, Any]:
     if aermod.encode(record) != aer_bytes:
         problems.append(Problem(file="aer.json", what=(
             "not in the canonical stored form (sorted keys, compact, one trailing newline)")))
+    problems += [Problem(file="aer.json", what=f"schema: {p}")
+                 for p in aermod.actor_problems(record)]
     return _tier("aer", problems), record
 
 
@@ -194,6 +198,7 @@ def _deserialise(prov_bytes: bytes) -> tuple[Any, list[Problem]]:
 
 def _prov_tier(doc: Any, read_problems: list[Problem], record: Any, aer_bytes: bytes,
                sem_bytes: bytes) -> TierResult:
+    from msgspec import UNSET
     from prov.identifier import QualifiedName
 
     from agentprov_core.evidence import prov as provmod
@@ -234,16 +239,32 @@ def _prov_tier(doc: Any, read_problems: list[Problem], record: Any, aer_bytes: b
 
     eid = record.header.execution_id
     expect(provmod.session_id(eid), "activity", "session")
+    associated: dict[str, set[str]] = {}
+    for rec in doc.get_records():
+        if rec.is_relation() and rec.get_type().localpart == "Association":
+            (_, act), (_, ag) = rec.formal_attributes[:2]
+            associated.setdefault(str(act), set()).add(str(ag))
+    agents = {a.id: provmod.defence_agent_id(a.name) for a in record.header.actors} \
+        if record.header.actors is not UNSET else {}
+
+    def by_actor(r: Any, identifier: str, what: str) -> None:
+        if r.actor is not UNSET and agents.get(r.actor) not in associated.get(identifier, ()):
+            problems.append(Problem(file="prov.json", what=(
+                f"the {what} of actor {r.actor} is not associated with its agent "
+                f"{agents.get(r.actor, 'unknown')}")))
+
     calls = tools = 0
     for r in record.records:
         if isinstance(r, ModelCall):
             calls += 1
             expect(provmod.model_call_id(eid, r.call_id), "activity", f"model call {r.call_id}")
+            by_actor(r, provmod.model_call_id(eid, r.call_id), f"model call {r.call_id}")
             for w in r.attempts:
                 expect(provmod.attempt_id(eid, r.call_id, w.attempt_index), "activity",
                        f"wire attempt {w.attempt_id} of model call {r.call_id}")
         elif isinstance(r, ToolCall):
             expect(provmod.tool_call_id(eid, tools), "activity", f"tool call {tools}")
+            by_actor(r, provmod.tool_call_id(eid, tools), f"tool call {tools}")
             tools += 1
     typed: dict[str, int] = {}
     for rec in elements.values():

@@ -4,8 +4,9 @@ The worker imports the benchmark once (a forkserver preloads it) and forks a fre
 per cell, so cells are isolated and never pay the import again. The child:
 
 1. writes the capture header, builds the stock pipeline (``AgentPipeline.from_config`` with
-   AgentDojo's own ``OpenAILLM``) over an ``openai.OpenAI`` client whose HTTP transport is
-   the recording transport;
+   AgentDojo's own ``OpenAILLM`` and the plan's defence, by
+   :func:`agentprov_backend.defended.build_pipeline`) over an ``openai.OpenAI`` client whose
+   HTTP transport is the recording transport;
 2. loads the attack (a setup refusal, such as an attack that addresses the model by name
    when the pipeline name has no stock entry, ends the session ``errored`` with the
    refusal recorded, and is reported so that T0 stops the campaign: a config stop);
@@ -161,6 +162,7 @@ def make_client(agent: dict[str, Any], writer, **client_kwargs: Any):
 def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     """Run the cell described by ``req`` (a run-cell request) in this process; a request
     with ``preflight`` runs one call of the preflight probe instead (:func:`run_probe`)."""
+    from agentprov_backend import defended
     from agentprov_backend.capture import CaptureWriter
 
     if req.get("preflight"):
@@ -169,16 +171,18 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     staging = Path(req["staging"])
     cell = req["cell"]
     agent = req["agent"]
+    defence = req.get("defence") or "none"
     declared = list(DECLARED)
     if agent.get("display_name"):
         declared.append(f"model_display_name@1 value: {agent['display_name']}")
+    declared += defended.declared(defence)
     writer = CaptureWriter(staging / "capture.jsonl", {
         "session_id": req["session_id"], "cell": cell, "unit": req.get("unit"),
         "attempt": req.get("attempt"), "backend": req.get("backend", {}),
         "plan_sha256": req.get("plan_sha256"), "config_digest": req.get("config_digest"),
         "declared_instrumentation": declared, "source": req.get("source"),
         "benchmark_version": req.get("benchmark_version"), "test_only": agent.get("scripted", False),
-        "agent": agent_header(agent),
+        "agent": agent_header(agent), "defence": defence,
     })
     result: dict[str, Any] = {"status": "errored", "utility": None, "security": None,
                               "setup_refusal": None, "native_log": None, "error": None}
@@ -203,7 +207,6 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
 
 def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
     from agentdojo import models
-    from agentdojo.agent_pipeline import AgentPipeline, PipelineConfig
     from agentdojo.attacks.attack_registry import load_attack
     from agentdojo.benchmark import (
         run_task_with_injection_tasks,
@@ -222,15 +225,19 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
     llm.name = agent["pipeline_name"]
 
     # --- observation hooks (declared): call boundaries, tool results, environment digests
+    from agentprov_backend import defended
     from agentprov_backend.recording import model_call
 
     counter = {"calls": 0}
+
+    def next_call_id() -> str:  # the agent's calls and a defence's share one numbering
+        counter["calls"] += 1
+        return f"c{counter['calls']}"
+
     original_query = element.query
 
     def query(self, *args, **kwargs):
-        counter["calls"] += 1
-        with model_call(writer, f"c{counter['calls']}", element=element.__name__,
-                        model=self.model):
+        with model_call(writer, next_call_id(), element=element.__name__, model=self.model):
             return original_query(self, *args, **kwargs)
 
     element.query = query
@@ -257,10 +264,9 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
 
     TaskSuite._check_task_result = check
 
-    pipeline = AgentPipeline.from_config(PipelineConfig(
-        llm=llm, model_id=agent["model_id"],
-        defense=None if req.get("defence", "none") == "none" else req["defence"],
-        system_message_name=None, system_message=None))
+    # AgentDojo names a defended pipeline f"{llm.name}-{defence}": the native log's
+    # directory and the attack's model-name lookup follow pipeline.name
+    pipeline = defended.build_pipeline(req.get("defence"), llm, agent, writer, next_call_id)
     # tool calls made outside the agent's pipeline are the benchmark's own (AgentDojo runs
     # the user task's ground truth to find the injection candidates): phase "harness"
     pipeline_query = pipeline.query
@@ -302,7 +308,7 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
                 injection_tasks=[cell["injection_task_id"]], benchmark_version=version)
             key_ = (cell["user_task_id"], cell["injection_task_id"])
             utility, security = u.get(key_), s.get(key_)
-    log = native_log_path(native, agent["pipeline_name"], cell["suite"], cell["user_task_id"],
+    log = native_log_path(native, pipeline.name, cell["suite"], cell["user_task_id"],
                           cell.get("attack"), cell.get("injection_task_id") if attack else None)
     status, reason = "complete", None
     try:

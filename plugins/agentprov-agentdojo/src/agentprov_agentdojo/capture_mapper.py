@@ -9,7 +9,10 @@ It serves every AgentDojo-shaped backend (AgentDojo, AutoDojo, AgentDyn). What i
   and ``wire_error`` attempts), ``tool_result``, ``environment_digest``, ``note`` and the
   ``end`` record (status, utility, security, the worker's counts);
 * the native log, for the live-versus-native check (:mod:`agentprov_agentdojo.live_native`);
-* the ledger entry and the manifest, for the unit, the attempt, the defence, the producer.
+* a defended session's defence notes (:mod:`agentprov_agentdojo.defence_records`): the
+  defence observed, its actor, its digests, decisions and denied tool results;
+* the ledger entry and the manifest, for the unit, the attempt, the producer (and the
+  defence, for a capture that does not record it).
 
 Anything the evidence lacks is ``"not recorded"``. A session that failed is mapped all the
 same, as a failed execution with its register codes (docs/formats/aer-0.1.md).
@@ -22,7 +25,9 @@ import hashlib
 import json
 from typing import Any
 
-from agentprov_agentdojo import live_native
+from msgspec import UNSET
+
+from agentprov_agentdojo import defence_records, live_native
 from agentprov_core import capture_chain
 from agentprov_core.evidence import aer as A
 from agentprov_core.evidence.aer import NOT_RECORDED
@@ -32,7 +37,11 @@ from agentprov_core.sse import reply_body
 NAME = "agentdojo.capture"
 # 0.1.1: the chain is read by agentprov_core.capture_chain.check (verify's check), so a
 # damaged log's map.capture_damaged detail names verify's problems
-VERSION = "0.1.1"
+# 0.2.0: a defended session is recorded: task.defense_id as the capture observed it, the
+# defence's actor, its own model calls under that actor, its digests as notes, its
+# interventions as decisions and denied tool results, and the live-versus-native check
+# compares the defence's messages (an undefended session maps as before)
+VERSION = "0.2.0"
 CAPTURE_FORMAT = "capture/0.1"
 #: a declared instrumentation item whose ``mode`` is one of these changes what is sent
 REQUEST_MODIFYING_MODES = ("modify", "rewrite")
@@ -170,7 +179,19 @@ def _model_call(cid: str, c: dict[str, Any]) -> A.ModelCall:
         first_attempt_id=first["req"].get("first_attempt_id", NOT_RECORDED) if first
         else end.get("first_attempt_id", NOT_RECORDED),
         attempts=attempts, retries=max(len(attempts) - 1, 0),
-        error_type=end.get("error_type"), t=t)
+        error_type=end.get("error_type"), t=t,
+        actor=start["actor"] if isinstance(start.get("actor"), str) else UNSET)
+
+
+def _take_pending(pending: list[tuple[str, A.ToolCallRequest]], function: Any,
+                  arguments: Any) -> tuple[Any, Any]:
+    """(tool call id, model call id) of the pending requested tool call with this function
+    and these arguments, taken off the list; not recorded when none matches."""
+    for i, (c, tc) in enumerate(pending):
+        if tc.function == function and tc.arguments == arguments:
+            del pending[i]
+            return tc.id, c
+    return NOT_RECORDED, NOT_RECORDED
 
 
 def _records(raw: list[dict[str, Any]], attempt: Any) -> list[tuple[int, A.Record]]:
@@ -195,12 +216,7 @@ def _records(raw: list[dict[str, Any]], attempt: Any) -> list[tuple[int, A.Recor
                      "(AgentDojo's ground truth, run to find the injection candidates)"
                      + (f"; error: {r.get('error')}" if r.get("error") else ""), t=t)))
         elif kind == "tool_result":
-            tid = cid = NOT_RECORDED
-            for i, (c, tc) in enumerate(pending):
-                if tc.function == r.get("tool") and tc.arguments == r.get("arguments"):
-                    tid, cid = tc.id, c
-                    del pending[i]
-                    break
+            tid, cid = _take_pending(pending, r.get("tool"), r.get("arguments"))
             out.append((r["seq"], A.ToolCall(
                 tool_call_id=tid, call_id=cid, function=str(r.get("tool")),
                 arguments=r.get("arguments"), result=r.get("result"),
@@ -208,6 +224,15 @@ def _records(raw: list[dict[str, Any]], attempt: Any) -> list[tuple[int, A.Recor
         elif kind == "environment_digest":
             out.append((r["seq"], A.EnvironmentDigest(name=str(r.get("name")),
                                                       sha256=str(r.get("sha256")), t=t)))
+        elif kind == "note" and r.get("code") == defence_records.INSTALLED:
+            out += [(r["seq"], n) for n in defence_records.digest_notes(r)]
+        elif kind == "note" and r.get("code") == defence_records.DENIED:
+            tid, cid = _take_pending(pending, r.get("tool"), r.get("arguments"))
+            if tid == NOT_RECORDED and isinstance(r.get("tool_call_id"), str):
+                tid = r["tool_call_id"]
+            out.append((r["seq"], defence_records.denied_call(r, tid, cid)))
+        elif defence_records.is_intervention(r):
+            out.append((r["seq"], defence_records.decision(r)))
         elif kind == "note" and r.get("code") == "setup_refusal":
             data = {k: v for k, v in (refusal or {}).items() if k not in ("code", "message")}
             code = r.get("refusal_code") or (refusal or {}).get("code") or "setup_refusal"
@@ -235,7 +260,8 @@ def request_modifying(items: list[str]) -> list[str]:
 
 
 def _header(ev: LiveEvidence, h: dict[str, Any], end: dict[str, Any] | None,
-            raw: list[dict[str, Any]], native: dict[str, Any] | None) -> A.Header:
+            raw: list[dict[str, Any]], native: dict[str, Any] | None,
+            defense_id: str) -> A.Header:
     from agentprov_core import __version__
 
     a, m = ev.attempt, ev.manifest or {}
@@ -273,7 +299,7 @@ def _header(ev: LiveEvidence, h: dict[str, Any], end: dict[str, Any] | None,
                     user_task_id=cell.get("user_task_id", NOT_RECORDED),
                     injection_task_id=cell.get("injection_task_id") if attack else None,
                     attack=attack, cell_key=str(cell.get("cell_key") or a.cell_key),
-                    defense_id=a.defence or "none", unit=a.unit, attempt=a.attempt,
+                    defense_id=defense_id, unit=a.unit, attempt=a.attempt,
                     repeat=a.repeat),
         agent=A.Agent(model=agent.get("model", start.get("model", NOT_RECORDED)),
                       display_name=display,
@@ -290,7 +316,8 @@ def _header(ev: LiveEvidence, h: dict[str, Any], end: dict[str, Any] | None,
         evidence=evidence, plan_sha256=h.get("plan_sha256") or NOT_RECORDED,
         config_digest=h.get("config_digest") or NOT_RECORDED,
         started_at=h.get("started_at") or NOT_RECORDED,
-        ended_at=_ended_at(h.get("started_at"), end))
+        ended_at=_ended_at(h.get("started_at"), end),
+        actors=defence_records.actors(defense_id, h, raw))
 
 
 # ------------------------------------------------------------------------------ the mapper
@@ -317,13 +344,16 @@ class CaptureMapper:
         h = raw[0] if raw and raw[0].get("kind") == "header" else {}
         end = raw[-1] if raw and raw[-1].get("kind") == "end" else None
         native = live_native.parse_native(ev.native) if ev.native is not None else None
-        header = _header(ev, h, end, raw, native)
+        defense_id, mismatch = defence_records.observed(h, raw, ev.attempt.defence)
+        header = _header(ev, h, end, raw, native, defense_id)
         records = [r for _, r in _records(raw, ev.attempt)]
         observed = any(isinstance(r, (A.ModelCall, A.ToolCall)) for r in records)
         session = end.get("status", NOT_RECORDED) if end else NOT_RECORDED
         issues: list[A.Issue] = []
         if problems:
             issues.append(A.Issue(code="map.capture_damaged", detail="; ".join(problems[:3])))
+        if mismatch:
+            issues.append(A.Issue(code="map.defence_mismatch", detail="; ".join(mismatch)))
         if session not in ("complete", "incomplete"):
             why = f"the session ended {session}" if end else "the capture log has no end record"
             reason = (end or {}).get("reason")
@@ -356,7 +386,7 @@ class CaptureMapper:
         else:
             lvn = A.LiveVsNative(checked=False, reason="the session did not complete")
         codes = {i.code for i in issues}
-        if codes & {"map.capture_damaged", "map.capture_error"}:
+        if codes & {"map.capture_damaged", "map.capture_error", "map.defence_mismatch"}:
             status = "failed"
         elif issues:
             status = "ok_with_issues"

@@ -21,20 +21,38 @@ session seen from the wire and the tool runtime. The check compares, item by ite
     ``tool_call_id`` and text, or the error text AgentDojo sends instead) with the native
     log's tool messages (id and text, or its error);
 ``utility``, ``security``
-    the capture's end record with the native log's values.
+    the capture's end record with the native log's values;
+``defence`` (a defended session only)
+    the defence's interventions as the capture noted them (``defence_recorder@1``) with the
+    messages of AgentDojo's native log that show them, for the last pass of the user task
+    (the native log keeps the last pass's conversation): each noted message (its index,
+    role and the sha256 of its text) against the native message at that index, and the
+    native messages the defence puts there (a repeated prompt, the filter's prompt, a
+    delimited tool output and the delimiter warning, a call to a removed tool) against the
+    noted ones, so that none is missing on either side; the installed pipeline's name
+    against the native log's; and each tool-filter pass's kept tools against the tools the
+    agent's next request offered.
 
-Any difference is listed (the first few per item) and the session's AER outcome carries
-``map.live_native_disagree``.
+A defended session's pipeline is AgentDojo's ``f"{llm_name}-{defence}"``: ``task`` compares
+the native log's ``pipeline_name`` with that name, built from the capture header's agent
+and defence. Tool calls the defence denied never reached the runtime: like AgentDojo's own
+answers to unknown functions, they are left out of ``tool_calls`` on both sides (and are
+compared under ``defence``). Any difference is listed (the first few per item) and the
+session's AER outcome carries ``map.live_native_disagree``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
+
+from msgspec import UNSET
 
 from agentprov_core.evidence.aer import LiveVsNative, ModelCall, ToolCall
 
 COMPARED = ("task", "assistant_messages", "tool_calls", "tool_results", "utility", "security")
+DEFENDED = (*COMPARED, "defence")
 #: tool messages AgentDojo's ToolsExecutor writes itself, without running a function
 _EXECUTOR_ERRORS = ("Empty function name provided", "Invalid tool ")
 MAX_PER_ITEM = 3
@@ -145,8 +163,10 @@ def check(raw: list[dict[str, Any]], records: list[Any], native: dict[str, Any]
             "injection_task_id": cell.get("injection_task_id") if attack else None,
             "attack_type": attack or None}
     agent = header.get("agent") if isinstance(header.get("agent"), dict) else {}
+    defence = header.get("defence") if isinstance(header.get("defence"), str) else "none"
     if agent.get("pipeline_name"):
-        want["pipeline_name"] = agent["pipeline_name"]
+        want["pipeline_name"] = agent["pipeline_name"] + (
+            f"-{defence}" if defence != "none" else "")
     for k, v in want.items():
         if native.get(k) != v:
             diffs.append(f"task: {k}: capture {_show(v)} != native {_show(native.get(k))}")
@@ -169,13 +189,15 @@ def check(raw: list[dict[str, Any]], records: list[Any], native: dict[str, Any]
     # tool calls
     tools = [m for m in msgs if m.get("role") == "tool"]
     ran = [m for m in tools if not str(m.get("error") or "").startswith(_EXECUTOR_ERRORS)]
-    live_t = [(t.function, t.arguments, t.error) for t in records if isinstance(t, ToolCall)]
+    live_t = [(t.function, t.arguments, t.error) for t in records
+              if isinstance(t, ToolCall) and t.denied is not True]
     native_t = [((m.get("tool_call") or {}).get("function"), (m.get("tool_call") or {}).get("args"),
                  m.get("error")) for m in ran]
     _diff_lists("tool_calls", live_t, native_t, diffs)
 
-    # tool results as the model saw them
-    live_r = _wire_tool_messages(raw, calls[-1].call_id if calls else None)
+    # tool results as the model saw them (in the agent's last request, not a defence's)
+    agents = [c for c in calls if c.actor is UNSET]
+    live_r = _wire_tool_messages(raw, agents[-1].call_id if agents else None)
     native_r = [(m.get("tool_call_id"), m.get("error") or _text(m.get("content")) or "")
                 for m in tools]
     live_r = [(i, t if t is not None else "") for i, t in live_r]
@@ -184,5 +206,89 @@ def check(raw: list[dict[str, Any]], records: list[Any], native: dict[str, Any]
     for k in ("utility", "security"):
         if end.get(k) != native.get(k):
             diffs.append(f"{k}: capture {_show(end.get(k))} != native {_show(native.get(k))}")
-    return LiveVsNative(checked=True, agree=not diffs, compared=list(COMPARED),
+    if defence == "none":
+        return LiveVsNative(checked=True, agree=not diffs, compared=list(COMPARED),
+                            differences=diffs)
+    diffs += defence_differences(raw, msgs, native, defence)
+    return LiveVsNative(checked=True, agree=not diffs, compared=list(DEFENDED),
                         differences=diffs)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _native_entry(msgs: list[dict[str, Any]], i: Any, sent_as: Any) -> tuple:
+    """(index, role, sha256 of the text) of native message ``i``, its text read from the
+    field the capture says it was sent in (``content`` or ``error``)."""
+    if not isinstance(i, int) or not 0 <= i < len(msgs):
+        return (i, None, None)
+    m = msgs[i]
+    text = m.get("error") if sent_as == "error" else _text(m.get("content"))
+    return (i, m.get("role"), _sha(text) if isinstance(text, str) else None)
+
+
+def _placed(defence: str, msgs: list[dict[str, Any]], removed: set[str]) -> list[int]:
+    """The native messages the defence puts into the conversation (by index): where the
+    capture must have noted an intervention."""
+    users = [i for i, m in enumerate(msgs) if m.get("role") == "user"]
+    out: list[int] = []
+    if defence in ("repeat_user_prompt", "tool_filter"):
+        out += users[1:]  # after the user task's own prompt: the repeats, the filter's prompt
+    if defence == "spotlighting_with_delimiting":
+        out += [i for i, m in enumerate(msgs) if m.get("role") == "system"]
+        out += [i for i, m in enumerate(msgs) if m.get("role") == "tool"
+                and not str(m.get("error") or "").startswith(_EXECUTOR_ERRORS)]
+    if defence == "tool_filter":
+        out += [i for i, m in enumerate(msgs) if m.get("role") == "tool"
+                and str(m.get("error") or "").startswith("Invalid tool ")
+                and (m.get("tool_call") or {}).get("function") in removed]
+    return sorted(out)
+
+
+def _offered(raw: list[dict[str, Any]], after_seq: int) -> list[str] | None:
+    """The tool names of the agent's first request after capture record ``after_seq``."""
+    agents = {r.get("call_id") for r in raw if r.get("kind") == "model_call_start"
+              and "actor" not in r}
+    for r in raw:
+        if r.get("kind") == "wire_request" and r.get("seq", -1) > after_seq \
+                and r.get("call_id") in agents:
+            body = r.get("body") if isinstance(r.get("body"), dict) else {}
+            return [(t.get("function") or {}).get("name") for t in body.get("tools") or []
+                    if isinstance(t, dict)]
+    return None
+
+
+def defence_differences(raw: list[dict[str, Any]], msgs: list[dict[str, Any]],
+                        native: dict[str, Any], defence: str) -> list[str]:
+    """The ``defence`` item: the capture's defence notes against the native log."""
+    out: list[str] = []
+    notes = [r for r in raw if r.get("kind") == "note" and isinstance(r.get("code"), str)
+             and r["code"].startswith("defence.") and isinstance(r.get("actor"), str)]
+    installed = next((r for r in notes if r["code"] == "defence.installed"), None)
+    if installed is None:
+        out.append("defence: the capture notes no installed defence")
+    elif installed.get("pipeline_name") != native.get("pipeline_name"):
+        out.append(f"defence: pipeline: capture {_show(installed.get('pipeline_name'))} != "
+                   f"native {_show(native.get('pipeline_name'))}")
+    passes = [r["pass"] for r in notes if isinstance(r.get("pass"), int)]
+    last = [r for r in notes if passes and r.get("pass") == max(passes)
+            and "message_index" in r]
+    live = [(r.get("message_index"), r.get("role"), r.get("text_sha256")) for r in last]
+    native_side = [_native_entry(msgs, r.get("message_index"), r.get("sent_as")) for r in last]
+    _diff_lists("defence: messages", live, native_side, out)
+    removed = {t for r in notes if r["code"] == "defence.tool_filter.filtered"
+               for t in (r.get("removed") or []) if isinstance(t, str)}
+    placed = _placed(defence, msgs, removed)
+    noted = sorted(i for i, _, _ in live if isinstance(i, int))
+    if placed != noted and defence in ("repeat_user_prompt", "spotlighting_with_delimiting",
+                                       "tool_filter"):
+        out.append(f"defence: the native log shows the defence's messages at {placed}, the "
+                   f"capture notes {noted}")
+    for r in notes:
+        if r["code"] == "defence.tool_filter.filtered":
+            offered = _offered(raw, r.get("seq", -1))
+            if offered is not None and offered != r.get("kept"):
+                out.append(f"defence: the filter kept {_show(r.get('kept'))}, the agent's "
+                           f"next request offered {_show(offered)}")
+    return out
