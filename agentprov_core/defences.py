@@ -45,9 +45,18 @@ def built_by(entries: list[DefenceEntry], backend: str | None) -> list[DefenceEn
 
 
 def check(source: str, backend: str | None, defence: str, suites: list[str],
-          entries: list[DefenceEntry], registry: str) -> DefenceEntry | None:
-    """Refuse ``defence`` for this plan, or return its entry (``None`` for ``none``)."""
+          entries: list[DefenceEntry], registry: str,
+          endpoint: str | None = None) -> DefenceEntry | None:
+    """Refuse ``defence`` for this plan, or return its entry (``None`` for ``none``).
+
+    ``--defence-endpoint`` (a defence's own model, MELON's embeddings) is judged once the
+    defence is known to run here: missing for a defence that calls a model, or given for
+    one that calls none, is a usage error (2); given where it is needed, it is refused
+    (exit 5), because this build does not wire a second key and a second egress pair."""
     if defence == "none":
+        if endpoint:
+            raise AgentprovError("cli.usage.defence_endpoint_unused", endpoint=endpoint,
+                                 defence=defence)
         return None
     by_name = {d.name: d for d in entries}
     entry = by_name.get(defence)
@@ -70,4 +79,12 @@ def check(source: str, backend: str | None, defence: str, suites: list[str],
                 raise AgentprovError("run.unsupported.defence_suite", source=source,
                                      defence=defence, suite=suite,
                                      suites=" and ".join(entry.suites))
+    if entry.endpoint and not endpoint:
+        raise AgentprovError("cli.usage.defence_endpoint_missing", defence=defence)
+    if endpoint and not entry.endpoint:
+        raise AgentprovError("cli.usage.defence_endpoint_unused", endpoint=endpoint,
+                             defence=defence)
+    if endpoint:
+        raise AgentprovError("run.unsupported.defence_endpoint", source=source,
+                             defence=defence, endpoint=endpoint)
     return entry
