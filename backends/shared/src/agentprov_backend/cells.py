@@ -172,6 +172,9 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     declared = list(DECLARED)
     if agent.get("display_name"):
         declared.append(f"model_display_name@1 value: {agent['display_name']}")
+    from agentprov_backend import provisioned
+
+    declared += provisioned.declared(req)  # a provisioned defence's code, weights, port
     writer = CaptureWriter(staging / "capture.jsonl", {
         "session_id": req["session_id"], "cell": cell, "unit": req.get("unit"),
         "attempt": req.get("attempt"), "backend": req.get("backend", {}),
@@ -189,6 +192,7 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
             else "the served model does not match the plan's identity record")
             + f" (agentprov-local-model digest {local.get('digest')})", local_model=local)
     try:
+        provisioned.prepare(req, writer)
         result.update(_run(req, writer, staging))
     except BaseException as exc:  # noqa: BLE001 - a cell's failure is evidence, not a crash
         writer.append("note", code="cell.exception", text="".join(
@@ -257,10 +261,13 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
 
     TaskSuite._check_task_result = check
 
-    pipeline = AgentPipeline.from_config(PipelineConfig(
-        llm=llm, model_id=agent["model_id"],
-        defense=None if req.get("defence", "none") == "none" else req["defence"],
-        system_message_name=None, system_message=None))
+    from agentprov_backend import provisioned
+
+    pipeline = provisioned.pipeline(req, llm, agent, writer) or AgentPipeline.from_config(
+        PipelineConfig(
+            llm=llm, model_id=agent["model_id"],
+            defense=None if req.get("defence", "none") == "none" else req["defence"],
+            system_message_name=None, system_message=None))
     # tool calls made outside the agent's pipeline are the benchmark's own (AgentDojo runs
     # the user task's ground truth to find the injection candidates): phase "harness"
     pipeline_query = pipeline.query
