@@ -46,6 +46,8 @@ class BuildPlan:
     assets: list[defassets.Resolved] = field(default_factory=list)
     #: the project's dependency groups those assets need (``uv sync --group``)
     groups: list[str] = field(default_factory=list)
+    #: every asset file is at hand (fetched or refused) and the local trees' are cached
+    assets_ready: bool = False
 
     def uv_args(self) -> list[str]:
         args = ["sync", "--locked", "--no-config", "--no-dev", "--link-mode", "copy",
@@ -136,12 +138,15 @@ def plan_assets(bp: BuildPlan, ids_option: str | None, sources: tuple[str, ...],
 def ready_assets(bp: BuildPlan) -> None:
     """Before anything is built: fetch the missing files (``--allow-network``) or refuse
     naming the first; then keep the files read from a local tree in the fetch cache."""
+    if bp.assets_ready:
+        return
     for r in bp.assets:
         if r.missing and not bp.offline:
             defassets.fetch_missing(r)
         if r.missing:
             defassets.refuse_missing(r, allow_network=not bp.offline)
     defassets.keep_in_cache(bp.assets)
+    bp.assets_ready = True
 
 
 def uv_binary() -> str:
@@ -302,7 +307,13 @@ def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
     An environment that holds other defence assets than ``--defence-assets`` names is
     rebuilt whole, like a stale one; without the option a rebuild provisions the assets
     the old marker records, from the fetch cache."""
-    ready_assets(bp)
+    try:
+        held = marker.read(bp.env_dir).defence_assets
+    except (OSError, ValueError):
+        held = None
+    if bp.asset_ids is not None and not defassets.matches_registry(held, bp.asset_ids,
+                                                                   defassets.load()):
+        ready_assets(bp)  # before the lock: a refusal here writes nothing at all
     with hold(bp.env_id):
         if bp.env_dir.exists():
             try:
@@ -323,7 +334,7 @@ def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
                 return "already built (containment probe re-run)", m
             if m is not None and bp.asset_ids is None and m.defence_assets:
                 plan_assets(bp, None, (), ids=sorted(m.defence_assets))  # the rebuild keeps them
-                ready_assets(bp)
+        ready_assets(bp)
         bp.env_dir.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{bp.env_id}.build-", dir=bp.env_dir.parent))
         try:

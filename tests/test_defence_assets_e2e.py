@@ -2,8 +2,7 @@
 (`fixture_defence.py`): the real AgentDojo environment built from a copy of backends/ whose
 defence registry pins the fixture's files, `--defence-source` for both assets, the marker
 and `--offline-check`, a scripted cell that runs the provisioned code with its weights
-loaded with the hub offline, and the rebuilds that add or drop assets (slow: three uv
-builds)."""
+loaded with the hub offline, and a rebuild that drops an asset (slow: two uv builds)."""
 
 from __future__ import annotations
 
@@ -96,6 +95,14 @@ def test_the_build_provisions_the_pinned_files_and_the_marker_records_them(built
     assert cli("backends", "build", "agentdojo", "--offline-check").code == 0
     again = cli("backends", "build", "agentdojo")  # no option: the assets are kept
     assert again.code == 0 and " already built at " in again.out, again.err
+    # naming the assets the environment holds needs neither a tree nor the cache
+    shutil.move(cache, home / "cache-aside")
+    try:
+        same = cli("backends", "build", "agentdojo", "--defence-assets",
+                   "fixture_code,fixture_weights")
+        assert same.code == 0 and " already built at " in same.out, same.err
+    finally:
+        shutil.move(home / "cache-aside", cache)
 
 
 @pytest.mark.req("R-22.25", "R-22.26", "R-22.18")
@@ -141,36 +148,33 @@ def test_a_scripted_cell_runs_the_provisioned_code_with_its_weights_offline(buil
 
 
 @pytest.mark.req("R-22.18", "R-6.11")
-def test_assets_change_only_by_a_rebuild_and_return_from_the_cache(built, tmp_path):
-    """`--defence-assets none` replaces the environment with one holding none (a rebuild in a
-    new directory, never an edit); the defence is then refused by T0; naming the assets
-    again rebuilds it from the fetch cache, with no source tree."""
+def test_assets_change_only_by_a_rebuild_from_the_cache(built, tmp_path):
+    """Naming other assets replaces the environment with one that holds just those (a
+    rebuild in a new directory, never an edit), provisioned from the fetch cache with no
+    source tree; the defence that needs the dropped asset is then refused by T0."""
     fixture, home, env_dir, cli, _ = built
-    dry = cli("backends", "build", "agentdojo", "--dry-run", "--defence-assets", "none")
-    assert dry.code == 0
-    assert dry.out.splitlines()[-2:] == [
-        "  defence assets: none",
+    dry = cli("backends", "build", "agentdojo", "--dry-run", "--defence-assets", "fixture_code")
+    assert dry.code == 0, dry.err
+    assert dry.out.splitlines()[-1] == (
         "  the environment exists with defence assets fixture_code, fixture_weights: the build "
-        "replaces it whole (a rebuild in a new directory, never an edit)"]
+        "replaces it whole (a rebuild in a new directory, never an edit)")
     inode = env_dir.stat().st_ino
-    r = cli("backends", "build", "agentdojo", "--defence-assets", "none")
+    r = cli("backends", "build", "agentdojo", "--defence-assets", "fixture_code")
     assert r.code == 0 and " built at " in r.out, r.err
     assert env_dir.stat().st_ino != inode
-    assert json.loads((env_dir / "AGENTPROV_ENV.json").read_text())["defence_assets"] is None
-    assert not (env_dir / "agentprov" / "defence-assets").exists()
-    before = snapshot(home / "envs" / env_dir.name)
+    m = json.loads((env_dir / "AGENTPROV_ENV.json").read_text())
+    assert sorted(m["defence_assets"]) == ["fixture_code"]
+    assert m["defence_assets"]["fixture_code"]["provisioned_from"] == ["cache"]
+    assert sorted(p.name for p in (env_dir / "agentprov" / "defence-assets").iterdir()) == [
+        "fixture_code"]
+    assert cli("backends", "build", "agentdojo", "--offline-check").code == 0
+    before = snapshot(home / "envs")
     refused = cli("run", "agentdojo", "--dry-run", "--corpus", tmp_path / "c", "--campaign",
                   "c", "--suite", "banking", "--user-tasks", "0", "--defence",
                   "fixture_defence", "--llm-script", LIVE_DEMO)
     assert (refused.code, refused.error["error"]) == (3, "cli.environment.defence_asset")
     assert refused.error["message"].endswith(
-        "defence fixture_defence: its pinned file README.md is not provisioned (agentprov "
-        "backends build agentdojo --defence-assets fixture_code)")
-    assert not (tmp_path / "c.partial").exists()
-    assert snapshot(home / "envs" / env_dir.name) == before
-    back = cli("backends", "build", "agentdojo", "--defence-assets",
-               "fixture_code,fixture_weights")
-    assert back.code == 0 and " built at " in back.out, back.err
-    m = json.loads((env_dir / "AGENTPROV_ENV.json").read_text())
-    assert m["defence_assets"]["fixture_code"]["provisioned_from"] == ["cache"]
-    assert cli("backends", "build", "agentdojo", "--offline-check").code == 0
+        "defence fixture_defence: its pinned file config.json is not provisioned (agentprov "
+        "backends build agentdojo --defence-assets fixture_weights)")
+    assert not (tmp_path / "c.partial").exists() and not (tmp_path / "c").exists()
+    assert snapshot(home / "envs") == before
