@@ -371,7 +371,7 @@ def test_a_marker_that_records_the_asset_but_lacks_a_file_is_refused(
                                                       "weights.txt is missing"]
 
 
-@pytest.mark.req("R-22.9", "R-22.10")
+@pytest.mark.req("R-22.9")
 def test_melon_needs_its_endpoint_which_this_build_refuses(cli, home, corpora, script):
     """MELON's embeddings endpoint: missing is a usage error (2); given, it is refused with
     the defence (exit 5): a second key in the worker and a second egress pair are not

@@ -52,7 +52,7 @@ def built(tmp_path_factory):
     return fixture, home, env_dir, cli, first
 
 
-@pytest.mark.req("R-6.11", "R-6.12", "R-6.7")
+@pytest.mark.req("R-6.11", "R-6.12")
 def test_the_build_provisions_the_pinned_files_and_the_marker_records_them(built):
     fixture, home, env_dir, cli, first = built
     lines = first.out.splitlines()
@@ -105,7 +105,7 @@ def test_the_build_provisions_the_pinned_files_and_the_marker_records_them(built
         shutil.move(home / "cache-aside", cache)
 
 
-@pytest.mark.req("R-22.25", "R-22.26", "R-22.18")
+@pytest.mark.req("R-22.26", "R-22.18")
 def test_a_scripted_cell_runs_the_provisioned_code_with_its_weights_offline(built, tmp_path):
     fixture, home, env_dir, cli, _ = built
     corpus = tmp_path / "fx"
