@@ -49,6 +49,8 @@ ENV_SUBDIR = "agentprov/defence-assets"
 HUB = "https://huggingface.co"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_ID = re.compile(r"^[a-z][a-z0-9_]*$")
+_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 class PinnedFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -111,10 +113,18 @@ def load(path: Path | None = None) -> dict[str, Asset]:
             return AgentprovError("cli.usage.registry_file", location=where,
                                   what=f"[assets.{aid}]: {what}")
 
+        if not _ID.match(aid):
+            raise bad("an asset id is lower-case letters, digits and _ (it names directories)")
         try:
             a = msgspec.convert(dict(entry, id=aid), type=Asset)
         except msgspec.ValidationError as exc:
             raise bad(str(exc)) from None
+        o = a.origin
+        if o is not None and o.pin is not None and not _HEX40.match(o.pin):
+            raise bad(f"origin {'commit' if o.kind == 'git' else 'revision'} {o.pin!r} must be "
+                      "a full commit id (40 hex digits)")
+        if o is not None and o.repository is not None and not _REPO.match(o.repository):
+            raise bad(f"origin repository {o.repository!r} must be ORG/NAME")
         seen: set[str] = set()
         for f in a.files:
             p = PurePosixPath(f.path)
@@ -190,7 +200,7 @@ def hash_file(path: Path, copy_to: Path | None = None) -> Hashed:
 
 # ------------------------------------------------------------------------------ places
 def cache_dir(a: Asset) -> Path:
-    return paths.home() / "cache" / "defence-assets" / a.id / (a.origin.pin if a.origin else "-")
+    return paths.home() / "cache" / "defence-assets" / a.id / a.origin.pin
 
 
 def env_asset_dir(env_dir: Path, aid: str) -> Path:
@@ -328,11 +338,11 @@ def _check(a: Asset, pin: PinnedFile, p: Path, h: Hashed) -> None:
 
 def refuse_missing(r: Resolved, allow_network: bool) -> None:
     pin = r.missing[0]
-    how = ("give --defence-source DIR with the asset's tree" if r.asset.origin is None
-           else "add --allow-network to fetch it from "
-           + _origin_text(r.asset) + ", or give --defence-source DIR")
     if allow_network:
         how = "it could not be fetched; give --defence-source DIR"
+    else:
+        how = (f"add --allow-network to fetch it from {_origin_text(r.asset)}, or give "
+               "--defence-source DIR")
     raise AgentprovError("cli.environment.defence_asset_missing", asset=r.asset.id,
                          path=pin.path, cache=cache_dir(r.asset),
                          source=r.source_dir or "no --defence-source", how=how,
@@ -361,8 +371,8 @@ def plan_lines(resolved: list[Resolved], replace_note: str | None) -> list[str]:
         if r.missing:
             lines.append(f"    missing: {', '.join(p.path for p in r.missing[:5])}"
                          + (" …" if len(r.missing) > 5 else "")
-                         + (f"; the build fetches them from {_origin_text(a)} with "
-                            "--allow-network" if a.origin else ""))
+                         + f"; the build fetches them from {_origin_text(a)} with "
+                           "--allow-network")
         lines.append(f"    into <env>/{ENV_SUBDIR}/{a.id}/ ("
                      + ("a Hugging Face hub cache, loaded with the hub offline"
                         if a.layout == "hf-hub-cache" else "the worker imports "
@@ -385,7 +395,7 @@ def fetch_missing(r: Resolved, timeout: float = 300) -> None:
     """Fetch ``r.missing`` into the fetch cache (``--allow-network``), checking each file
     before it is kept; refuse (exit 3) when a file cannot be had or differs."""
     a = r.asset
-    if not r.missing or a.origin is None:
+    if not r.missing:
         return
     cache = cache_dir(a)
     if a.origin.kind == "git":

@@ -85,16 +85,33 @@ def test_git_blob_ids_are_gits_own(tmp_path):
                                               git_blob=h.git_blob, size=h.size, lfs=True))
 
 
-def test_a_malformed_pin_is_a_registry_error_naming_the_table(cli, home, registry_copy):
+GOOD_PIN = f'sha256 = "{"0" * 64}"\ngit_blob = "{"0" * 40}"\nsize = 1\n'
+GIT = f'origin = {{ kind = "git", url = "u", commit = "{"a" * 40}" }}\n'
+
+
+@pytest.mark.parametrize("table, named", [
+    (f'kind = "code"\nmodule = "m"\nfactory = "f"\n{GIT}[[assets.broken.files]]\n'
+     f'path = "../escape.py"\n{GOOD_PIN}', "../escape.py"),
+    (f'kind = "code"\nmodule = "m"\nfactory = "f"\n{GIT}[[assets.broken.files]]\n'
+     'path = "a.py"\nsha256 = "00"\ngit_blob = "00"\nsize = 1\n', "file a.py: sha256"),
+    ('kind = "code"\nmodule = "m"\nfactory = "f"\norigin = { kind = "git", url = "u", '
+     f'commit = "main" }}\n[[assets.broken.files]]\npath = "a.py"\n{GOOD_PIN}',
+     "origin commit 'main' must be a full commit id"),
+    (f'kind = "code"\n{GIT}[[assets.broken.files]]\npath = "a.py"\n{GOOD_PIN}',
+     "names the module and factory"),
+    ('kind = "weights"\nlayout = "hf-hub-cache"\norigin = { kind = "hf-model", repository = '
+     f'"../x", revision = "{"a" * 40}" }}\n[[assets.broken.files]]\npath = "w"\n{GOOD_PIN}',
+     "origin repository '../x' must be ORG/NAME"),
+    ('kind = "code"\n', "pins no files: say why in `unpinned`"),
+])
+def test_a_malformed_asset_is_a_registry_error_naming_the_table(cli, home, registry_copy,
+                                                                table, named):
     reg = registry_copy / "defences.toml"
-    reg.write_text(reg.read_text() + '\n[assets.broken]\nkind = "code"\nmodule = "m"\n'
-                   'factory = "f"\norigin = { kind = "git", url = "u", commit = "c" }\n'
-                   '[[assets.broken.files]]\npath = "../escape.py"\nsha256 = "00"\n'
-                   'git_blob = "00"\nsize = 1\n')
+    reg.write_text(reg.read_text() + "\n[assets.broken]\n" + table)
     r = cli("backends", "build", "agentdojo", "--dry-run", "--defence-assets", "broken",
             env={"AGENTPROV_REGISTRY": str(registry_copy)})
     assert (r.code, r.error["error"]) == (2, "cli.usage.registry_file")
-    assert "[assets.broken]" in r.error["message"] and "../escape.py" in r.error["message"]
+    assert "[assets.broken]" in r.error["message"] and named in r.error["message"]
     assert snapshot(home) == {}
 
 
