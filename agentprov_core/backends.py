@@ -17,12 +17,12 @@ import shutil
 import subprocess
 import tempfile
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
 
-from agentprov_core import __version__, envidentity, environments, marker, paths
+from agentprov_core import __version__, defassets, envidentity, environments, marker, paths
 from agentprov_core.digests import file_sha256
 from agentprov_core.errors import AgentprovError
 from agentprov_core.source import SourceMeta
@@ -40,10 +40,20 @@ class BuildPlan:
     exclude_newer: str | None
     no_build: list[str]
     offline: bool
+    #: ``--defence-assets``: the asset ids the environment is to hold (``None``: the ones
+    #: it holds now), each resolved to where its files are read from
+    asset_ids: list[str] | None = None
+    assets: list[defassets.Resolved] = field(default_factory=list)
+    #: the project's dependency groups those assets need (``uv sync --group``)
+    groups: list[str] = field(default_factory=list)
+    #: every asset file is at hand (fetched or refused) and the local trees' are cached
+    assets_ready: bool = False
 
     def uv_args(self) -> list[str]:
         args = ["sync", "--locked", "--no-config", "--no-dev", "--link-mode", "copy",
                 "--compile-bytecode"]
+        for g in self.groups:
+            args += ["--group", g]
         if self.offline:
             args.append("--offline")
         if self.exclude_newer:
@@ -68,8 +78,12 @@ def backend_meta(name: str) -> SourceMeta:
     return metas[name]
 
 
-def plan_build(name: str, allow_network: bool) -> BuildPlan:
+def plan_build(name: str, allow_network: bool, defence_assets: str | None = None,
+               defence_sources: tuple[str, ...] = ()) -> BuildPlan:
     meta = backend_meta(name)
+    if (defence_assets is not None or defence_sources) and not meta.takes_defences:
+        raise AgentprovError("build.unsupported.defence_assets", backend=meta.backend,
+                             builders=", ".join(defence_builders()) or "no backend")
     project = environments.project_dir(meta)
     env_id = environments.environment_id(meta)  # exit 3 when the project has no lock
     if project is None or not (project / "uv.lock").is_file():  # git-pinned, no project yet
@@ -82,10 +96,57 @@ def plan_build(name: str, allow_network: bool) -> BuildPlan:
     # wheel only; the backend's own path dependencies are the only builds.
     no_build = sorted(p["name"] for p in lock.get("package", [])
                       if "registry" in (p.get("source") or {}))
-    return BuildPlan(meta, project, env_id, environments.environment_dir(env_id),
-                     file_sha256(project / "uv.lock"),
-                     pyproject.get("tool", {}).get("uv", {}).get("exclude-newer"),
-                     no_build, offline=not allow_network)
+    bp = BuildPlan(meta, project, env_id, environments.environment_dir(env_id),
+                   file_sha256(project / "uv.lock"),
+                   pyproject.get("tool", {}).get("uv", {}).get("exclude-newer"),
+                   no_build, offline=not allow_network)
+    if defence_assets is not None or defence_sources:
+        plan_assets(bp, defence_assets, defence_sources)
+    return bp
+
+
+def defence_builders() -> list[str]:
+    from agentprov_core.plugins import manager
+
+    return sorted({e.source.meta.backend for e in manager().sources().values()
+                   if e.source.meta.takes_defences and e.source.meta.backend})
+
+
+def plan_assets(bp: BuildPlan, ids_option: str | None, sources: tuple[str, ...],
+                ids: list[str] | None = None) -> None:
+    """Resolve the defence assets of a build (reading only): unknown ids and bad
+    ``--defence-source`` values are usage errors (2); an asset with no pins, or whose
+    dependency group the lock lacks, exit 3; a file that differs from its pin exits 3
+    naming it and both digests."""
+    assets = defassets.load()
+    registry = paths.display(paths.defence_registry())
+    if ids is None:
+        ids = defassets.parse_ids(ids_option, assets, registry)
+    srcs = defassets.parse_sources(sources, ids, assets)
+    if ids is None:
+        return
+    project = f"backends/{bp.meta.backend_project}"
+    pyproject = tomllib.loads((bp.project / "pyproject.toml").read_text(encoding="utf-8"))
+    groups = defassets.lock_groups((bp.project / "uv.lock").read_text(encoding="utf-8"),
+                                   (pyproject.get("project") or {}).get("name"))
+    defassets.check_buildable(ids, assets, groups, project, registry)
+    bp.asset_ids = ids
+    bp.assets = defassets.resolve(ids, assets, srcs)
+    bp.groups = sorted({assets[i].group for i in ids if assets[i].group})
+
+
+def ready_assets(bp: BuildPlan) -> None:
+    """Before anything is built: fetch the missing files (``--allow-network``) or refuse
+    naming the first; then keep the files read from a local tree in the fetch cache."""
+    if bp.assets_ready:
+        return
+    for r in bp.assets:
+        if r.missing and not bp.offline:
+            defassets.fetch_missing(r)
+        if r.missing:
+            defassets.refuse_missing(r, allow_network=not bp.offline)
+    defassets.keep_in_cache(bp.assets)
+    bp.assets_ready = True
 
 
 def uv_binary() -> str:
@@ -126,7 +187,23 @@ def dry_run_lines(bp: BuildPlan) -> list[str]:
         f"  network: {network}",
         "  then: T0 identity, hello identity, sandbox-exec feasibility probe, marker "
         "AGENTPROV_ENV.json",
+        *(([] if bp.asset_ids else ["  defence assets: none"])
+          + defassets.plan_lines(bp.assets, _replace_note(bp)) if bp.asset_ids is not None
+          else []),
     ]
+
+
+def _replace_note(bp: BuildPlan) -> str | None:
+    """What a build with ``--defence-assets`` does to an existing environment."""
+    try:
+        m = marker.read(bp.env_dir)
+    except (OSError, ValueError):
+        return None
+    have = sorted(m.defence_assets or {})
+    if defassets.matches_registry(m.defence_assets, bp.asset_ids or [], defassets.load()):
+        return f"the environment already holds these defence assets ({', '.join(have) or 'none'})"
+    return (f"the environment exists with defence assets {', '.join(have) or 'none'}: the "
+            "build replaces it whole (a rebuild in a new directory, never an edit)")
 
 
 def env_lock(env_id: str):
@@ -225,7 +302,18 @@ def record_catalogues(bp: BuildPlan, env_dir: Path) -> dict:
 
 
 def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
-    """Build the environment; return (what happened, its marker)."""
+    """Build the environment; return (what happened, its marker).
+
+    An environment that holds other defence assets than ``--defence-assets`` names is
+    rebuilt whole, like a stale one; without the option a rebuild provisions the assets
+    the old marker records, from the fetch cache."""
+    try:
+        held = marker.read(bp.env_dir).defence_assets
+    except (OSError, ValueError):
+        held = None
+    if bp.asset_ids is not None and not defassets.matches_registry(held, bp.asset_ids,
+                                                                   defassets.load()):
+        ready_assets(bp)  # before the lock: a refusal here writes nothing at all
     with hold(bp.env_id):
         if bp.env_dir.exists():
             try:
@@ -235,12 +323,18 @@ def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
             ours = environments.shared_sources_sha256()
             stale = ours is not None and m is not None and m.hello.get(
                 "agentprov_backend_sources_sha256") != ours
+            if m is not None and bp.asset_ids is not None and not defassets.matches_registry(
+                    m.defence_assets, bp.asset_ids, defassets.load()):
+                stale = True  # other assets: a rebuild, never an edit
             if m is not None and not stale:
                 if probe_current(m):
                     return "already built", m
                 m = msgspec.structs.replace(m, probe=probe(bp.env_dir, m.hello))
                 marker.write(bp.env_dir, m)
                 return "already built (containment probe re-run)", m
+            if m is not None and bp.asset_ids is None and m.defence_assets:
+                plan_assets(bp, None, (), ids=sorted(m.defence_assets))  # the rebuild keeps them
+        ready_assets(bp)
         bp.env_dir.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{bp.env_id}.build-", dir=bp.env_dir.parent))
         try:
@@ -277,12 +371,19 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
     (tmp / "agentprov").mkdir(exist_ok=True)
     shutil.copyfile(bp.project / "uv.lock", tmp / "agentprov" / "uv.lock")
     shutil.copyfile(bp.project / "pyproject.toml", tmp / "agentprov" / "pyproject.toml")
+    assets = defassets.provision(bp.assets, tmp) if bp.assets else None
     hello = record_catalogues(bp, tmp)
     ident = envidentity.compute(tmp)
     if ident.problems:
         raise AgentprovError("cli.environment.uv", env_id=bp.env_id,
                              detail="the installed files do not match their RECORD: "
                                     + "; ".join(ident.problems[:3]))
+    lacking = sorted({d for r in bp.assets for d in r.asset.distributions
+                      if d not in ident.distributions})
+    if lacking:
+        raise AgentprovError("cli.environment.uv", env_id=bp.env_id,
+                             detail=f"the defence assets need {', '.join(lacking)}, which the "
+                                    f"groups {', '.join(bp.groups) or '(none)'} did not install")
     probed = probe(tmp, hello)  # after the identity: the probe writes nothing in the env
     uv_version = subprocess.run([uv, "--version"], capture_output=True, text=True).stdout.strip()
     m = marker.Marker(
@@ -294,7 +395,9 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
         pinned_commit=bp.meta.pinned_commit, distributions=ident.distributions,
         files_verified=ident.files_verified, guarded=ident.guarded, compiled=ident.compiled,
         defence_registry_sha256=ident.defence_registry_sha256, hello=hello, probe=probed,
-        identity_sha256=ident.digest(bp.lock_sha256, hello.get("python", "")))
+        identity_sha256=ident.digest(bp.lock_sha256, hello.get("python", ""),
+                                     defassets.identity(assets)),
+        defence_assets=assets)
     marker.write(tmp, m)
     return m
 
@@ -330,6 +433,7 @@ def offline_check(bp: BuildPlan) -> marker.Marker:
             if m.compiled is not None and ident.compiled != m.compiled:
                 diffs.append(f"compiled bytecode changed ({ident.compiled['files']} .pyc files, "
                              f"the marker recorded {m.compiled['files']})")
+            diffs += defassets.check_env(bp.env_dir, m.defence_assets)
             if diffs:
                 raise fail("; ".join(diffs[:5]))
             hello = w.result(pending)

@@ -190,7 +190,8 @@ def check_corpus(p) -> None:
 
 def check_supported(p) -> None:
     """What this build cannot run against a real model (exit 5, before consent): an
-    Inspect source, another element than the native one, or a defence endpoint.
+    Inspect source, or another element than the native one. (A defence's own endpoint,
+    ``--defence-endpoint``, is refused earlier, with the defence: :mod:`agentprov_core.defences`.)
 
     An Anthropic-style endpoint runs AgentDojo's own AnthropicLLM over an ``AsyncAnthropic``
     client on the recording transport (the event-stream replies read by caps, canary,
@@ -207,9 +208,6 @@ def check_supported(p) -> None:
     elif (o.get("llm_element") or "native") != "native":
         what, why = (f"with --llm-element {o['llm_element']}",
                      "only the native element runs against a real model.")
-    elif o.get("defence_endpoint"):
-        what, why = ("with --defence-endpoint",
-                     "a defence's own model endpoint (its key and egress pair) is not wired yet.")
     if why is not None:
         raise AgentprovError("run.unsupported.campaign", source=name, what=what, why=why)
 

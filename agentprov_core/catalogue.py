@@ -49,6 +49,8 @@ class Defence(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     backends: list[str] = []
     suites: list[str] | None = None
     assets: list[str] = []
+    #: it calls a model of its own, named with ``--defence-endpoint``
+    endpoint: bool = False
     needs: list[str] = []
     replaces_pipeline: bool = False
     port: bool = False

@@ -49,13 +49,22 @@ def built_by(entries: list[DefenceEntry], backend: str | None) -> list[DefenceEn
 
 def check(source: str, backend: str | None, defence: str, suites: list[str],
           entries: list[DefenceEntry], registry: str, wire: str = "openai",
-          endpoint: str | None = None) -> DefenceEntry | None:
+          agent_endpoint: str | None = None,
+          defence_endpoint: str | None = None) -> DefenceEntry | None:
     """Refuse ``defence`` for this plan, or return its entry (``None`` for ``none``).
 
     :param wire: the agent endpoint's wire family (``openai``, ``anthropic``); the scripted
         transport is ``openai``.
-    :param endpoint: the endpoint's name, for the message."""
+    :param agent_endpoint: the agent endpoint's name, for the message.
+    :param defence_endpoint: ``--defence-endpoint`` (a defence's own model, MELON's
+        embeddings), judged once the defence is known to run here: missing for a defence
+        that calls a model, or given for one that calls none, is a usage error (2); given
+        where it is needed, it is refused (exit 5), because this build does not wire a
+        second key and a second egress pair."""
     if defence == "none":
+        if defence_endpoint:
+            raise AgentprovError("cli.usage.defence_endpoint_unused", endpoint=defence_endpoint,
+                                 defence=defence)
         return None
     by_name = {d.name: d for d in entries}
     entry = by_name.get(defence)
@@ -74,7 +83,7 @@ def check(source: str, backend: str | None, defence: str, suites: list[str],
                              registry=registry)
     if wire != "openai" and NEEDS_OPENAI_ELEMENT in entry.needs:
         raise AgentprovError("run.unsupported.defence_wire", source=source, defence=defence,
-                             endpoint=endpoint or wire,
+                             endpoint=agent_endpoint or wire,
                              style=f"{wire.capitalize()}-style")
     if entry.suites is not None:
         for suite in suites:
@@ -82,4 +91,12 @@ def check(source: str, backend: str | None, defence: str, suites: list[str],
                 raise AgentprovError("run.unsupported.defence_suite", source=source,
                                      defence=defence, suite=suite,
                                      suites=" and ".join(entry.suites))
+    if entry.endpoint and not defence_endpoint:
+        raise AgentprovError("cli.usage.defence_endpoint_missing", defence=defence)
+    if defence_endpoint and not entry.endpoint:
+        raise AgentprovError("cli.usage.defence_endpoint_unused", endpoint=defence_endpoint,
+                             defence=defence)
+    if defence_endpoint:
+        raise AgentprovError("run.unsupported.defence_endpoint", source=source,
+                             defence=defence, endpoint=defence_endpoint)
     return entry

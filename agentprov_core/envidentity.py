@@ -54,17 +54,22 @@ class Identity:
     compiled: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
-    def digest(self, lock_sha256: str, python: str) -> str:
+    def digest(self, lock_sha256: str, python: str,
+               defence_assets: dict[str, str] | None = None) -> str:
         """What runs, independent of where it is installed: the lock, the interpreter's
-        version, each distribution's version, the defence registry and the recorded
-        catalogues. (RECORD digests and pyvenv.cfg name the install location, through
-        script shebangs and paths, so they are integrity checks, not identity.)"""
-        return digest({
+        version, each distribution's version, the defence registry, the recorded
+        catalogues and, when any are provisioned, each defence asset's pins digest.
+        (RECORD digests and pyvenv.cfg name the install location, through script shebangs
+        and paths, so they are integrity checks, not identity.)"""
+        doc = {
             "lock_sha256": lock_sha256, "python": python,
             "distributions": {n: d["version"] for n, d in self.distributions.items()},
             "defence_registry_sha256": self.defence_registry_sha256,
             "catalogues": {k: v for k, v in self.guarded.items() if "catalogue-" in k},
-        })
+        }
+        if defence_assets:
+            doc["defence_assets"] = dict(sorted(defence_assets.items()))
+        return digest(doc)
 
 
 def _b64(h: bytes) -> str:

@@ -199,9 +199,40 @@ _reg("cli.environment.stale_worker", E, "coded",
 _reg("cli.environment.no_network_block", E, "coded",
      "cannot start the worker with the network blocked here ({detail}); install bubblewrap (apt-get install bubblewrap)",
      "install bubblewrap")
+# defence assets (`backends build --defence-assets`, and T0 before a defended run)
+_reg("cli.environment.defence_asset", E, "coded",
+     "defence {defence}: {what} (agentprov backends build {backend} --defence-assets {asset})",
+     "provision it: agentprov backends build BACKEND --defence-assets ID (docs/provisioning-defences.md)")
+_reg("cli.environment.defence_asset_unpinned", E, "coded",
+     "defence asset {asset} pins no files in the defence registry ({registry}, [assets.{asset}]): {why}; nothing of it can be provisioned",
+     "a maintainer adds its files (path, sha256, git blob id, size) to the registry")
+_reg("cli.environment.defence_asset_group", E, "coded",
+     "defence asset {asset} needs the dependency group {group} ({distributions}), which {project}/uv.lock does not declare: add [dependency-groups] {group} to {project}/pyproject.toml and re-lock (uv lock --project {project}; a new environment id)",
+     "declare the group and re-lock the backend project")
+_reg("cli.environment.defence_asset_missing", E, "coded",
+     "defence asset {asset}: its pinned file {path}{more} is neither in {source} nor in the fetch cache {cache}: {how}",
+     "fetch it with --allow-network, or give --defence-source DIR")
+_reg("cli.environment.defence_asset_mismatch", E, "coded",
+     "defence asset {asset}: {file} does not match its pin {path}: sha256 {sha256} (pinned {pinned_sha256}), git blob {git_blob} (pinned {pinned_git_blob}), {size} bytes (pinned {pinned_size}); nothing was written",
+     "use the asset's tree at its pinned commit or revision")
+_reg("cli.environment.defence_asset_fetch", E, "coded",
+     "fetching defence asset {asset} from {origin} failed: {what}",
+     "check the network, or give --defence-source DIR")
 _reg("cli.usage.worker_plan", U, "usage",
      "the backend refused the plan: {detail}",
      "plan only what the installed benchmark holds (agentprov run SOURCE --catalogue)")
+_reg("cli.usage.defence_asset_unknown", U, "usage",
+     "--defence-assets {asset}: not an asset of the defence registry ({registry}); assets: {known}",
+     "name registry assets, comma-separated, or none")
+_reg("cli.usage.defence_source", U, "usage",
+     "--defence-source {value}: {what}",
+     "give --defence-source DIR (the one code asset named) or ID=DIR, with --defence-assets")
+_reg("cli.usage.defence_endpoint_missing", U, "usage",
+     "defence {defence} calls a model of its own: give --defence-endpoint NAME (an endpoints.toml entry for its embeddings)",
+     "add --defence-endpoint NAME")
+_reg("cli.usage.defence_endpoint_unused", U, "usage",
+     "--defence-endpoint {endpoint}: defence {defence} calls no model of its own",
+     "drop --defence-endpoint")
 _reg("cli.usage.unknown_backend", U, "usage",
      "unknown backend {name!r}; backends: {known}",
      "use a backend of this build")
@@ -273,6 +304,12 @@ _reg("corpus.environment.not_a_corpus", E, "coded",
 _reg("package.usage.spec", U, "usage",
      "package needs --spec FILE (the corpus spec: what is released, under which licence)",
      "give --spec PATH/corpus-spec.toml")
+_reg("build.unsupported.defence_assets", X, "coded",
+     "backend {backend} builds no defences: --defence-assets and --defence-source provision them for {builders} only",
+     "drop the defence options, or build agentdojo")
+_reg("run.unsupported.defence_endpoint", X, "cannot_run",
+     "defence {defence} with --defence-endpoint {endpoint}.", "none in this build",
+     "A defence's own model endpoint is not wired in this build: its key would be a second key in the worker and its host:port a second pair of the egress proxy, and neither is built or tested (docs/provisioning-defences.md).")
 _reg("package.unsupported.live", X, "coded",
      "sealing a live corpus is not supported in this build",
      "keep the working corpus under $AGENTPROV_HOME; sealing live corpora is planned for v0.2 (agentprov-corpus/0.3)")

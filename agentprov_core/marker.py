@@ -31,6 +31,9 @@ class Marker(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     hello: dict[str, Any]
     probe: dict[str, Any]
     identity_sha256: str
+    #: the provisioned defence assets by id (``agentprov_core.defassets.record``): pins,
+    #: origin, kind, licence and digest; ``None`` when the build provisioned none
+    defence_assets: dict[str, Any] | None = None
 
 
 def path(env_dir: Path) -> Path:

@@ -1,7 +1,8 @@
 """T0's checks, in the specification's order, up to the plan (steps 1 to 6 of R-16).
 
 1. usage (exit 2): options, then the plan document, its expansion from the catalogue
-2. live status gate (exit 5), backend and defence refusals (exit 5), the environment (3)
+2. live status gate (exit 5), backend and defence refusals (exit 5), the environment (3),
+   and the pinned files of the defence's assets in it (3)
 3. API caps (exit 4) before any key is read; then the key (3), the endpoint URL (4) and the
    containment (4)
 6. the plan: cells, digests, units and attempts due; ``--dry-run`` stops here
@@ -415,11 +416,17 @@ def prepare(req: RunRequest) -> Prepared:
         raise AgentprovError("run.unsupported.temperature_policy", source=meta.name,
                              policy="inject")
     src.refusals(doc, cat, ctx)
-    defmod.check(meta.name, meta.backend, doc.defence, src.suites_of_plan(cells),
-                 defmod.load_registry(), paths.display(paths.defence_registry()),
-                 wire=epmod.wire_of(ep) if ep is not None else "openai",
-                 endpoint=ep.name if ep is not None else None)
+    entry = defmod.check(meta.name, meta.backend, doc.defence, src.suites_of_plan(cells),
+                         defmod.load_registry(), paths.display(paths.defence_registry()),
+                         wire=epmod.wire_of(ep) if ep is not None else "openai",
+                         agent_endpoint=ep.name if ep is not None else None,
+                         defence_endpoint=req.options.get("defence_endpoint"))
     env_id, identity = environments.backend_identity(meta)
+    if entry is not None and entry.assets:  # its pinned files, in the plan's environment
+        from agentprov_core import defassets
+
+        defassets.require_provisioned(entry, environments.read_marker(meta, env_id),
+                                      environments.environment_dir(env_id), meta.backend)
     # ---- step 3: API caps before any key is read; the key, the endpoint URL, the containment
     resolved = containment = None
     if ep is not None:

@@ -47,8 +47,6 @@ GATEWAY = ("the `gateway_compat` element: the worker runs the stock native eleme
            "(`run.unsupported.campaign`, exit 5)")
 A13 = ("A13, the benchmark-validity flag (vacuous utility, a payload that never reached the "
        "agent): the canary's conditions are A3, A4, A6, A11, A12 and A14")
-DEFENCE_ASSETS = ("`backends build --defence-assets` (no defence's pinned code or weights are "
-                  "provisioned into an environment)")
 CACHE_CHECK = "verifying an attack cache against the pinned fork"
 D740 = "the D-740 cell bound (the caps count 48 calls per cell for every source)"
 
@@ -65,8 +63,8 @@ NOT_BUILT = {
     "R-4.8": INSPECT,
     "R-5.6": "a git-pinned backend: AutoDojo's fork is not public and AgentDyn's repository is "
              "not reachable, so no git-pinned environment exists to check",
-    "R-6.11": DEFENCE_ASSETS,
-    "R-6.12": "`backends build --defence-source DIR`",
+    "R-22.10": "`--defence-endpoint` is refused before anything starts (exit 5): no defence "
+               "endpoint's key or egress pair is wired, so no second key enters the worker",
     "R-13.2": "a display-name hint before consent: an attack that needs the name is found by "
               "the first attacked cell's setup refusal, which stops the run (R-13.3)",
     "R-16.5": "the attack-cache (AutoDojo) and dataset (Inspect) identity checks; the "
@@ -108,7 +106,6 @@ NOT_BUILT = {
 # that neither a test nor NOT_BUILT covers.
 SECTION_NOT_BUILT = {
     9: ESTIMATE + ", nor " + PRICES,
-    22: "how a defended session is recorded",
     23: AUTODOJO,
     24: AGENTDYN,
     25: INSPECT,
@@ -122,8 +119,9 @@ NOT_BEHAVIOUR = {
              "table)",
     "R-4.4": "an example: one development machine's environments (this build's ids follow "
              "R-5.1 to R-5.3)",
-    "R-4.5": "an example environment; `backends build --defence-assets`, which provisions "
-             "such assets, is not built",
+    "R-4.5": "an example environment: one built with the Mandate, MELON and PI-detector "
+             "assets, whose pinned files this build's registry does not hold",
+    "R-22.31": "an example: the pilot's real-model runs, all undefended",
     "R-5.5": "history of the example environment's id",
     "R-9.9": "example figures of `agentprov estimate`, which is not built",
     "R-17.12": "what the recorded `spend_upper_bound_usd` means (a ceiling; the pilot's "

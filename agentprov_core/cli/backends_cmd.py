@@ -19,17 +19,28 @@ def backends() -> None:
               help="Verify an existing build from its files and a network-blocked hello.")
 @click.option("--allow-network", is_flag=True, help="Let uv download packages (else --offline).")
 @click.option("--env-file", metavar="PATH", help="An .env for builds that need one.")
+@click.option("--defence-assets", metavar="ID[,ID…]",
+              help="Provision these registry defence assets (pinned code and weights) from the "
+                   "fetch cache into the environment, or none (agentdojo only).")
+@click.option("--defence-source", metavar="[ID=]DIR", multiple=True,
+              help="Read an asset's pinned files from a local tree instead (every file must "
+                   "match its sha256 and git blob id; no network). Repeatable as ID=DIR.")
 def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
-          env_file: str | None) -> int:
+          env_file: str | None, defence_assets: str | None,
+          defence_source: tuple[str, ...]) -> int:
     """Build BACKEND's environment from its committed uv.lock, and record its identity."""
     from agentprov_core import backends as b
     from agentprov_core.errors import AgentprovError
 
     if dry_run and offline_check:
         raise AgentprovError("cli.usage.exclusive", first="--dry-run", second="--offline-check")
+    if offline_check and (defence_assets is not None or defence_source):
+        raise AgentprovError("cli.usage.exclusive", first="--offline-check",
+                             second="--defence-assets" if defence_assets is not None
+                             else "--defence-source")
     if env_file is not None and not Path(env_file).is_file():
         raise AgentprovError("cli.usage.env_file", path=env_file)
-    bp = b.plan_build(backend, allow_network)
+    bp = b.plan_build(backend, allow_network, defence_assets, defence_source)
     if dry_run:
         for line in b.dry_run_lines(bp):
             click.echo(line)
@@ -38,6 +49,10 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
         m = b.offline_check(bp)
         click.echo(f"agentprov backends build --offline-check: {bp.env_id} verified "
                    "(marker, lock, RECORD, guarded files, hello identity)")
+        if m.defence_assets:
+            click.echo("  defence assets (every file re-hashed): " + ", ".join(
+                f"{aid} {len(rec['files'])} file(s)" for aid, rec in sorted(
+                    m.defence_assets.items())))
         for line in b.probe_lines(m):  # the build's probe, reported and not re-run
             click.echo(line)
         return 0
@@ -47,4 +62,7 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
     what, m = b.build(bp, python)
     click.echo(f"agentprov backends build: {bp.env_id} {what} at {bp.env_dir} "
                f"({len(m.distributions)} distributions; Python {m.python})")
+    for aid, rec in sorted((m.defence_assets or {}).items()):
+        click.echo(f"  defence asset {aid}: {len(rec['files'])} file(s) verified (sha256 and "
+                   f"git blob id), digest {rec['sha256'][:16]}…")
     return 0

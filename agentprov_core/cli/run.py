@@ -63,7 +63,7 @@ def _opts(f):
         click.option("--no-hash-weights", is_flag=True, help="Local model: record the weight files' sizes, not their sha256."),
         click.option("--model-dir", metavar="PATH", help="Local model: the weights' folder, when the server does not name it."),
         click.option("--accept-served-model", multiple=True, metavar="ID", help="Accept a served model id (repeatable, recorded)."),
-        click.option("--defence-endpoint", metavar="NAME", help="The endpoint of a defence's own model (MELON's embeddings)."),
+        click.option("--defence-endpoint", metavar="NAME", help="The endpoint of a defence's own model (MELON's embeddings); refused in this build (exit 5)."),
         # keys
         click.option("--keychain", is_flag=True, help="Read the key from the OS keychain only."),
         click.option("--env-file", metavar="PATH", help="Read the key from this .env file only."),

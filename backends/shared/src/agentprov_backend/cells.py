@@ -175,7 +175,10 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     declared = list(DECLARED)
     if agent.get("display_name"):
         declared.append(f"model_display_name@1 value: {agent['display_name']}")
+    from agentprov_backend import provisioned
+
     declared += defended.declared(defence)
+    declared += provisioned.declared(req)  # a provisioned defence's code, weights, port
     writer = CaptureWriter(staging / "capture.jsonl", {
         "session_id": req["session_id"], "cell": cell, "unit": req.get("unit"),
         "attempt": req.get("attempt"), "backend": req.get("backend", {}),
@@ -193,6 +196,7 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
             else "the served model does not match the plan's identity record")
             + f" (agentprov-local-model digest {local.get('digest')})", local_model=local)
     try:
+        provisioned.prepare(req, writer)
         result.update(_run(req, writer, staging))
     except BaseException as exc:  # noqa: BLE001 - a cell's failure is evidence, not a crash
         writer.append("note", code="cell.exception", text="".join(
@@ -265,8 +269,12 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
     TaskSuite._check_task_result = check
 
     # AgentDojo names a defended pipeline f"{llm.name}-{defence}": the native log's
-    # directory and the attack's model-name lookup follow pipeline.name
-    pipeline = defended.build_pipeline(req.get("defence"), llm, agent, writer, next_call_id)
+    # directory and the attack's model-name lookup follow pipeline.name. A provisioned
+    # defence's factory builds its own (it keeps the agent's pipeline name).
+    from agentprov_backend import provisioned
+
+    pipeline = provisioned.pipeline(req, llm, agent, writer) or defended.build_pipeline(
+        req.get("defence"), llm, agent, writer, next_call_id)
     # tool calls made outside the agent's pipeline are the benchmark's own (AgentDojo runs
     # the user task's ground truth to find the injection candidates): phase "harness"
     pipeline_query = pipeline.query

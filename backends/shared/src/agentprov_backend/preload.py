@@ -24,6 +24,7 @@ import truststore  # noqa: F401
 import agentprov_backend.capture  # noqa: F401
 import agentprov_backend.cells  # noqa: F401
 import agentprov_backend.defended  # noqa: F401
+import agentprov_backend.provisioned  # noqa: F401
 import agentprov_backend.recording  # noqa: F401
 
 agentprov_backend.recording.warm_tls_context()
