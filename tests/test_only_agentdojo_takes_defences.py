@@ -1,6 +1,8 @@
 """`agentdojo` is the only backend that takes `--defence`: every defence of the registry
-plans on it (banking, where the Mandate entries run), and every one is refused on every
-other source, before anything starts (in-process `prepare`, steps 1 to 6; the environment
+plans on it (banking, where the Mandate entries run; one that needs assets reaches the
+environment step, where its assets are looked for, and MELON's the check of its own
+endpoint), and every one is refused on every other
+source, before anything starts (in-process `prepare`, steps 1 to 6; the environment
 check answers a fixed id)."""
 
 from __future__ import annotations
@@ -26,9 +28,19 @@ def prepare(source: str, defence: str, **options):
 def test_every_registry_defence_plans_on_agentdojo_only(monkeypatch):
     monkeypatch.setattr(environments, "backend_identity", fake_identity("00000000"))
     assert len(BUILDABLE) == 10
+    entries = {d.name: d for d in defences.load_registry()}
     for defence in BUILDABLE:
-        p = prepare("agentdojo", defence, suite=("banking",), user_tasks="0")
-        assert p.plan.defence == defence
+        if entries[defence].endpoint:  # past the registry's checks: MELON's own endpoint
+            with pytest.raises(AgentprovError) as e:
+                prepare("agentdojo", defence, suite=("banking",), user_tasks="0")
+            assert (e.value.code, e.value.exit_code) == ("cli.usage.defence_endpoint_missing", 2)
+        elif entries[defence].assets:  # past the defence checks: its assets are looked for
+            with pytest.raises(AgentprovError) as e:  # in the (here unbuilt) environment
+                prepare("agentdojo", defence, suite=("banking",), user_tasks="0")
+            assert (e.value.code, e.value.exit_code) == ("cli.environment.backend_missing", 3)
+        else:
+            p = prepare("agentdojo", defence, suite=("banking",), user_tasks="0")
+            assert p.plan.defence == defence
         for source in ("autodojo", "agentdyn"):
             with pytest.raises(AgentprovError) as e:
                 prepare(source, defence, suite=("banking",), user_tasks="0")
