@@ -131,11 +131,19 @@ def test_a_scripted_cell_runs_the_provisioned_code_with_its_weights_offline(buil
     assert [a["asset"] for a in prov["assets"]] == ["fixture_code", "fixture_weights"]
     assert prov["environment"]["HF_HUB_OFFLINE"] == "1" and prov["port"] is True
     assert "not the authors' released implementation" in prov["text"]
+    installed = notes["defence.installed"]  # under the defence's actor, named as AgentDojo
+    assert installed["actor"] == "defense:fixture_defence"  # names a defended pipeline
+    assert installed["pipeline_name"] == "scripted-fixture_defence"
+    assert sorted(f["sha256"] for f in installed["code_files"]) == sorted(
+        f["sha256"] for f in digests["fixture_code"]["files"])
+    assert sorted(f["sha256"] for f in installed["weights"]) == sorted(
+        f["sha256"] for f in digests["fixture_weights"]["files"])
     loaded = notes["defence.fixture_loaded"]  # the factory ran, offline, with its weights
+    assert loaded["actor"] == "defense:fixture_defence"
     assert (loaded["hf_hub_offline"], loaded["weights"]) == ("1", "fixture weights 0.5")
     assert loaded["assets"] == ["fixture_code", "fixture_weights"]
     # the provisioned pipeline is the one the model talked to: the tool result it sent back
-    # carries the fixture's mark, and the pipeline kept the agent's name
+    # carries the fixture's mark
     bodies = [r["body"] for r in records if r["kind"] == "wire_request"]
     assert len(bodies) == 3 and fx.MARK not in json.dumps(bodies[0])
     assert fx.MARK in json.dumps(bodies[1])
@@ -144,6 +152,8 @@ def test_a_scripted_cell_runs_the_provisioned_code_with_its_weights_offline(buil
     aer = json.loads((corpus.with_name("fx.partial") / "executions" / row["execution_id"]
                       / "aer.json").read_text())
     assert aer["header"]["task"]["defense_id"] == "fixture_defence"
+    assert [(x["id"], x["kind"]) for x in aer["header"]["actors"]] == [
+        ("defense:fixture_defence", "defense")]
     assert set(declared) <= set(aer["header"]["instrumentation"])
 
 

@@ -270,10 +270,10 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
 
     # AgentDojo names a defended pipeline f"{llm.name}-{defence}": the native log's
     # directory and the attack's model-name lookup follow pipeline.name. A provisioned
-    # defence's factory builds its own (it keeps the agent's pipeline name).
+    # defence's factory builds its own, named the same way.
     from agentprov_backend import provisioned
 
-    pipeline = provisioned.pipeline(req, llm, agent, writer) or defended.build_pipeline(
+    pipeline = provisioned.pipeline(req, llm, agent, writer, next_call_id) or defended.build_pipeline(
         req.get("defence"), llm, agent, writer, next_call_id)
     # tool calls made outside the agent's pipeline are the benchmark's own (AgentDojo runs
     # the user task's ground truth to find the injection candidates): phase "harness"

@@ -68,7 +68,7 @@ def declared(defence: str | None) -> list[str]:
         return []
     if defence == "tool_filter":
         return [REWRITE, AUX_SPAN, RECORDER]
-    return [RECORDER] if defence in BUILDERS else []  # a provisioned one records its own
+    return [RECORDER]
 
 
 def actor_id(defence: str) -> str:

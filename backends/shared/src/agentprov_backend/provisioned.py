@@ -13,8 +13,9 @@ the provisioned assets' digests). For the cell's defence, each asset it needs is
 * a **code** asset is imported from ``files/`` (first on ``sys.path`` of the cell's
   process, writing no bytecode into the environment): its registry ``module``'s
   ``factory(ctx)`` builds the defended pipeline from a :class:`DefenceContext` (declared as
-  ``defence_code_provisioned@1``). The pipeline keeps the agent's pipeline name, which the
-  capture, the native log's path and the live-versus-native check key on;
+  ``defence_code_provisioned@1``). The pipeline is named as AgentDojo names a defended one,
+  ``f"{pipeline name}-{defence}"``, which the native log's path and the live-versus-native
+  check key on, and the session notes it as installed (``defence.installed``);
 * a defence the registry marks ``port`` also declares ``defence_port@1``: the session ran
   agentprov's port, and must never be presented as the authors' released implementation.
 
@@ -55,9 +56,10 @@ class DefenceContext:
     _note: Callable[..., Any] | None = None
 
     def note(self, code: str, text: str, **fields: Any) -> None:
-        """Record a note in the session's capture, as ``defence.<code>``."""
+        """Record a note in the session's capture, as ``defence.<code>``, under the
+        defence's actor."""
         if self._note is not None:
-            self._note("note", code=f"defence.{code}", text=text, **fields)
+            self._note("note", f"defence.{code}", text, **fields)
 
     def stock(self, defense: str | None = None):
         """AgentDojo's own pipeline for this element (``defense`` a stock name, or none)."""
@@ -157,9 +159,14 @@ def prepare(req: dict[str, Any], writer) -> None:
                   assets=noted, environment=env, port=bool(entry.get("port")))
 
 
-def pipeline(req: dict[str, Any], llm, agent: dict[str, Any], writer):
+def pipeline(req: dict[str, Any], llm, agent: dict[str, Any], writer,
+             next_call_id: Callable[[], str]):
     """The defended pipeline of a provisioned code asset's factory, or None (the caller
-    builds AgentDojo's own)."""
+    builds AgentDojo's own). It is named as AgentDojo names a defended pipeline,
+    ``f"{pipeline name}-{defence}"`` (the native log's directory follows it), and the
+    session notes the defence as installed (``defence.installed``, under the defence's
+    actor): the provisioned code's and weights' files by sha256, as the marker records
+    them. The factory's own notes (``ctx.note``) name the actor too."""
     plan = _plan(req)
     if plan is None:
         return None
@@ -174,14 +181,27 @@ def pipeline(req: dict[str, Any], llm, agent: dict[str, Any], writer):
     sys.dont_write_bytecode = True  # the environment is never edited, not even by a cache
     if files not in sys.path:
         sys.path.insert(0, files)
+    from agentprov_backend.defended import Recorder
+
     factory = getattr(importlib.import_module(a["module"]), a["factory"])
+    rec = Recorder(writer, req["defence"], next_call_id)
+    name = f"{agent['pipeline_name']}-{req['defence']}"
     ctx = DefenceContext(defence=req["defence"], llm=llm, model_id=agent.get("model_id"),
-                         pipeline_name=agent["pipeline_name"],
-                         assets={i: _asset_dir(i) for i, _ in assets},
-                         port=bool(entry.get("port")), _note=writer.append)
+                         pipeline_name=name, assets={i: _asset_dir(i) for i, _ in assets},
+                         port=bool(entry.get("port")),
+                         _note=lambda _kind, code, text, **f: rec.note(code, text, **f))
     built = factory(ctx)
     if built is None or not callable(getattr(built, "query", None)):
         raise TypeError(f"{a['module']}.{a['factory']} returned {type(built).__name__}, not a "
                         "pipeline with a query method")
-    built.name = agent["pipeline_name"]
+    built.name = name
+    recorded = _marker_assets()
+
+    def files(kind: str) -> list[dict[str, str]]:
+        return [{"asset": i, "path": f.get("path"), "sha256": f.get("sha256")}
+                for i, x in assets if x.get("kind") == kind
+                for f in (recorded.get(i) or {}).get("files") or []]
+
+    rec.installed(built, list(getattr(built, "elements", None) or [built]), {},
+                  code=files("code"), weights=files("weights"))
     return built
