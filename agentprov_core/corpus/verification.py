@@ -539,14 +539,13 @@ def _index_facts(aer: _AER, e: Any, validation: bytes | None
         return
     from agentprov_core.evidence.live_mapping import _validation_status
 
-    data = validation
     try:
-        doc = json.loads(data)
+        doc = json.loads(validation)
     except (ValueError, RecursionError):
         return
     if not isinstance(doc, dict):
         return
-    yield "validation.json status", _validation_status(data), e.validation
+    yield "validation.json status", _validation_status(validation), e.validation
     yield "validation.json execution_id", doc.get("execution_id"), e.execution_id
     for name in ("aer", "sem", "prov"):
         yield f"validation.json {name}_sha256", doc.get(f"{name}_sha256"), getattr(
