@@ -52,6 +52,8 @@ import click
 import msgspec
 
 from agentprov_core import __version__, capture_chain, environments, redaction
+from agentprov_core import endpoints as epmod
+from agentprov_core.corpus import selfdigest
 from agentprov_core.corpus.ledger import Attempt
 from agentprov_core.corpus.working import MANIFEST_FORMAT, WorkingCorpus, now, partial_dir, unit_key
 from agentprov_core.errors import AgentprovError
@@ -356,9 +358,12 @@ def _records(data: bytes) -> list[dict[str, Any]]:
     out = []
     for line in data.splitlines():
         try:
-            out.append(json.loads(line))
-        except ValueError:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):  # a log the worker wrote: read up to the damage
             break
+        if not isinstance(rec, dict):
+            break
+        out.append(rec)
     return out
 
 
@@ -385,7 +390,9 @@ def account_of(p, wc: WorkingCorpus | None, live: Live | None = None):
         for line in ledger.read_text(encoding="utf-8").splitlines():
             try:
                 entry = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
+                continue
+            if not isinstance(entry, dict):
                 continue
             sha = entry.get("capture_sha256")
             if sha and store.has(sha):
@@ -429,9 +436,10 @@ def _probe_call(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus | N
         records = _records(data)
         charge = caps.charge_records(records) if records else caps.missing_log()
         acc.charge(charge, probe=True)
-        if redaction.scan(staging, live.secrets()):
+        if redaction.scan(staging, live.secrets()) or redaction.scan_value(
+                "the worker's result", result, live.secrets()):
             raise AgentprovError("cli.environment.preflight", endpoint=p.resolved.name,
-                                 url=p.resolved.base_url,
+                                 url=epmod.shown(p.resolved.base_url),
                                  why="a staged file of the probe held a secret; its staging "
                                      f"directory {staging} was kept")
         if wc is not None:
@@ -447,7 +455,7 @@ def _probe_call(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus | N
                      "config_digest": p.plan.config_digest}
             (wc.root / PREFLIGHT_LEDGER).parent.mkdir(exist_ok=True)
             with open(wc.root / PREFLIGHT_LEDGER, "a", encoding="utf-8") as f:
-                f.write(json.dumps(entry, sort_keys=True) + "\n")
+                f.write(selfdigest.json_line(entry))
                 f.flush()
                 os.fsync(f.fileno())
         if not p.request.options.get("keep_staging"):
@@ -479,7 +487,7 @@ def run_preflight(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus |
 
     pf = _preflight()
     s = canary.Settings.from_run(p.request.options, live.params, live.wire)
-    probe = pf.Probe(p.resolved.name, p.resolved.base_url, s)
+    probe = pf.Probe(p.resolved.name, epmod.shown(p.resolved.base_url), s)
     try:
         verdict = probe.run(_probe_call(p, live, worker, staging_root, wc, acc, invocation))
     except AgentprovError:
@@ -582,6 +590,7 @@ def _run(p, consent: dict[str, Any] | None = None) -> int:
     wc = WorkingCorpus(partial_dir(o["corpus"]))
     wc.lock()
     live_ctx = Live(p)
+    wc.secrets = live_ctx.secrets  # the manifest is scanned for the key too
     try:
         old = wc.manifest() if (wc.root / "manifest.json").is_file() else None
         manifest = _manifest(p, wc, old)
@@ -831,9 +840,11 @@ def _drain_requested(o) -> bool:
     path = o.get("control_file")
     if not path:
         return False
-    try:
-        return Path(path).read_text(encoding="utf-8").strip() == "drain"
-    except OSError:
+    from agentprov_core import inputfile
+
+    try:  # a regular file of a few bytes: a FIFO or a device would stall the campaign
+        return inputfile.read_bytes(path, limit=4096).strip() == b"drain"
+    except inputfile.Unreadable:
         return False
 
 
@@ -895,7 +906,10 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
     fl.records = chain.records
     fl.charge = caps.charge_records(chain.records) if chain.records \
         else caps.missing_log(p.plan.defence)
-    findings = redaction.scan(fl.staging, live.secrets() if live is not None else {})
+    secrets = live.secrets() if live is not None else {}
+    # what the worker returned goes into the ledger: scanned like what it staged
+    findings = redaction.scan(fl.staging, secrets) + redaction.scan_value(
+        "the worker's result", result, secrets)
     base = dict(seq=seq[0], invocation=invocation, unit=fl.unit.key, cell_key=fl.unit.cell.key,
                 defence=p.plan.defence, repeat=fl.unit.repeat, attempt=fl.unit.attempt,
                 session_id=fl.session_id, started_at=fl.started_at, ended_at=now(),

@@ -79,13 +79,17 @@ def check(data: bytes, expected_head: str | None = None, require_end: bool = Tru
         try:
             rec = dec.decode(line)
             fast = isinstance(rec, dict) and not form.odd and _ENC.encode(rec) == line
-        except (msgspec.DecodeError, UnicodeError, TypeError, ValueError):
+        except (msgspec.DecodeError, UnicodeError, TypeError, ValueError, RecursionError):
             fast = False
         if not fast:
             try:
                 rec = json.loads(line.decode("utf-8"))
             except (UnicodeDecodeError, ValueError) as exc:
                 problems.append(f"record {i}: not JSON ({exc})")
+                records.append(None)
+                continue
+            except RecursionError:  # a record from the worker nested a thousand levels deep
+                problems.append(f"record {i}: not JSON (nested too deeply to be read)")
                 records.append(None)
                 continue
             if not isinstance(rec, dict):
@@ -95,7 +99,7 @@ def check(data: bytes, expected_head: str | None = None, require_end: bool = Tru
             try:
                 if canonical(rec) != line:
                     problems.append(f"record {i}: not in canonical form")
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 problems.append(f"record {i}: not canonical JSON ({exc})")
         records.append(rec)
         if rec.get("seq") != i:
@@ -179,7 +183,7 @@ def seal(path: Path, status: str, reason: str, code: str) -> bool:
         try:
             records.append(json.loads(line))
             keep = i + 1
-        except ValueError:
+        except (ValueError, RecursionError):
             break
     if not records or records[-1].get("kind") == "end" or keep < len(lines):
         return False

@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
+from agentprov_core.endpoints import shown
 from agentprov_core.errors import AgentprovError
 
 #: The preflight probe's calls, before the first cell (R-18): named in the consent text.
@@ -36,7 +37,7 @@ def summary(p: Any) -> list[str]:
     r = p.resolved
     cls = p.endpoint_class
     lines = [f"agentprov run {p.source.meta.name}: a real-model run, endpoint {r.name} "
-             f"(class {cls}) at {r.base_url}, model {o.get('model_id') or '(from the server)'}"]
+             f"(class {cls}) at {shown(r.base_url)}, model {o.get('model_id') or '(from the server)'}"]
     if o.get("preflight_only"):
         lines.append(f"  up to {PREFLIGHT_CALLS} preflight probe call(s), and no cell")
     else:
@@ -77,7 +78,7 @@ def decide(p: Any, *, stdin: IO[str] | None = None, stderr: IO[str] | None = Non
         raise AgentprovError(
             "cli.refused.consent",
             why=f"to billed calls: --i-consent-to-local-run covers a local server only, and "
-                f"{p.resolved.name} at {p.resolved.base_url} is class api; pass "
+                f"{p.resolved.name} at {shown(p.resolved.base_url)} is class api; pass "
                 "--i-consent-to-api-costs")
     flags = ("--i-consent-to-api-costs" if cls == "api"
              else "--i-consent-to-local-run or --i-consent-to-api-costs")

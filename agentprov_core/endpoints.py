@@ -8,9 +8,11 @@ variables a caller already read from ``.env``, the setting and the registry, in 
 from __future__ import annotations
 
 import ipaddress
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import msgspec
 
@@ -71,7 +73,10 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 def is_loopback(url: str) -> bool:
-    host = (urlsplit(url).hostname or "").strip("[]")
+    try:
+        host = (urlsplit(url).hostname or "").strip("[]")
+    except ValueError:  # not a URL: refused by check_url
+        return False
     if host == "localhost":
         return True
     try:
@@ -184,19 +189,77 @@ def endpoint_class(ep: Endpoint, url: str) -> Literal["local", "api"]:
     return "local" if ep.local and is_loopback(url) else "api"
 
 
-def shown(url: str) -> str:
-    """A URL as a refusal may print it: no user information, query or fragment (they may
-    hold a secret), only that they were there."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
+_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+
+
+def shown(url: str, secrets: Iterable[str] = ()) -> str:
+    """A URL as a message may print it: no user information, query or fragment (they may
+    hold a secret), only that they were there; no key (the values ``secrets`` and any
+    key-shaped string, as the redaction scan knows them); control characters escaped. It
+    never raises, whatever ``url`` holds."""
+    # control characters first: urlsplit would silently drop a line break or a tab
+    url = _CONTROL.sub(lambda m: "%20" if m.group() == " " else
+                       m.group().encode("unicode_escape").decode("ascii"), url)
+    try:
+        parts = urlsplit(url)
+        scheme, netloc, path, query, fragment = (parts.scheme, parts.netloc, parts.path,
+                                                 parts.query, parts.fragment)
+    except ValueError:  # not a URL (an unclosed IPv6 bracket): cut it the same way by hand
+        scheme, _, rest = url.partition("://") if "://" in url else ("", "", url)
+        rest, hash_, fragment = rest.partition("#")
+        rest, _, query = rest.partition("?")
+        netloc, slash, path = rest.partition("/")
+        path = slash + path
+        fragment = fragment or hash_
     if "@" in netloc:
         netloc = "…@" + netloc.rsplit("@", 1)[1]
-    out = f"{parts.scheme}://{netloc}{parts.path}" if parts.scheme else netloc + parts.path
-    return out + ("?…" if parts.query else "") + ("#…" if parts.fragment else "")
+    out = f"{scheme}://{netloc}{path}" if scheme else netloc + path
+    out += ("?…" if query else "") + ("#…" if fragment else "")
+    from agentprov_core import redaction
+
+    return redaction.redact_text(out, secrets)
 
 
-def _refuse(url: str, why: str) -> AgentprovError:
-    return AgentprovError("cli.refused.endpoint", url=shown(url), why=why)
+def _refuse(url: str, why: str, secrets: Iterable[str] = ()) -> AgentprovError:
+    return AgentprovError("cli.refused.endpoint", url=shown(url, secrets), why=why)
+
+
+def parse_url(url: str) -> SplitResult:
+    """``url`` split, or ``cli.refused.endpoint`` (exit 4) when it is no URL: one that
+    does not parse (an unclosed IPv6 bracket, a port that is not a number) or that holds a
+    control character or a space (``urlsplit`` would silently drop a line break, which
+    would then reach the request line)."""
+    if m := _CONTROL.search(url):
+        raise _refuse(url, f"it holds a control character or a space "
+                           f"({m.group()!r} at character {m.start() + 1}); give the URL on "
+                           "one line, without spaces")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a malformed port raises here
+    except ValueError as exc:
+        raise _refuse(url, f"it is not a valid URL ({exc})") from None
+    return parts
+
+
+def check_secret_free(url: str, secrets: dict[str, str]) -> None:
+    """``cli.refused.endpoint`` (exit 4) when ``url`` holds the value of a key (by its
+    variable's name in ``secrets``), as given or percent-encoded, or a key-shaped string:
+    a base URL is recorded in the corpus and printed, and a key never is."""
+    from urllib.parse import unquote
+
+    from agentprov_core import redaction
+
+    values = [v for v in secrets.values() if v]
+    for text in dict.fromkeys((url, unquote(url))):  # shown decoded: redacted either way
+        for name, value in secrets.items():
+            if value and value in text:
+                raise _refuse(text, f"it holds the value of {name}: a key is never put in a "
+                                    "URL (it would be recorded and printed); give the "
+                                    "endpoint's URL without it, the key stays in the keychain "
+                                    "or .env", values)
+        if what := redaction.key_shape(text):
+            raise _refuse(text, f"it holds a key-shaped string ({what}): a key is never put "
+                                "in a URL; give the endpoint's URL without it", values)
 
 
 def lan_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -214,11 +277,7 @@ def check_url(ep: Endpoint, url: str, source: str, *, allow_custom: bool, allow_
     fragments always refused; https only (loopback excepted); the registered host unless
     ``--allow-custom-endpoint``; a local entry on loopback, or with ``--allow-lan-endpoint``
     a literal private address over plain http."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - a malformed port raises here
-    except ValueError as exc:
-        raise _refuse(url, f"it is not a valid URL ({exc})") from None
+    parts = parse_url(url)
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
         raise _refuse(url, "a URL with a user name is always refused (put the key in the "
                            "keychain or .env)")

@@ -173,6 +173,8 @@ def parse_env(text: str, origin: str) -> dict[str, str]:
         text = text[1:]
     for lineno, raw in enumerate(text.splitlines(), 1):
         location = f"{origin}:{lineno}"
+        if "\0" in raw:  # no environment variable can hold one
+            _syntax(location, "the line holds a NUL character")
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -200,16 +202,16 @@ def parse_env(text: str, origin: str) -> dict[str, str]:
 def read_env_file(path: str | Path) -> dict[str, str]:
     """The variables of the .env file ``path`` (exit 2 when missing, unreadable or
     malformed)."""
-    from agentprov_core import paths
+    from agentprov_core import inputfile, paths
 
     p = Path(path)
     shown = paths.display(p)
     if not p.exists():
         raise AgentprovError("cli.usage.env_file", path=str(path))
     try:
-        data = p.read_bytes()
-    except OSError as exc:
-        _syntax(shown, f"cannot be read ({type(exc).__name__})")
+        data = inputfile.read_bytes(p)
+    except inputfile.Unreadable as exc:
+        _syntax(shown, str(exc))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -244,10 +246,20 @@ def read_env_stdin(stream: Any = None) -> dict[str, str]:
             _stdin_error("stdin is not UTF-8 text")
     if not data.strip():
         _stdin_error("stdin was empty; expected one JSON object of variables")
+    from agentprov_core import inputfile
+
     try:
+        inputfile.check_json_depth(data)
         obj = json.loads(data)
     except json.JSONDecodeError as exc:
         _stdin_error(f"not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})")
+    except inputfile.Unreadable as exc:
+        _stdin_error(f"not one object of variables: it {exc}")
+    except ValueError as exc:  # a number of more than 4,300 digits
+        _stdin_error(f"not JSON ({inputfile.number_error(exc)})")
+    except RecursionError:
+        _stdin_error(f"not one object of variables: it nests more than "
+                     f"{inputfile.MAX_DEPTH} levels deep")
     if not isinstance(obj, dict):
         _stdin_error(f"expected one JSON object of variables, got a JSON {type(obj).__name__}")
     variables: dict[str, str] = {}
@@ -257,6 +269,8 @@ def read_env_stdin(stream: Any = None) -> dict[str, str]:
                          "(letters, digits and _, not starting with a digit)")
         if not isinstance(v, str):
             _stdin_error(f"the value of {k} is not a JSON string")
+        if "\0" in v:
+            _stdin_error(f"the value of {k} holds a NUL character")
         variables[k] = v
     _stdin_cache.append((stream, variables))
     return variables
@@ -400,6 +414,15 @@ def _present(value: str | None) -> bool:
     return bool(value and value.strip())
 
 
+def _checked(secret: Secret, where: str) -> Secret:
+    """``secret`` when its value is one line without spaces or control characters (it is
+    sent in a header); else ``cli.usage.key_value`` (exit 2), naming where it was read."""
+    if any(c.isspace() or not c.isprintable() for c in secret.reveal().strip()):
+        raise AgentprovError("cli.usage.key_value", variable=secret.name,
+                             what=f"{where} holds spaces or control characters inside")
+    return secret
+
+
 def read_key(var: str, options: dict[str, Any], *, stdin: Any = None) -> Secret:
     """The key ``var`` from the source ``options`` choose (see the module docstring)."""
     from agentprov_core import paths
@@ -410,21 +433,21 @@ def read_key(var: str, options: dict[str, Any], *, stdin: Any = None) -> Secret:
         if not _present(value):
             _missing(var, [f"{var} is {'empty' if value is not None else 'not'} "
                            "in the --env-stdin object"])
-        return Secret(var, value, "env-stdin")
+        return _checked(Secret(var, value, "env-stdin"), "in the --env-stdin object")
     if mode == "env_file":
         path = Path(options["env_file"])
         shown = paths.display(path)
         value = read_env_file(path).get(var)
         if not _present(value):
             _missing(var, [f"{var} is {'empty' if value is not None else 'not set'} in {shown}"])
-        return Secret(var, value, "env-file", location=str(path))
+        return _checked(Secret(var, value, "env-file", location=str(path)), f"in {shown}")
     if mode == "keychain":
         kr = keychain()
         value = _keychain_get(kr, var)
         if not _present(value):
             _missing(var, [f"it is not in the keychain ({backend_name(kr)}, service "
                            f"{SERVICE}), and --keychain reads nothing else"])
-        return Secret(var, value, "keychain")
+        return _checked(Secret(var, value, "keychain"), "in the keychain")
     # the specification's order: the keychain, then ./.env
     searched: list[str] = []
     notes: list[str] = []
@@ -439,14 +462,14 @@ def read_key(var: str, options: dict[str, Any], *, stdin: Any = None) -> Secret:
     else:
         value = _keychain_get(kr, var)
         if _present(value):
-            return Secret(var, value, "keychain")
+            return _checked(Secret(var, value, "keychain"), "in the keychain")
         searched.append(f"it is not in the keychain ({backend_name(kr)}, service {SERVICE})")
     dotenv = Path(DEFAULT_ENV_FILE)
     if dotenv.is_file():
         value = read_env_file(dotenv).get(var)
         if _present(value):
-            return Secret(var, value, "env-file", location=str(dotenv.absolute()),
-                          notes=tuple(notes))
+            return _checked(Secret(var, value, "env-file", location=str(dotenv.absolute()),
+                                   notes=tuple(notes)), f"in {dotenv.absolute()}")
         searched.append(f"it is {'empty' if value is not None else 'not set'} in "
                         f"{dotenv.absolute()}")
     else:

@@ -7,11 +7,14 @@ document, which is why a plan file and the equivalent flags give the same plan d
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
 PLAN_FORMAT = "agentprov-run-plan/0.1"
+#: The most repeats of a plan (a plan of more would never finish, and would hang expanding)
+MAX_REPEATS = 1000
+Repeats = Annotated[int, msgspec.Meta(ge=1, le=MAX_REPEATS)]
 
 Benign = Literal["include", "exclude", "only"]
 
@@ -41,7 +44,7 @@ class PlanDoc(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     injection_tasks: str = "all"
     attacks: list[str] = []
     benign: Benign = "include"
-    repeats: int = 1
+    repeats: Repeats = 1
     defence: str = "none"
     autodojo_cache: str | None = None
     autodojo_variant: int | None = None

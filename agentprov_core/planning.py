@@ -83,7 +83,7 @@ def _pairs(values, option: str, scalar: bool) -> dict[str, Any]:
         if scalar:
             try:
                 parsed = tomllib.loads(f"v = {value}")["v"]
-            except tomllib.TOMLDecodeError:
+            except (ValueError, RecursionError):  # not TOML (or too deep, or too long)
                 parsed = value
             if isinstance(parsed, float):
                 raise AgentprovError("cli.usage.option_value", option=option, value=raw,
@@ -189,9 +189,11 @@ def model_params(req: RunRequest, src: Source, ep: epmod.Endpoint | None) -> dic
         if o.get("reasoning_effort") is not None:
             raise AgentprovError("cli.usage.reasoning_effort_anthropic", endpoint=ep.name)
         if mt != "harness-default":
-            if not mt.isdigit() or int(mt) < 1:
-                raise AgentprovError("cli.usage.option_value", option="--max-tokens", value=mt,
-                                     what="a positive integer, or harness-default")
+            if not (mt.isascii() and mt.isdigit() and len(mt) <= 9) or int(mt) < 1:
+                raise AgentprovError("cli.usage.option_value", option="--max-tokens",
+                                     value=mt if len(mt) <= 40 else f"{mt[:40]}…",
+                                     what="a positive integer below 1,000,000,000, or "
+                                          "harness-default")
             mt = int(mt)
         params["max_tokens"] = mt
     elif mt is not None:
@@ -270,6 +272,7 @@ def endpoint_class(req: RunRequest, ep: epmod.Endpoint) -> str:
     """The class before ``.env`` is read (step 3 reads it only after the caps check): the
     flag, the setting and the registry decide it."""
     url, _ = epmod.resolve_base_url(ep, req.options.get("base_url"), None)
+    epmod.parse_url(url)  # a URL that is no URL is refused before it decides anything
     return epmod.endpoint_class(ep, url)
 
 
@@ -301,19 +304,24 @@ def check_key_and_url(req: RunRequest, ep: epmod.Endpoint) -> epmod.ResolvedEndp
         if value:
             env[ep.base_url_variable] = value
     url, source = epmod.resolve_base_url(ep, o.get("base_url"), env)
+    epmod.parse_url(url)
     check_caps(req, epmod.endpoint_class(ep, url))
     key_variable: str | None = None
+    secrets: dict[str, str] = {}
     if ep.key:
-        keys.read_key(ep.key, o)  # cli.environment.credential (exit 3) when missing
+        secret = keys.read_key(ep.key, o)  # cli.environment.credential (exit 3) when missing
         key_variable = ep.key
     elif ep.optional_key:
         try:
-            keys.read_key(ep.optional_key, o)
+            secret = keys.read_key(ep.optional_key, o)
         except AgentprovError as exc:
             if exc.code != "cli.environment.credential":
                 raise
         else:
             key_variable = ep.optional_key
+    if key_variable:
+        secrets[key_variable] = secret.reveal()  # compared with the URL, then let go
+    epmod.check_secret_free(url, secrets)  # exit 4: the base URL is recorded and printed
     resolved = epmod.check_url(ep, url, source,
                                allow_custom=bool(o.get("allow_custom_endpoint")),
                                allow_lan=bool(o.get("allow_lan_endpoint")))

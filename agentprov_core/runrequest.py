@@ -7,15 +7,25 @@ contacts a server, or writes a file.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentprov_core import paths
 from agentprov_core.errors import AgentprovError
+from agentprov_core.plandoc import MAX_REPEATS
 
 CAPS = ("max_calls", "max_cost_usd", "price_in", "price_out")
 CREDENTIALS = (("keychain", "--keychain"), ("env_file", "--env-file"), ("env_stdin", "--env-stdin"))
+#: The longest --cell-timeout (a week: longer waits are beyond what a timer can hold here)
+MAX_CELL_TIMEOUT = 7 * 86400
+#: The longest --start-stagger, in seconds
+MAX_STAGGER = 3600
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} digits)"
 
 
 @dataclass
@@ -82,12 +92,25 @@ def check_usage(req: RunRequest) -> None:
         maximum = max_jobs()
         if jobs < 1 or jobs > maximum:
             raise AgentprovError("cli.usage.jobs_above_host", jobs=jobs, maximum=maximum)
-    for name, flag, lo in (("max_attempts", "--max-attempts", 1), ("canary", "--canary", 0),
-                           ("cell_timeout", "--cell-timeout", 1), ("repeats", "--repeats", 1)):
+    for name, flag in (("max_cost_usd", "--max-cost-usd"), ("price_in", "--price-in"),
+                       ("price_out", "--price-out"), ("start_stagger", "--start-stagger")):
+        v = o.get(name)
+        if v is not None and not math.isfinite(v):
+            raise AgentprovError("cli.usage.option_value", option=flag, value=str(v),
+                                 what="must be a finite number")
+    for name, flag, lo, hi in (("max_attempts", "--max-attempts", 1, None),
+                               ("canary", "--canary", 0, None),
+                               ("cell_timeout", "--cell-timeout", 1, MAX_CELL_TIMEOUT),
+                               ("repeats", "--repeats", 1, MAX_REPEATS),
+                               ("limit", "--limit", 0, None),
+                               ("start_stagger", "--start-stagger", 0, MAX_STAGGER)):
         v = o.get(name)
         if v is not None and v < lo:
             raise AgentprovError("cli.usage.option_value", option=flag, value=str(v),
                                  what=f"must be {lo} or more")
+        if v is not None and hi is not None and v > hi:
+            raise AgentprovError("cli.usage.option_value", option=flag, value=_short(str(v)),
+                                 what=f"must be {hi:,} or less")
     if o.get("preflight_only"):
         return
     if not o.get("corpus") or not o.get("campaign"):

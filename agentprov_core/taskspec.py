@@ -12,12 +12,22 @@ import re
 
 from agentprov_core.errors import AgentprovError
 
-_RANGE = re.compile(r"^(\d+)\s*-\s*(\d+)$")
+_RANGE = re.compile(r"^(\d+)\s*-\s*(\d+)$", re.ASCII)
+#: An index of more digits than this is out of range of any catalogue (and never given to
+#: ``int``, which refuses more than 4,300 digits).
+MAX_DIGITS = 9
 
 
 def task_number(task_id: str) -> int:
-    m = re.search(r"(\d+)$", task_id)
-    return int(m.group(1)) if m else -1
+    m = re.search(r"(\d+)$", task_id, re.ASCII)
+    if m is None:
+        return -1
+    return int(m.group(1)) if len(m.group(1)) <= MAX_DIGITS else 10**MAX_DIGITS  # sorts last
+
+
+def _index(digits: str, last: int) -> int:
+    """An index as given; one of more than :data:`MAX_DIGITS` digits is past ``last``."""
+    return int(digits) if len(digits) <= MAX_DIGITS else last + 1
 
 
 def sort_tasks(ids: list[str]) -> list[str]:
@@ -47,32 +57,40 @@ def select(spec: str, tasks: list[str], *, option: str, where: str) -> list[str]
     for raw in spec.split(","):
         item = raw.strip()
         if not item:
-            raise AgentprovError("cli.usage.task_spec", option=option, spec=spec,
+            raise AgentprovError("cli.usage.task_spec", option=option, spec=_short(spec),
                                  what="an empty item between commas")
-        if item.isdigit():
-            idx = int(item)
+        if item.isascii() and item.isdigit():
+            idx = _index(item, last)
             if idx > last:
-                raise AgentprovError("cli.usage.task_spec", option=option, spec=spec,
-                                     what=f"index {idx} is out of range; {known}")
+                raise AgentprovError("cli.usage.task_spec", option=option, spec=_short(spec),
+                                     what=f"index {_short(item)} is out of range; {known}")
             chosen.add(ordered[idx])
             continue
         m = _RANGE.match(item)
         if m:
-            lo, hi = int(m.group(1)), int(m.group(2))
+            lo, hi = _index(m.group(1), last), _index(m.group(2), last)
+            for given, idx in ((m.group(1), lo), (m.group(2), hi)):
+                if idx > last:
+                    raise AgentprovError("cli.usage.task_spec", option=option,
+                                         spec=_short(spec),
+                                         what=f"index {_short(given)} is out of range; {known}")
             if lo > hi:
-                raise AgentprovError("cli.usage.task_spec", option=option, spec=spec,
+                raise AgentprovError("cli.usage.task_spec", option=option, spec=_short(spec),
                                      what=f"range {item} runs backwards; write {hi}-{lo}")
-            if hi > last:
-                raise AgentprovError("cli.usage.task_spec", option=option, spec=spec,
-                                     what=f"index {hi} is out of range; {known}")
             chosen.update(ordered[lo : hi + 1])
             continue
         if item in tasks:
             chosen.add(item)
             continue
-        raise AgentprovError("cli.usage.task_spec", option=option, spec=spec,
-                             what=f"{item!r} is neither an index, a range nor a task id; {known}")
+        raise AgentprovError("cli.usage.task_spec", option=option, spec=_short(spec),
+                             what=f"{_short(item)!r} is neither an index, a range nor a task "
+                                  f"id; {known}")
     return [t for t in ordered if t in chosen]
+
+
+def _short(text: str, limit: int = 40) -> str:
+    """``text`` as a message shows it: at most ``limit`` characters."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
 def _describe(ordered: list[str], where: str) -> str:

@@ -14,13 +14,17 @@ _AT_LINE = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 def read(path: Path, code: str) -> tuple[dict[str, Any], str]:
     """Parse ``path``; raise ``code`` (a usage error with ``location`` and ``what``)."""
+    from agentprov_core import inputfile
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise AgentprovError(code, location=str(path), what="no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AgentprovError(code, location=str(path), what=f"cannot be read ({exc})") from None
+        text = inputfile.read_bytes(path).decode("utf-8")
+    except inputfile.Unreadable as exc:
+        raise AgentprovError(code, location=str(path), what=str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise AgentprovError(code, location=str(path),
+                             what=f"is not UTF-8 text (byte {exc.start})") from None
     try:
+        inputfile.check_toml_depth(text)
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
@@ -28,6 +32,14 @@ def read(path: Path, code: str) -> tuple[dict[str, Any], str]:
         where = f"{path}:{m.group(1)}" if m else str(path)
         what = _AT_LINE.sub("", msg).strip()
         raise AgentprovError(code, location=where, what=f"malformed TOML: {what}") from None
+    except inputfile.Unreadable as exc:
+        raise AgentprovError(code, location=str(path), what=f"malformed TOML: it {exc}") from None
+    except RecursionError:
+        raise AgentprovError(code, location=str(path), what="malformed TOML: nested too "
+                             f"deeply (the limit is {inputfile.MAX_DEPTH} levels)") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise AgentprovError(code, location=str(path),
+                             what=f"malformed TOML: {inputfile.number_error(exc)}") from None
 
 
 def line_of(text: str, key: str, table: str | None = None) -> int | None:

@@ -139,7 +139,9 @@ class Worker:
         for line in self.proc.stdout:
             try:
                 reply = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # the worker is untrusted: a line that is
+                continue                          # no answer is not one
+            if not isinstance(reply, dict):
                 continue
             with self._lock:
                 fut = self._pending.pop(reply.get("id"), None)

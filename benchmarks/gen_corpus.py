@@ -38,7 +38,7 @@ def _capture_module():
 def generate(out: Path, n: int, template: Path = TEMPLATE, progress: bool = False) -> Path:
     from agentprov_core.corpus.ledger import Attempt, Ledger
     from agentprov_core.corpus.store import RawStore
-    from agentprov_core.corpus.working import partial_dir
+    from agentprov_core.corpus.working import WorkingCorpus, partial_dir
     from agentprov_core.evidence.live_mapping import map_attempt
 
     capture = _capture_module()
@@ -49,8 +49,7 @@ def generate(out: Path, n: int, template: Path = TEMPLATE, progress: bool = Fals
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
-    (root / "manifest.json").write_text(json.dumps(manifest, sort_keys=True, indent=1) + "\n",
-                                        encoding="utf-8")
+    WorkingCorpus(root).write_manifest(manifest)  # as T0 writes it (its manifest_sha256)
     store, ledger = RawStore(root / "raw"), Ledger(root / "ledger.jsonl")
     scratch = root / ".gen"
     scratch.mkdir()

@@ -672,3 +672,77 @@ def test_a_different_configuration_on_the_same_corpus(runs, tmp_path):
     assert len(manifest["config_digests"]) == 2 and native[0] in manifest["config_digests"]
     assert manifest["live"]["llm_element"] == "gateway_compat"
     assert check_consistent(part) == []
+
+
+# ------------------------------------------------------------------ readers during a run
+def read_all(part: Path) -> dict[str, object]:
+    """verify, validate --strict, stats and recompute --dry-run of ``part``, in-process
+    (the CLI's own functions, on the real files), as a reader sees the corpus now."""
+    from agentprov_core.cli.validate import Run
+    from agentprov_core.corpus import stats as statsmod
+    from agentprov_core.corpus.opening import open_corpus
+    from agentprov_core.corpus.verification import verify_corpus
+    from agentprov_core.evidence import recompute as rc
+
+    report = verify_corpus(part)
+    run = Run(part, strict=True, release=False, skip_prov=False, fmt="json")
+    validate_failed = run.corpus()
+    c = open_corpus(part)
+    counts = statsmod.tables(c, ("counts",))["counts"][0]
+    s = rc.run(c.root, c.manifest, None)
+    return {"verify": [f.line() for f in report.failed],
+            "held": run.snap.held,
+            "validate": run.tally.failures + run.tally.corpus_problems if validate_failed
+            else [],
+            "recompute": [r.reasons for r in s.details] if not s.ok else [],
+            "attempts": counts["attempts"], "records": counts["records"]}
+
+
+@pytest.mark.req("R-27.2", "R-27.3", "R-27.4", "R-27.5")
+def test_readers_during_a_run_see_a_consistent_corpus(runs, tmp_path):
+    """A scripted campaign whose endpoint answers slowly (0.3 s a reply, five cells), read
+    over and over while it writes: verify, validate --strict, stats and recompute --dry-run
+    never report a failure of a healthy corpus, and say that a run holds it; once it has
+    finished, every read passes without that note."""
+    corpus = tmp_path / "c"
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps({"format": "agentprov-llm-script/0.1", "latency_s": 0.3,
+                                  "replies": FAST}), encoding="utf-8")
+    part = partial(corpus)
+    p = runs.start(run_args(corpus, script, "0-4"))
+    wait_for(lambda: (part / "ledger.jsonl").exists(), 120, "the first ledger entry")
+    reads, held, seen_attempts = [], 0, set()
+    while p.poll() is None:
+        got = read_all(part)
+        reads.append(got)
+        held += bool(got["held"])
+        seen_attempts.add(got["attempts"])
+        assert not got["verify"] and not got["validate"] and not got["recompute"], got
+    code, out, err = runs.finish(p)
+    assert code == 0, err
+    assert len(reads) >= 20 and held >= len(reads) - 5, (len(reads), held)  # the last: unlocked
+    assert len(seen_attempts) >= 3, seen_attempts  # the reads saw the corpus grow
+    final = read_all(part)
+    assert final == {"verify": [], "held": False, "validate": [], "recompute": [],
+                     "attempts": 5, "records": 5}
+    r = runs.run(["verify", "--corpus", str(part)])
+    assert r[0] == 0 and "in_progress" not in r[1], r
+
+
+@pytest.mark.req("R-27.4")
+def test_a_byte_flipped_in_a_real_corpus_is_detected(runs, tmp_path):
+    """The real T0's corpus of a scripted campaign (a setup refusal among its cells): a bit
+    flipped at 64 places of every evidence file is caught by verify or validate --strict
+    (test_corpus_tools flips every byte of the files no other file's digest covers)."""
+    from test_corpus_tools import evidence_files, undetected_flips
+
+    corpus, script = tmp_path / "c", write_script(tmp_path / "s.json", FAST)
+    code, out, err = runs.run([*run_args(corpus, script, "0-1"), "--attack",
+                               "important_instructions", "--injection-tasks", "0",
+                               "--benign", "include"])
+    assert code == 1 and "a cell's setup refused this configuration" in err, err
+    part = partial(corpus)
+    assert read_all(part)["verify"] == []
+    names = {str(p.relative_to(part)).split("/")[0] for p in evidence_files(part)}
+    assert names == {"manifest.json", "ledger.jsonl", "executions.jsonl", "executions", "raw"}
+    assert undetected_flips(part, samples=64) == []

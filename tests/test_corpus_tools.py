@@ -26,6 +26,7 @@ import pytest
 from conftest import ROOT, snapshot
 
 from agentprov_core import __version__
+from agentprov_core.corpus import selfdigest
 from agentprov_core.corpus.ledger import Attempt, Ledger
 from agentprov_core.corpus.store import RawStore
 from agentprov_core.corpus.working import WorkingCorpus, unit_key
@@ -93,7 +94,8 @@ def _session(path: Path, session: str, cell: dict, unit: str, attempt: int,
     w = capture.CaptureWriter(path, {
         "session_id": session, "cell": cell, "unit": unit, "attempt": attempt,
         "backend": {"environment_id": ENV_ID, "identity_sha256": IDENTITY},
-        "plan_sha256": PLAN, "config_digest": CONFIG,
+        "plan_sha256": PLAN, "config_digest": CONFIG, "source": "agentdojo",
+        "benchmark_version": "v1.2.2", "test_only": True,  # as the worker writes them
         "declared_instrumentation": ["recording_transport@1 mode: observe"]}, durable=False)
     if not conclusive:
         w.append("note", code="session.setup_refused", text="the attack names the model")
@@ -109,11 +111,11 @@ def _session(path: Path, session: str, cell: dict, unit: str, attempt: int,
     w.append("model_call_end", call_id="c1", status="ok")
     w.append("tool_result", tool="get_balance", arguments={}, result="1810.0", error=None)
     w.append("environment_digest", name="post", sha256="3" * 64)
-    w.end("complete", reason=None)
+    w.end("complete", reason=None, utility=True, security=False, calls=1)  # as the worker
 
 
 def _aer(a: Attempt, cell: dict, cap: str, head: str, cap_bytes: int, native: str | None,
-         native_bytes: int) -> A.AER:
+         native_bytes: int, started_at: str) -> A.AER:
     evidence = [A.Evidence(role="capture", format="capture/0.1", sha256=cap, bytes=cap_bytes,
                            path=f"raw/sha256/{cap[:2]}/{cap}", head_sha256=head)]
     if native:
@@ -122,7 +124,8 @@ def _aer(a: Attempt, cell: dict, cap: str, head: str, cap_bytes: int, native: st
                                    path=f"raw/sha256/{native[:2]}/{native}"))
     header = A.Header(
         execution_id=a.session_id, mode="live", source="agentdojo",
-        backend=A.Backend(id="agentdojo", environment_id=ENV_ID, identity_sha256=IDENTITY),
+        backend=A.Backend(id="agentdojo", environment_id=ENV_ID, identity_sha256=IDENTITY,
+                          benchmark_version="v1.2.2"),
         task=A.Task(source="agentdojo", suite="banking", user_task_id=cell["user_task_id"],
                     injection_task_id=cell["injection_task_id"], attack=cell["attack"],
                     cell_key=cell["cell_key"], unit=a.unit, attempt=a.attempt),
@@ -131,7 +134,7 @@ def _aer(a: Attempt, cell: dict, cap: str, head: str, cap_bytes: int, native: st
         producer=A.Producer(version=__version__, mapper="agentdojo.capture",
                             mapper_version=MAPPER_VERSION, test_only=True),
         evidence=evidence, plan_sha256=PLAN, config_digest=CONFIG,
-        started_at=a.started_at, ended_at=a.ended_at)
+        started_at=started_at, ended_at=a.ended_at)
     if not a.conclusive:
         return A.AER(header=header, records=[A.Note(code="session.setup_refused",
                                                     text="the attack names the model")],
@@ -194,7 +197,8 @@ def build_corpus(base: Path, name: str = "live-demo") -> Path:
                     reason=None if conclusive else "setup refusal", calls=1 if conclusive else 0,
                     plan_sha256=PLAN, config_digest=CONFIG)
         ledger.append(a)
-        record = _aer(a, cell, cap, head, len(data), native, native_size or 0)
+        record = _aer(a, cell, cap, head, len(data), native, native_size or 0,
+                      json.loads(data.split(b"\n", 1)[0])["started_at"])  # the mapper's
         aer_bytes = A.encode(record)
         files = derive(record, aer_bytes, root)
         d = ex.write(session, {"aer": aer_bytes, **files})
@@ -382,6 +386,8 @@ def test_a_hand_edited_manifest_fails_its_form(cli, corpus):
     path.write_text(json.dumps(doc, sort_keys=True, indent=2) + "\n")
     r = cli("verify", "--corpus", corpus)
     assert r.code == 1 and failed_lines(r.out) == [
+        "failed: manifest.digest at manifest.json: its bytes no longer match its "
+        "manifest_sha256: it was altered after T0 wrote it",
         "failed: manifest.form at manifest.json: it is not in the form T0 writes (JSON, sorted "
         "keys, indent 1, one newline): it was edited after it was written"]
 
@@ -459,16 +465,40 @@ def test_a_torn_ledger_line_is_unverified_not_failed(cli, corpus):
 
 
 @pytest.mark.req("R-27.4", "R-27.11")
-def test_a_removed_index_line_leaves_an_unindexed_execution(cli, corpus):
-    """What an index append cut short leaves too: unverified, not failed."""
+def test_an_unmapped_attempt_fails_unless_a_run_holds_the_corpus(cli, corpus):
+    """What an index append cut short leaves: an execution directory no line names
+    (unverified) and a ledgered attempt without an execution: a failure when no run is
+    writing the corpus, in progress while one holds its lock."""
+    from filelock import FileLock
+
     eid = index_entries(corpus)[2].execution_id
     rewrite_lines(corpus / "executions.jsonl", lambda ls: ls[:2] + ls[3:])
     r = cli("verify", "--corpus", corpus)
-    assert r.code == 0, r.out
+    assert r.code == 1, r.out
     assert f"  unverified: executions.unindexed at executions/{eid}: no line of " \
            "executions.jsonl names it" in r.out
-    assert f"  unverified: executions.unmapped at ledger.jsonl: line 3 (session {eid}): its " \
-           "attempt has no execution" in r.out
+    assert failed_lines(r.out) == [
+        f"failed: executions.unmapped at ledger.jsonl: line 3 (session {eid}): its attempt has "
+        "no execution in executions.jsonl, and no run is writing the corpus (its mapping "
+        "failed or was cut short: see the manifest's mapping_failures); re-run the same "
+        "command to map it"]
+    (corpus / ".lock").touch()  # a lock file no one holds: as a finished run leaves it
+    assert cli("verify", "--corpus", corpus).code == 1
+    lock = FileLock(str(corpus / ".lock"), timeout=0)  # what a run holds while it writes
+    with lock:
+        r = cli("verify", "--corpus", corpus)
+        v = cli("validate", "--corpus", corpus, "--strict")
+    assert r.code == 0, r.out
+    assert f"  unverified: executions.in_progress at ledger.jsonl: line 3 (session {eid}): " \
+           "its attempt has no execution in executions.jsonl yet" in r.out
+    assert "  unverified: corpus.in_progress at .lock: a run holds the corpus (its .lock is " \
+           "locked): this is what it had written when the check began (up to " \
+           "executions.jsonl line 4, ledger.jsonl line 5)" in r.out
+    assert v.code == 0, v.out
+    assert v.out.splitlines()[-1].startswith("note: a run holds the corpus")
+    assert v.out.splitlines()[-1].endswith("; 1 attempt(s) are not mapped yet")
+    v = cli("validate", "--corpus", corpus, "--strict")
+    assert v.code == 1 and f"line 3: attempt {eid} has a capture log but no execution" in v.out
 
 
 @pytest.mark.req("R-27.4")
@@ -740,7 +770,7 @@ def add_preflight(root: Path, session: str = "pf-0123456789abcdef") -> tuple[Pat
              "config_digest": CONFIG}
     ledger = root / "preflight" / "ledger.jsonl"
     with open(ledger, "a", encoding="utf-8") as f:
-        f.write(json.dumps(entry, sort_keys=True) + "\n")
+        f.write(selfdigest.json_line(entry))  # as T0 writes it
     return RawStore(root / "preflight").path(sha), ledger
 
 
@@ -765,15 +795,17 @@ def test_verify_checks_the_preflight_probes_logs(cli, corpus):
     log.write_bytes(original)
 
     line = ledger.read_bytes()
+    altered = ("failed: preflight.digest at preflight/ledger.jsonl: line 1: its bytes no longer "
+               "match its line_sha256: the line was altered after T0 wrote it")
     ledger.write_bytes(line.replace(b'"call": 1', b'"call":1'))
     r = cli("verify", "--corpus", corpus)
-    assert failed_lines(r.out) == ["failed: preflight.form at preflight/ledger.jsonl: line 1: "
-                                   "not in the form T0 writes: the line was edited"]
+    assert failed_lines(r.out) == [altered, "failed: preflight.form at preflight/ledger.jsonl: "
+                                   "line 1: not in the form T0 writes: the line was edited"]
     ledger.write_bytes(line.replace(PLAN.encode(), b"7" * 64))
     r = cli("verify", "--corpus", corpus)
-    assert failed_lines(r.out) == [f"failed: preflight.header at {rel}: record 0: plan_sha256 "
-                                   f"is '{PLAN}'; preflight/ledger.jsonl line 1 records "
-                                   f"'{'7' * 64}'"]
+    assert failed_lines(r.out) == [altered, f"failed: preflight.header at {rel}: record 0: "
+                                   f"plan_sha256 is '{PLAN}'; preflight/ledger.jsonl line 1 "
+                                   f"records '{'7' * 64}'"]
     ledger.write_bytes(line)
 
     log.unlink()
@@ -787,3 +819,358 @@ def test_verify_checks_the_preflight_probes_logs(cli, corpus):
     assert r.code == 0 and (f"unverified: preflight.unreferenced at "
                             f"{stray.relative_to(corpus)}: no line of preflight/ledger.jsonl "
                             "names it") in r.out
+
+
+# ------------------------------------------------------------------ facts held in two places
+def _seal_struct_lines(path: Path, entries: list) -> None:
+    """Rewrite a JSON-lines file of structs as T0 writes each line (its line_sha256 filled
+    in): an edit then shows only where the fact is held twice."""
+    os.chmod(path, 0o644)
+    path.write_bytes(b"".join(
+        selfdigest.seal_line(msgspec.json.encode(msgspec.structs.replace(e, line_sha256="")))
+        + b"\n" for e in entries))
+
+
+def edit_ledger(root: Path, seq: int, **changes) -> None:
+    entries = ledger_entries(root)
+    entries[seq] = msgspec.structs.replace(entries[seq], **changes)
+    _seal_struct_lines(root / "ledger.jsonl", entries)
+
+
+def edit_index(root: Path, i: int, **changes) -> None:
+    entries = index_entries(root)
+    entries[i] = msgspec.structs.replace(entries[i], **changes)
+    _seal_struct_lines(root / "executions.jsonl", entries)
+
+
+def edit_execution_file(root: Path, i: int, name: str, edit) -> None:
+    """Rewrite one of execution ``i``'s files with ``edit(bytes) -> bytes`` and record its new
+    sha256 in the index line (resealed): only a cross-check can see the edit."""
+    eid = index_entries(root)[i].execution_id
+    path = root / "executions" / eid / f"{name}.json"
+    os.chmod(path, 0o644)
+    path.write_bytes(edit(path.read_bytes()))
+    edit_index(root, i, **{f"{name}_sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+
+
+def edit_aer(root: Path, i: int, **outcome_or_header) -> None:
+    def edit(data: bytes) -> bytes:
+        aer = A.decode(data)
+        h, o = aer.header, aer.outcome
+        for key, value in outcome_or_header.items():
+            part, _, field = key.rpartition("__")
+            if part == "outcome":
+                o = msgspec.structs.replace(o, **{field: value})
+            elif part in ("task", "producer", "backend"):
+                h = msgspec.structs.replace(h, **{part: msgspec.structs.replace(
+                    getattr(h, part), **{field: value})})
+            else:
+                h = msgspec.structs.replace(h, **{field: value})
+        return A.encode(msgspec.structs.replace(aer, header=h, outcome=o))
+    edit_execution_file(root, i, "aer", edit)
+
+
+def edit_manifest(root: Path, edit) -> None:
+    m = json.loads((root / "manifest.json").read_text())
+    edit(m)
+    WorkingCorpus(root).write_manifest(m)  # as T0 writes it: sealed
+
+
+def verify_failures(root: Path) -> list[str]:
+    from agentprov_core.corpus.verification import verify_corpus
+
+    return [ln for ln in verify_corpus(root).lines(per_file=99) if ln.startswith("failed:")]
+
+
+S1 = "s-0001abcdef0123"  # the second attempt: conclusive, utility true, security false
+CAP1 = f"ledger.jsonl line 2 (session {S1})"
+AER1 = f"failed: executions.aer at executions/{S1}/aer.json: "
+OTHER = "a" * 64
+UNIT1 = "banking/user_task_1/none/none|none|r0"
+
+
+def _cap(root: Path, seq: int = 1) -> str:
+    return f"failed: capture.{{}} at {raw_rel(ledger_entries(root)[seq].capture_sha256)}: "
+
+
+def raw_rel(sha: str) -> str:
+    return f"raw/sha256/{sha[:2]}/{sha}"
+
+
+FACTS = {
+    # the ledger entry against its capture log's end record and header, and its AER
+    "ledger utility": (lambda r: edit_ledger(r, 1, utility=False), [
+        ("end", f"record 7: utility is True; {CAP1} records False"),
+        AER1 + "outcome.utility is True; ledger.jsonl line 2 records False"]),
+    "ledger security": (lambda r: edit_ledger(r, 1, security=True), [
+        ("end", f"record 7: security is False; {CAP1} records True"),
+        AER1 + "outcome.security is False; ledger.jsonl line 2 records True"]),
+    "ledger calls": (lambda r: edit_ledger(r, 1, calls=2), [
+        ("end", f"record 7: calls is 1; {CAP1} records 2")]),
+    "ledger status": (lambda r: edit_ledger(r, 1, status="incomplete", conclusive=False), [
+        ("status", f"record 7: end status 'complete'; {CAP1} records 'incomplete'")]),
+    "ledger conclusive": (lambda r: edit_ledger(r, 1, conclusive=False), [
+        "failed: ledger.conclusive at ledger.jsonl: line 2 (seq 1): conclusive is False and "
+        "status 'complete'"]),
+    "ledger unit": (lambda r: edit_ledger(r, 1, unit=UNIT1.replace("r0", "r1"), repeat=1), [
+        ("header", f"record 0: unit is '{UNIT1}'; {CAP1} records "
+                   f"'{UNIT1.replace('r0', 'r1')}'"),
+        AER1 + f"header.task.unit is '{UNIT1}'; ledger.jsonl line 2 records "
+               f"'{UNIT1.replace('r0', 'r1')}'",
+        AER1 + "header.task.repeat is 0; ledger.jsonl line 2 records 1",
+        f"failed: executions.ledger at executions.jsonl: line 2 ({S1}): unit '{UNIT1}'; "
+        "ledger.jsonl line 2 records"]),
+    "ledger cell key": (lambda r: edit_ledger(r, 1, cell_key="banking/user_task_9/none/none",
+                                              unit="banking/user_task_9/none/none|none|r0"), [
+        ("header", f"record 0: cell.cell_key is 'banking/user_task_1/none/none'; {CAP1} "
+                   "records 'banking/user_task_9/none/none'"),
+        AER1 + "header.task.cell_key is 'banking/user_task_1/none/none'; ledger.jsonl line 2 "
+               "records 'banking/user_task_9/none/none'"]),
+    "ledger defence": (lambda r: edit_ledger(r, 1, defence="spotlighting",
+                                             unit=UNIT1.replace("|none|", "|spotlighting|")), [
+        AER1 + "header.task.defense_id is 'none'; ledger.jsonl line 2 records 'spotlighting'"]),
+    "ledger attempt": (lambda r: edit_ledger(r, 1, attempt=3), [
+        ("header", f"record 0: attempt 1; {CAP1} records 3".replace("attempt 1", "attempt is 1")),
+        AER1 + "header.task.attempt is 1; ledger.jsonl line 2 records 3"]),
+    "ledger session id": (lambda r: edit_ledger(r, 1, session_id="s-ffffabcdef0123"), [
+        ("header", f"record 0: session_id is '{S1}'; ledger.jsonl line 2 (session "
+                   "s-ffffabcdef0123) records 's-ffffabcdef0123'"),
+        f"failed: executions.ledger at executions.jsonl: line 2 ({S1}): ledger_seq 1 is "
+        "session s-ffffabcdef0123"]),
+    "ledger plan digest": (lambda r: edit_ledger(r, 1, plan_sha256=OTHER), [
+        ("header", f"record 0: plan_sha256 is '{PLAN}'; {CAP1} records '{OTHER}'"),
+        AER1 + f"header.plan_sha256 is '{PLAN}'; ledger.jsonl line 2 records '{OTHER}'",
+        f"failed: manifest.plans at manifest.json: the ledger records the plan digest {OTHER}"]),
+    "ledger config digest": (lambda r: edit_ledger(r, 1, config_digest=OTHER), [
+        ("header", f"record 0: config_digest is '{CONFIG}'; {CAP1} records '{OTHER}'"),
+        AER1 + f"header.config_digest is '{CONFIG}'; ledger.jsonl line 2 records '{OTHER}'"]),
+    "ledger capture head": (lambda r: edit_ledger(r, 1, capture_head_sha256=OTHER), [
+        ("chain", "record 7: the head sha256"),
+        f"{AER1[:-2].replace('executions.aer', 'executions.evidence')}: its capture head is"]),
+    "ledger record count": (lambda r: edit_ledger(r, 1, capture_records=7), [
+        ("records", f"it holds 8 record(s); {CAP1} records 7")]),
+    # the index line against its AER and its validation.json
+    "index unit": (lambda r: edit_index(r, 1, unit="x|none|r0"), [
+        f"failed: executions.ledger at executions.jsonl: line 2 ({S1}): unit 'x|none|r0'",
+        AER1 + f"header.task.unit is '{UNIT1}'; executions.jsonl line 2 records 'x|none|r0'"]),
+    "index status": (lambda r: edit_index(r, 1, status="failed"), [
+        AER1 + "outcome.status is 'ok'; executions.jsonl line 2 records 'failed'"]),
+    "index observed": (lambda r: edit_index(r, 1, execution_observed=False), [
+        AER1 + "outcome.execution_observed is True; executions.jsonl line 2 records False"]),
+    "index mapper": (lambda r: edit_index(r, 1, mapper="other.mapper"), [
+        AER1 + "header.producer.mapper is 'agentdojo.capture'; executions.jsonl line 2 "
+               "records 'other.mapper'"]),
+    "index issues": (lambda r: edit_index(r, 1, issues=["map.capture_error"]), [
+        AER1 + "outcome.issues is []; executions.jsonl line 2 records ['map.capture_error']"]),
+    "index live vs native": (lambda r: edit_index(r, 1, live_vs_native="disagree"), [
+        AER1 + "outcome.live_vs_native is 'agree'; executions.jsonl line 2 records 'disagree'"]),
+    "index validation": (lambda r: edit_index(r, 1, validation="failed"), [
+        AER1 + "validation.json status is 'passed'; executions.jsonl line 2 records 'failed'"]),
+    "index ledger seq": (lambda r: edit_index(r, 1, ledger_seq=2), [
+        f"failed: executions.ledger at executions.jsonl: line 2 ({S1}): ledger_seq 2 is "
+        "session s-0002abcdef0123"]),
+    # the AER against its ledger entry and capture log (its index line re-recording it)
+    "aer utility": (lambda r: edit_aer(r, 1, outcome__utility=False), [
+        AER1 + "outcome.utility is False; ledger.jsonl line 2 records True",
+        AER1 + "outcome.utility is False; the capture log (ledger.jsonl line 2) records True"]),
+    "aer security": (lambda r: edit_aer(r, 1, outcome__security=True), [
+        AER1 + "outcome.security is True; ledger.jsonl line 2 records False"]),
+    "aer session status": (lambda r: edit_aer(r, 1, outcome__session_status="incomplete"), [
+        AER1 + "outcome.session_status is 'incomplete'; the capture log (ledger.jsonl line 2) "
+               "records 'complete'"]),
+    "aer attempt": (lambda r: edit_aer(r, 1, task__attempt=2), [
+        AER1 + "header.task.attempt is 2; ledger.jsonl line 2 records 1"]),
+    "aer test_only": (lambda r: edit_aer(r, 1, producer__test_only=False), [
+        "failed: manifest.test_only at manifest.json: test_only is true; an AER records "
+        "false"]),
+    "aer started_at": (lambda r: edit_aer(r, 1, started_at="2026-01-01T00:00:00.000000Z"), [
+        AER1 + "header.started_at is '2026-01-01T00:00:00.000000Z'; the capture log"]),
+    "aer backend": (lambda r: edit_aer(r, 1, backend__identity_sha256=OTHER), [
+        AER1 + f"header.backend.identity_sha256 is '{OTHER}'; the capture log (ledger.jsonl "
+               f"line 2) records '{IDENTITY}'"]),
+    "aer benchmark version": (lambda r: edit_aer(r, 1, backend__benchmark_version="v1"), [
+        AER1 + "header.backend.benchmark_version is 'v1'; the capture log"]),
+    "aer source": (lambda r: edit_aer(r, 1, source="agentdyn"), [
+        AER1 + "header.source is 'agentdyn'; the capture log (ledger.jsonl line 2) records "
+               "'agentdojo'",
+        "failed: manifest.source at manifest.json: an AER or capture header's source is "
+        "'agentdyn'"]),
+    "validation cites": (lambda r: edit_execution_file(
+        r, 1, "validation", lambda b: b.replace(index_entries(r)[1].sem_sha256.encode(),
+                                                OTHER.encode())), [
+        AER1 + f"validation.json sem_sha256 is '{OTHER}'; executions.jsonl line 2 records"]),
+    # the manifest against the capture headers, the AERs and itself
+    "manifest test_only": (lambda r: edit_manifest(r, lambda m: m.update(test_only=False)), [
+        "failed: manifest.test_only at manifest.json: test_only is false; a capture header "
+        "records true (a scripted corpus is never a real one)",
+        "failed: manifest.test_only at manifest.json: test_only is false; an AER records true",
+        "failed: manifest.test_only at manifest.json: test_only is false and synthetic true",
+        "failed: manifest.test_only at manifest.json: test_only is false and live.transport "
+        "'scripted'"]),
+    "manifest relabelled real": (lambda r: edit_manifest(r, lambda m: m.update(
+        test_only=False, synthetic=False, live=dict(m["live"], transport="endpoint"))), [
+        "failed: manifest.test_only at manifest.json: test_only is false; a capture header "
+        "records true"]),
+    "manifest source": (lambda r: edit_manifest(r, lambda m: m.update(source="agentdyn")), [
+        "failed: manifest.source at manifest.json: an AER or capture header's source is "
+        "'agentdojo'; the manifest's is 'agentdyn'"]),
+    "manifest backend": (lambda r: edit_manifest(r, lambda m: m["backend_identity"].update(
+        identity_sha256=OTHER)), [
+        f"failed: manifest.backend at manifest.json: a capture header names the backend "
+        f"{ENV_ID} ({IDENTITY})"]),
+    "manifest plans": (lambda r: edit_manifest(r, lambda m: m.update(plans=[OTHER])), [
+        f"failed: manifest.plans at manifest.json: the ledger records the plan digest {PLAN}"]),
+    "manifest working": (lambda r: edit_manifest(r, lambda m: m.update(working=False)), [
+        "failed: manifest.working at manifest.json"]),
+}
+
+
+@pytest.mark.req("R-27.4")
+@pytest.mark.parametrize("fact", sorted(FACTS))
+def test_a_fact_held_twice_and_changed_in_one_place_fails_verify(corpus, fact):
+    """Each fact the corpus holds in two places (ledger, capture header and end record,
+    AER, index line, validation.json, manifest), changed in one of them and the file
+    resealed as T0 writes it (its line_sha256, the index's digest of it), fails verify with
+    the failure that names both."""
+    edit, want = FACTS[fact]
+    assert verify_failures(corpus) == []
+    edit(corpus)
+    got = verify_failures(corpus)
+    for w in want:
+        if isinstance(w, tuple):
+            w = _cap(corpus).format(w[0]) + w[1]
+        assert any(g.startswith(w) for g in got), (w, got)
+    assert not [g for g in got if ".digest " in g or g.startswith("failed: ledger.form")], got
+
+
+@pytest.mark.req("R-27.2", "R-27.4")
+def test_validate_strict_checks_what_the_index_line_repeats(cli, corpus):
+    edit_index(corpus, 1, live_vs_native="disagree", mapper="other.mapper")
+    r = cli("validate", "--corpus", corpus, "--strict")
+    assert r.code == 1, r.out
+    assert (f"failed: execution {S1} tier index file executions.jsonl: outcome.live_vs_native "
+            "is 'agree'; executions.jsonl records 'disagree'") in r.out.splitlines()
+    assert (f"failed: execution {S1} tier index file executions.jsonl: header.producer.mapper "
+            "is 'agentdojo.capture'; executions.jsonl records 'other.mapper'") in r.out.splitlines()
+
+
+@pytest.mark.req("R-27.4", "R-18.4")
+@pytest.mark.parametrize("field,value,want", [
+    ("status", "errored", "failed: preflight.status at {rel}: record 5: end status 'complete'; "
+                          "preflight/ledger.jsonl line 1 records 'errored'"),
+    ("call", 2, "failed: preflight.header at {rel}: record 0: attempt is 1; "
+                "preflight/ledger.jsonl line 1 records 2"),
+    ("billed_calls", 0, "failed: preflight.billed at {rel}: it bills 1 call(s); "
+                        "preflight/ledger.jsonl line 1 records 0 (the caps count them)"),
+])
+def test_a_preflight_fact_held_twice(corpus, field, value, want):
+    log, ledger = add_preflight(corpus)
+    entry = json.loads(ledger.read_text())
+    entry[field] = value
+    entry.pop("line_sha256")
+    ledger.write_text(selfdigest.json_line(entry))
+    assert verify_failures(corpus) == [want.format(rel=log.relative_to(corpus))]
+
+
+# ------------------------------------------------------------------ a byte flipped anywhere
+def evidence_files(root: Path) -> list[Path]:
+    """Every file of a corpus that carries evidence (staging/, quarantine/ and .lock do
+    not: docs/corpus-tools.md)."""
+    out = [root / "manifest.json", root / "ledger.jsonl"]
+    for sub in ("executions.jsonl", "preflight/ledger.jsonl"):
+        if (root / sub).exists():
+            out.append(root / sub)
+    for d in ("executions", "raw", "preflight/sha256"):
+        out += sorted(p for p in (root / d).rglob("*") if p.is_file()) if (root / d).is_dir() \
+            else []
+    return out
+
+
+def flip_offsets(root: Path, path: Path, rng, exhaustive: bool, samples: int = 24
+                 ) -> list[int]:
+    """Where to flip ``path``: ``samples`` places (its first and last byte among them); with
+    ``exhaustive``, every byte of the manifest and of the first line of each file T0
+    appends lines to (its lines are alike: one line holds every field's position), which
+    no digest of another file covers."""
+    data = path.read_bytes()
+    rel = str(path.relative_to(root))
+    if exhaustive and rel in ("manifest.json", "ledger.jsonl", "executions.jsonl",
+                              "preflight/ledger.jsonl"):
+        end = len(data) if rel == "manifest.json" else data.index(b"\n") + 1
+        return list(range(end)) + [len(data) - 1]
+    return sorted({0, len(data) - 1, *(rng.randrange(len(data)) for _ in range(samples - 2))})
+
+
+def undetected_flips(root: Path, exhaustive: bool = False, samples: int = 24,
+                     seed: int = 1129) -> list[str]:
+    """Flip one bit of one byte at a time (:func:`flip_offsets`, two masks: a low bit, and
+    the case bit of a letter) in every evidence file, and return the flips neither
+    ``verify`` nor ``validate --strict`` fails (both in-process, on the real files)."""
+    import random
+
+    from agentprov_core.cli.validate import Run
+    from agentprov_core.corpus.verification import verify_corpus
+
+    rng = random.Random(seed)
+    missed = []
+    files = evidence_files(root)
+    assert files
+    for path in files:
+        data = path.read_bytes()
+        mode = path.stat().st_mode
+        os.chmod(path, 0o644)
+        for at in flip_offsets(root, path, rng, exhaustive, samples):
+            for mask in (0x01, 0x20):
+                path.write_bytes(data[:at] + bytes([data[at] ^ mask]) + data[at + 1:])
+                try:
+                    caught = bool(verify_corpus(root).failed)
+                except Exception as exc:  # noqa: BLE001 - a crash is a finding of its own
+                    caught = f"verify raised {type(exc).__name__}: {exc}"
+                if caught is False:
+                    run = Run(root, strict=True, release=False, skip_prov=False, fmt="json")
+                    caught = run.corpus()
+                if caught is not True:
+                    missed.append(f"{path.relative_to(root)} byte {at} ^ {mask:#x}: "
+                                  f"{caught or 'not detected'}")
+        path.write_bytes(data)
+        os.chmod(path, mode)
+    return missed
+
+
+@pytest.mark.req("R-27.4")
+@pytest.mark.parametrize("exhaustive", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_a_byte_flipped_in_any_evidence_file_is_detected(corpus, exhaustive):
+    """Every file that carries evidence: the manifest, the ledger, the index, each
+    execution's four files, the raw store, the preflight ledger and its logs (sampled;
+    every byte of the files no other file's digest covers in tox -e e2e, about 7,000
+    flips)."""
+    add_preflight(corpus)
+    names = {str(p.relative_to(corpus)).split("/")[0] for p in evidence_files(corpus)}
+    assert names == {"manifest.json", "ledger.jsonl", "executions.jsonl", "executions", "raw",
+                     "preflight"}
+    assert undetected_flips(corpus, exhaustive) == []
+
+
+@pytest.mark.req("R-27.4", "R-21.28")
+def test_a_run_does_not_rewrite_an_altered_manifest(cli, corpus, script, home):
+    """A byte changed in a manifest field nothing else holds (created_at) fails verify by
+    the manifest's own digest, and a run refuses to resume the corpus (exit 3) rather than
+    rewrite the manifest and hide the change."""
+    path = corpus / "manifest.json"
+    data = path.read_bytes()
+    flip(path, data.index(b'"created_at": "2026-11-29T10') + 16)  # 2026 -> 2027
+    assert verify_failures(corpus) == [
+        "failed: manifest.digest at manifest.json: its bytes no longer match its "
+        "manifest_sha256: it was altered after T0 wrote it"]
+    from conftest import make_marker
+
+    from agentprov_core import environments
+    from agentprov_core.cli.common import source_entry
+
+    make_marker(home, environments.environment_id(source_entry("agentdojo").source.meta))
+    before = snapshot(corpus.parent)
+    r = cli("run", "agentdojo", "--dry-run", "--corpus", corpus.with_name("live-demo"),
+            "--campaign", "demo", "--suite", "banking", "--llm-script", script)
+    assert (r.code, r.error["error"]) == (3, "cli.environment.corpus"), r.err
+    assert "manifest.json no longer matches its manifest_sha256" in r.error["message"]
+    assert snapshot(corpus.parent) == before

@@ -414,7 +414,7 @@ def test_env_file_not_utf8_or_a_directory(tmp_path):
     with pytest.raises(AgentprovError) as exc:
         keys.read_env_file(tmp_path)
     assert exc.value.code == "cli.usage.env_file_syntax"
-    assert "cannot be read" in exc.value.message
+    assert exc.value.message == f"{tmp_path}: is a directory, not a file"
 
 
 @pytest.mark.req("R-12.6", "R-12.2")

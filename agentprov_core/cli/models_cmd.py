@@ -110,6 +110,7 @@ def _local(ep: Any, model_id: str | None, pick: bool, no_hash: bool, model_dir: 
     url, source = endpoints.resolve_base_url(ep, base_url, env)
     endpoints.check_url(ep, url, source, allow_custom=False, allow_lan=False)
     key = _optional_key(ep.optional_key, options)
+    endpoints.check_secret_free(url, {key.name: key.reveal()} if key is not None else {})
     opts = li.ObserveOptions(hash_weights=not no_hash, model_dir=model_dir, key=key,
                              key_variable=ep.optional_key)
     target = msgspec.structs.replace(ep, base_url=url)
@@ -214,9 +215,11 @@ def _api(ep: Any, model_id: str | None, allow_network: bool, options: dict[str, 
             try:
                 from agentprov_core import keys
             except ImportError:  # pragma: no cover - a build without the keys module
-                raise AgentprovError("cli.environment.models_fetch", endpoint=ep.name, url=url,
+                raise AgentprovError("cli.environment.models_fetch", endpoint=ep.name,
+                                     url=endpoints.shown(url),
                                      why="this build cannot read keys") from None
             key = keys.read_key(ep.key, options).reveal()
+        endpoints.check_secret_free(url, {ep.key: key} if key else {})
         lst = apimodels.refresh(ep, url, key)
     else:
         lst = apimodels.read_cache(ep.name)

@@ -56,13 +56,16 @@ def recompute(corpus: str, dry_run: bool, out: Path | None, remap: bool, fmt: st
         raise AgentprovError("recompute.usage.out_needed")
     else:
         out = _check_out(out, c.root)
+    from agentprov_core.corpus.snapshot import take
+
     stages = ",".join(rc.STAGES)
-    units = rc.count_units(c.root)
+    snap = take(c.root)  # the same lines counted, derived and reported
+    units = rc.count_units(c.root, snap)
     if fmt == "text":
         click.echo(f"agentprov recompute: units={units} plan={stages} workers=0")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    s = rc.run(c.root, c.manifest, out)
+    s = rc.run(c.root, c.manifest, out, snap)
     n = s.counts
     verb = "would derive" if dry_run else "derived"
     if fmt == "json":
@@ -71,7 +74,7 @@ def recompute(corpus: str, dry_run: bool, out: Path | None, remap: bool, fmt: st
                    "out": str(out) if out else None, "units": s.units,
                    "stages": list(rc.STAGES), "workers": 0, "counts": n,
                    "index_rows_refreshed": s.refreshed, "index_rows_written": s.written,
-                   "unmapped_attempts": s.unmapped,
+                   "unmapped_attempts": s.unmapped, "in_progress": snap.note(),
                    "executions": [{"execution_id": r.execution_id, "class": r.cls,
                                    "reasons": r.reasons} for r in s.details]})
         return 0 if s.ok else 1
@@ -86,6 +89,8 @@ def recompute(corpus: str, dry_run: bool, out: Path | None, remap: bool, fmt: st
         click.echo(f"agentprov recompute: wrote {s.written} execution(s) and {s.written} index "
                    f"row(s) to {out}; the corpus was not changed")
     if s.unmapped:
+        why = ("not mapped yet: a run holds the corpus, and maps them" if snap.held else
+               "never mapped; a live corpus is not re-mapped from its raw evidence (D-43)")
         click.echo(f"agentprov recompute: {s.unmapped} ledgered attempt(s) have no execution "
-                   "(never mapped); a live corpus is not re-mapped from its raw evidence (D-43)")
+                   f"({why})")
     return 0 if s.ok else 1

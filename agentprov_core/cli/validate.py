@@ -18,7 +18,6 @@ executions fail); ``--release`` is release mode plus the shacl tier.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,47 +43,10 @@ class Tally:
     #: stored results of an imported log re-scored from the AER (none in a live corpus)
     reproduced: int = 0
     differ: int = 0
+    #: ledgered attempts not yet mapped by the run that holds the corpus
+    in_progress: int = 0
     failures: list[dict[str, Any]] = field(default_factory=list)  # kept for --format json
     corpus_problems: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _index_rows(path: Path, torn: list[int]) -> Iterator[tuple[int, Any]]:
-    """The index rows, one at a time (``Executions.entries`` without holding them all); a
-    line that does not decode is a torn write: skipped, its number noted in ``torn``."""
-    import msgspec
-
-    from agentprov_core.evidence.executions import IndexEntry
-
-    if not path.exists():
-        return
-    dec = msgspec.json.Decoder(IndexEntry)
-    with open(path, "rb") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield n, dec.decode(line)
-            except msgspec.DecodeError:  # ValidationError included
-                torn.append(n)
-
-
-def _ledger_sessions(path: Path) -> Iterator[tuple[int, str, str | None, str]]:
-    """(line, session id, capture sha256, status) of every ledger entry, streamed."""
-    import msgspec
-
-    from agentprov_core.corpus.ledger import Attempt
-
-    if not path.exists():
-        return
-    dec = msgspec.json.Decoder(Attempt)
-    with open(path, "rb") as f:
-        for n, line in enumerate(f, start=1):
-            if line.strip():
-                try:
-                    a = dec.decode(line)
-                except msgspec.DecodeError:
-                    continue
-                yield n, a.session_id, a.capture_sha256, a.status
 
 
 def _percent(n: int, d: int) -> str:
@@ -114,6 +76,7 @@ class Run:
         self.skip_prov = skip_prov
         self.fmt = fmt
         self.tally = Tally()
+        self.snap: Any = None  # the snapshot read (agentprov_core/corpus/snapshot.py)
 
     # ------------------------------------------------------------------ reporting
     def report(self, execution: str | None, tier: str, file: str, what: str,
@@ -168,6 +131,14 @@ class Run:
         if "aer" not in files or "sem" not in files:
             t.failed += 1
             return
+        if sha256(files["aer"]) == entry.aer_sha256:  # the facts the line repeats of it
+            from agentprov_core.corpus.verification import index_row_problems
+
+            val = files.get("validation")
+            if val is not None and sha256(val) != entry.validation_sha256:
+                val = None  # reported above
+            for what in index_row_problems(files["aer"], entry, val):
+                failed |= self.report(eid, "index", "executions.jsonl", what)
 
         stored_prov = files.get("prov")
         prov_bytes = None if self.skip_prov else stored_prov
@@ -218,16 +189,19 @@ class Run:
     # ------------------------------------------------------------------ the corpus
     def corpus(self) -> bool:
         """Validate every execution; True when anything failed."""
-        from agentprov_core.evidence.executions import DIRNAME, INDEX
+        from agentprov_core.corpus import snapshot
+        from agentprov_core.corpus.ledger import Attempt
+        from agentprov_core.evidence.executions import DIRNAME, INDEX, IndexEntry
 
         index = self.root / INDEX
+        snap = self.snap = snapshot.take(self.root)
         torn: list[int] = []
         seen: set[str] = set()
         corpus_failed = False
-        if not index.exists():
+        if not index.exists() and not snap.held:  # while a run holds it: not mapped yet
             corpus_failed |= self.report(None, "index", INDEX,
                                          "absent: no execution has been mapped", "warning")
-        for n, entry in _index_rows(index, torn):
+        for n, entry in snapshot.decoded(snap, INDEX, IndexEntry, torn):
             if entry.execution_id in seen:
                 corpus_failed |= self.report(None, "index", INDEX, (
                     f"line {n} repeats execution {entry.execution_id}; the first row is "
@@ -239,16 +213,21 @@ class Run:
             corpus_failed |= self.report(None, "index", INDEX,
                                          f"line {n} is not an index row (a torn write)",
                                          "warning")
-        for n, session, capture, status in _ledger_sessions(self.root / "ledger.jsonl"):
-            if capture and status != "quarantined" and session not in seen:
+        for n, a in snapshot.decoded(snap, "ledger.jsonl", Attempt):
+            if a.capture_sha256 and a.status != "quarantined" and a.session_id not in seen:
+                if snap.held:  # the run that holds the corpus maps it
+                    self.tally.in_progress += 1
+                    continue
                 corpus_failed |= self.report(None, "index", "ledger.jsonl", (
-                    f"line {n}: attempt {session} has a capture log but no execution in "
-                    f"{INDEX} (not mapped)"), "warning")
+                    f"line {n}: attempt {a.session_id} has a capture log but no execution in "
+                    f"{INDEX} (not mapped), and no run is writing the corpus"), "warning")
         d = self.root / DIRNAME
         if d.is_dir():
             with os.scandir(d) as it:
                 orphans = sorted(e.name for e in it if e.is_dir() and e.name not in seen)
             for name in orphans:
+                if snap.held:  # being written: its index line comes after its files
+                    continue
                 corpus_failed |= self.report(None, "index", f"{DIRNAME}/{name}",
                                              f"has no row in {INDEX}", "warning")
         return corpus_failed or self.tally.failed > 0
@@ -300,8 +279,12 @@ def validate(corpus: str, strict: bool, release: bool, skip_prov_conformance: bo
                         total=t.linkage_total, reproduced=t.reproduced, differ=t.differ)
     note = ("unvalidated: the prov tier was skipped (--skip-prov-conformance); the corpus "
             "stays unvalidated until a full recompute --out" if skip_prov_conformance else None)
+    held = run.snap.note() if run.snap is not None else None
+    if held is not None:
+        held += f"; {t.in_progress} attempt(s) are not mapped yet"
     if fmt == "json":
         echo_json({"format": REPORT_FORMAT, "corpus_id": oc.corpus_id, "state": oc.state,
+                   "in_progress": held,
                    "mode": mode, "tiers": tiers, "skipped": ["prov"] if skip_prov_conformance
                    else [], "executions": t.executions, "passed": t.passed,
                    "failed": t.failed, "unvalidated": t.unvalidated,
@@ -313,4 +296,6 @@ def validate(corpus: str, strict: bool, release: bool, skip_prov_conformance: bo
         click.echo(line)
         if note:
             click.echo(note)
+        if held is not None:
+            click.echo(f"note: {held}")
     return 1 if failed else 0

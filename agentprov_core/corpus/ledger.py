@@ -39,6 +39,9 @@ class Attempt(msgspec.Struct, kw_only=True):
     calls: int | None = None
     plan_sha256: str = ""
     config_digest: str = ""
+    #: the sha256 of this line with this value empty (agentprov_core/corpus/selfdigest.py);
+    #: kept last, and filled in by :meth:`Ledger.append`
+    line_sha256: str = ""
 
 
 class Ledger:
@@ -57,7 +60,7 @@ class Ledger:
                 continue
             try:
                 out.append(msgspec.json.decode(line, type=Attempt))
-            except msgspec.ValidationError:  # JSON, but not an attempt: not a torn write
+            except (msgspec.ValidationError, RecursionError):  # JSON, not an attempt: not torn
                 from agentprov_core.errors import AgentprovError
 
                 raise AgentprovError("cli.environment.corpus", corpus=self.path.parent,
@@ -70,7 +73,9 @@ class Ledger:
         return out
 
     def append(self, entry: Attempt) -> None:
-        data = msgspec.json.encode(entry)
+        from agentprov_core.corpus.selfdigest import seal_line
+
+        data = seal_line(msgspec.json.encode(msgspec.structs.replace(entry, line_sha256="")))
         with open(self.path, "ab") as f:
             if f.tell() > 0:
                 with open(self.path, "rb") as r:

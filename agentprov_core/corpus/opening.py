@@ -30,6 +30,36 @@ class OpenCorpus:
         return "working" if self.working else "sealed"
 
 
+def read_manifest(path: Path) -> Any:
+    """The JSON document of a corpus's ``manifest.json``; ``ValueError`` saying why when it
+    is not one: not a regular file, too large, not UTF-8, not JSON, nested too deeply."""
+    from agentprov_core import inputfile
+
+    return parse_manifest(inputfile.read_bytes(path))
+
+
+def parse_manifest(data: bytes) -> Any:
+    """:func:`read_manifest` of bytes already read."""
+    from agentprov_core import inputfile
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
+    inputfile.check_json_depth(text, MANIFEST_DEPTH)
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested more than {MANIFEST_DEPTH} levels deep") from None
+
+
+#: The manifest formats of a corpus: a live one (written by a run) and a sealed or imported
+#: one (``agentprov-corpus/0.2``; this build reads it only to refuse sealing it again).
+CORPUS_FORMATS = ("agentprov-live-corpus/", "agentprov-corpus/")
+#: The deepest nesting a manifest may hold (T0 writes a dozen levels at most).
+MANIFEST_DEPTH = 128
+
+
 def open_corpus(given: str | Path) -> OpenCorpus:
     """Resolve ``given`` to a corpus: the directory itself, else ``given.partial``.
 
@@ -50,14 +80,19 @@ def open_corpus(given: str | Path) -> OpenCorpus:
         raise AgentprovError("corpus.environment.not_a_corpus", corpus=root,
                              what="it has no manifest.json")
     try:
-        manifest = json.loads(mf.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        manifest = read_manifest(mf)
+    except ValueError as exc:
         raise AgentprovError("corpus.environment.not_a_corpus", corpus=root,
                              what=f"manifest.json is not readable JSON ({exc})") from None
     if not isinstance(manifest, dict) or not str(manifest.get("format", "")).startswith(
             "agentprov-"):
         raise AgentprovError("corpus.environment.not_a_corpus", corpus=root,
                              what="manifest.json has no agentprov 'format'")
+    fmt = str(manifest["format"])
+    if not fmt.startswith(CORPUS_FORMATS):
+        raise AgentprovError("corpus.environment.not_a_corpus", corpus=root,
+                             what=f"its manifest.json is a {fmt} document, not a corpus's "
+                                  f"({' or '.join(f + '…' for f in CORPUS_FORMATS)})")
     if not (root / "ledger.jsonl").is_file():
         raise AgentprovError("corpus.environment.not_a_corpus", corpus=root,
                              what="it has no ledger.jsonl")

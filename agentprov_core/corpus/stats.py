@@ -9,16 +9,14 @@ come from the ledger (``attempts``, ``units``, ``quarantined``) and the index
 (``validation_passed``, ``live_vs_native_disagree``).
 
 ``issues`` has one row per (source, profile, register code): the records that carry it.
-Everything is read line by line from ``ledger.jsonl`` and ``executions.jsonl``; no AER is
-opened.
+Everything is read line by line from ``ledger.jsonl`` and ``executions.jsonl`` (as far as a
+snapshot reads them: agentprov_core/corpus/snapshot.py); no AER is opened.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
-
-import msgspec
 
 from agentprov_core.corpus.opening import OpenCorpus
 
@@ -40,29 +38,16 @@ def _identity(c: OpenCorpus) -> dict[str, str]:
             "registry_parts": str(parts or NOT_RECORDED)}
 
 
-def _jsonl(path, type_):
-    """Decoded lines of a JSON-lines file; torn or foreign lines are skipped (``verify``
-    reports them)."""
-    if not path.exists():
-        return
-    dec = msgspec.json.Decoder(type_)
-    with open(path, "rb") as f:
-        for line in f:
-            if line.strip():
-                try:
-                    yield dec.decode(line)
-                except msgspec.DecodeError:
-                    continue
-
-
 def tables(c: OpenCorpus, names: tuple[str, ...]) -> dict[str, list[dict[str, Any]]]:
     from agentprov_core.corpus.ledger import Attempt
+    from agentprov_core.corpus.snapshot import decoded, take
     from agentprov_core.evidence.executions import INDEX, IndexEntry
 
     ident = _identity(c)
+    snap = take(c.root)  # consistent while a run writes the corpus
     attempts = quarantined = 0
     units: set[str] = set()
-    for a in _jsonl(c.root / "ledger.jsonl", Attempt):
+    for _, a in decoded(snap, "ledger.jsonl", Attempt):
         attempts += 1
         units.add(a.unit)
         quarantined += a.status == "quarantined"
@@ -70,7 +55,7 @@ def tables(c: OpenCorpus, names: tuple[str, ...]) -> dict[str, list[dict[str, An
     status: Counter[str] = Counter()
     issues: Counter[str] = Counter()
     records = observed = validated = disagree = 0
-    for e in _jsonl(c.root / INDEX, IndexEntry):
+    for _, e in decoded(snap, INDEX, IndexEntry):
         if e.execution_id in seen:
             continue
         seen.add(e.execution_id)

@@ -34,6 +34,7 @@ hashing runs in a pool of two threads (``hashlib`` releases the GIL).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -49,6 +50,8 @@ from typing import Any
 import msgspec
 
 from agentprov_core import capture_chain
+from agentprov_core.corpus import selfdigest
+from agentprov_core.corpus.snapshot import LOCK, Snapshot
 from agentprov_core.errors import AgentprovError
 
 LEVEL = "chain"
@@ -56,6 +59,10 @@ LIVE_FORMAT = "agentprov-live-corpus/0.1"
 KNOWN_FORMATS = (LIVE_FORMAT,)
 LEDGER_STATUSES = ("complete", "incomplete", "errored", "aborted", "quarantined")
 HEX64 = re.compile(r"[0-9a-f]{64}")
+#: The keys of a line of preflight/ledger.jsonl (agentprov_core/campaign.py writes them)
+PREFLIGHT_KEYS = frozenset({
+    "at", "invocation", "session_id", "call", "status", "capture_sha256",
+    "capture_head_sha256", "billed_calls", "plan_sha256", "config_digest", "line_sha256"})
 WORKERS = 2
 WINDOW = 64  # tasks in flight: bounds memory whatever the corpus size
 BATCH = 16  # tasks per process call
@@ -294,14 +301,6 @@ class _Runner:
         yield from drain(0)
 
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
-    """``(line number from 1, bytes without newline, ended by a newline)``."""
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            ended = raw.endswith(b"\n")
-            yield n, raw[:-1] if ended else raw, ended
-
-
 def _truncated(exc: Exception) -> bool:
     return "truncated" in str(exc)
 
@@ -313,15 +312,55 @@ class _Evidence(msgspec.Struct):
     head_sha256: str | None = None
 
 
+class _Task(msgspec.Struct, frozen=True):
+    cell_key: str = ""
+    unit: str = ""
+    attempt: int = -1
+    repeat: int = 0
+    defense_id: str = "none"
+    source: str = ""
+
+
+class _Producer(msgspec.Struct, frozen=True):
+    mapper: str = ""
+    test_only: bool = False
+
+
+class _Backend(msgspec.Struct, frozen=True):
+    environment_id: Any = None
+    identity_sha256: Any = None
+    benchmark_version: Any = None
+
+
 class _Header(msgspec.Struct):
     execution_id: str
     source: str = ""
     evidence: list[_Evidence] = []
+    task: _Task = _Task()
+    producer: _Producer = _Producer()
+    backend: _Backend = _Backend()
+    plan_sha256: Any = None
+    config_digest: Any = None
+    started_at: Any = None
+
+
+class _Issue(msgspec.Struct):
+    code: str
+
+
+class _LiveVsNative(msgspec.Struct):
+    checked: bool = False
+    agree: bool | None = None
 
 
 class _Outcome(msgspec.Struct):
     status: str
     execution_observed: bool = False
+    session_status: Any = None
+    utility: Any = None
+    security: Any = None
+    issues: list[_Issue] = []
+    live_vs_native: _LiveVsNative | None = None
 
 
 class _AER(msgspec.Struct):
@@ -330,25 +369,53 @@ class _AER(msgspec.Struct):
 
 
 _AER_DECODER = msgspec.json.Decoder(_AER)
+NOT_RECORDED = "not recorded"
 
 
 @dataclass(frozen=True)
 class _LedgerRef:
+    """What the execution checks need of a ledger entry (one small tuple per entry)."""
+
     line: int
     session_id: str
     capture_sha256: str | None
     capture_head_sha256: str | None
     native_sha256: str | None
     status: str
+    unit: str = ""
+    cell_key: str = ""
+    defence: str = ""
+    repeat: int = 0
+    attempt: int = 0
+    plan_sha256: str = ""
+    config_digest: str = ""
+    utility: bool | None = None
+    security: bool | None = None
+    #: what its capture log's header and end record hold (None: not read, or damaged)
+    capture: dict[str, Any] | None = None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, and of one JSON type (``True`` is not ``1``)."""
+    return type(a) is type(b) and a == b
 
 
 # ------------------------------------------------------------------------------ tasks
+def _in_form(encoded: bytes, line: bytes) -> bool:
+    """Whether ``line`` is what T0 writes for the entry it decodes to (a line of an earlier
+    build, without ``line_sha256``, is compared without it)."""
+    if encoded == line:
+        return True
+    return (selfdigest.line_status(line) == selfdigest.ABSENT
+            and selfdigest.without_line_field(encoded) == line)
+
+
 def _check_attempt(base: str, item: tuple[int, Any]) -> dict[str, Any]:
     """One ledger entry's native and capture logs (a task: threads or processes)."""
     n, e = item
     findings: list[Finding] = []
     verified: list[tuple[str, int]] = []
-    out: dict[str, Any] = {"findings": findings, "verified": verified}
+    out: dict[str, Any] = {"findings": findings, "verified": verified, "line": n}
     where = f"ledger.jsonl line {n} (session {e.session_id})"
 
     def fail(code: str, path: str, msg: str, kind: str = "failed") -> None:
@@ -393,24 +460,47 @@ def _check_attempt(base: str, item: tuple[int, Any]) -> dict[str, Any]:
     for p in chain.problems:
         fail("capture.chain", rel, p)
     h = chain.header
+    facts: dict[str, Any] = {}
     if h is not None and h.get("kind") == "header":
         b = h.get("backend") or {}
         if isinstance(b, dict):
             out["backend"] = (b.get("environment_id"), b.get("identity_sha256"))
-        for key, want in (("session_id", e.session_id), ("unit", e.unit),
-                          ("attempt", e.attempt), ("plan_sha256", e.plan_sha256),
-                          ("config_digest", e.config_digest)):
-            if want and h.get(key) != want:
-                fail("capture.header", rel,
-                     f"record 0: {key} is {h.get(key)!r}; {where} records {want!r}")
+            facts["backend"] = {k: b[k] for k in ("environment_id", "identity_sha256")
+                                if k in b}
+        cell = h.get("cell") if isinstance(h.get("cell"), dict) else {}
+        for key, got, want in (("session_id", h.get("session_id"), e.session_id),
+                               ("unit", h.get("unit"), e.unit),
+                               ("attempt", h.get("attempt"), e.attempt),
+                               ("plan_sha256", h.get("plan_sha256"), e.plan_sha256),
+                               ("config_digest", h.get("config_digest"), e.config_digest),
+                               ("cell.cell_key", cell.get("cell_key"), e.cell_key)):
+            if want and not _same(got, want):
+                fail("capture.header",
+                     rel, f"record 0: {key} is {got!r}; {where} records {want!r}")
+        out["test_only"] = h.get("test_only")
+        out["source"] = h.get("source")
+        for key in ("started_at", "benchmark_version", "test_only", "source"):
+            facts[key] = h.get(key)
     if e.capture_records is not None and e.capture_records != chain.n_records:
         fail("capture.records", rel, f"it holds {chain.n_records} record(s); {where} "
                                      f"records {e.capture_records}")
     end = chain.end
-    if end is not None and e.status != "quarantined" and end.get("status") != e.status:
-        fail("capture.status", rel,
-             f"record {chain.n_records - 1}: end status {end.get('status')!r}; {where} "
-             f"records {e.status!r}")
+    if end is not None and e.status != "quarantined":
+        if end.get("status") != e.status:
+            fail("capture.status", rel,
+                 f"record {chain.n_records - 1}: end status {end.get('status')!r}; {where} "
+                 f"records {e.status!r}")
+        # what the worker returned T0 (the ledger) and wrote in its end record: the same,
+        # where both have it (a worker that died after its end record returned nothing; a
+        # setup refusal's end record counts no calls)
+        for key in ("utility", "security", "calls"):
+            want = getattr(e, key)
+            if want is not None and key in end and not _same(end.get(key), want):
+                fail("capture.end", rel,
+                     f"record {chain.n_records - 1}: {key} is {end.get(key)!r}; {where} "
+                     f"records {want!r}")
+        facts["end"] = {k: end.get(k) for k in ("status", "utility", "security")}
+    out["facts"] = facts or None
     return out
 
 
@@ -428,9 +518,94 @@ def _which(base: str, e: Any, name: str, want: str, got: str) -> str:
                     return f"the file was altered: validation.json, intact, cites {want[:16]}…"
                 if cited == got:
                     return "that line was altered: validation.json, intact, cites the file"
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):
             pass
     return "the file or that line was altered"
+
+
+def _index_facts(aer: _AER, e: Any, validation: bytes | None
+                 ) -> Iterator[tuple[str, Any, Any]]:
+    """``(what, the AER's, the index line's)`` for each fact the index line repeats of its
+    AER (and of its validation.json, given when it is the indexed one)."""
+    o = aer.outcome
+    lvn = o.live_vs_native
+    verdict = ("unchecked" if lvn is None or not lvn.checked or lvn.agree is None
+               else "agree" if lvn.agree else "disagree")
+    yield "header.task.unit", aer.header.task.unit, e.unit
+    yield "header.producer.mapper", aer.header.producer.mapper, e.mapper
+    yield "outcome.issues", sorted({i.code for i in o.issues}), list(e.issues)
+    yield "outcome.live_vs_native", verdict, e.live_vs_native
+    if validation is None:
+        return
+    from agentprov_core.evidence.live_mapping import _validation_status
+
+    try:
+        doc = json.loads(validation)
+    except (ValueError, RecursionError):
+        return
+    if not isinstance(doc, dict):
+        return
+    yield "validation.json status", _validation_status(validation), e.validation
+    yield "validation.json execution_id", doc.get("execution_id"), e.execution_id
+    for name in ("aer", "sem", "prov"):
+        yield f"validation.json {name}_sha256", doc.get(f"{name}_sha256"), getattr(
+            e, f"{name}_sha256")
+
+
+def index_row_problems(aer_bytes: bytes, entry: Any, validation: bytes | None) -> list[str]:
+    """What an index line says of its execution that its AER (or its validation.json,
+    given when it is the indexed one) does not: ``validate`` reports these of the line
+    (``verify`` checks the same)."""
+    try:
+        aer = _AER_DECODER.decode(aer_bytes)
+    except (msgspec.DecodeError, RecursionError):
+        return []  # the aer tier says why
+    return [f"{key} is {got!r}; {INDEX_NAME} records {want!r}"
+            for key, got, want in _index_facts(aer, entry, validation) if not _same(got, want)]
+
+
+INDEX_NAME = "executions.jsonl"
+
+
+def _ledger_facts(aer: _AER, ref: _LedgerRef) -> Iterator[tuple[str, Any, Any, str]]:
+    """``(what, the AER's, the other's, whose)`` for each fact the AER repeats of its
+    ledger entry and of its capture log's header and end record."""
+    h, t, o = aer.header, aer.header.task, aer.outcome
+    led = f"ledger.jsonl line {ref.line}"
+    for key, got, want in (("header.task.unit", t.unit, ref.unit),
+                           ("header.task.cell_key", t.cell_key, ref.cell_key),
+                           ("header.task.defense_id", t.defense_id, ref.defence or "none"),
+                           ("header.task.repeat", t.repeat, ref.repeat),
+                           ("header.task.attempt", t.attempt, ref.attempt),
+                           ("header.plan_sha256", h.plan_sha256, ref.plan_sha256 or None),
+                           ("header.config_digest", h.config_digest, ref.config_digest or None)):
+        if want is not None:
+            yield key, got, want, led
+    for key in ("utility", "security"):
+        want = getattr(ref, key)
+        if want is not None:
+            yield f"outcome.{key}", getattr(o, key), want, led
+    cap = ref.capture
+    if cap is None:
+        return
+    log = f"the capture log ({led})"
+    end = cap.get("end")
+    if end is not None:
+        yield "outcome.session_status", o.session_status, end.get("status", NOT_RECORDED), log
+        for key in ("utility", "security"):
+            v = end.get(key)
+            yield f"outcome.{key}", getattr(o, key), v if isinstance(v, bool) else NOT_RECORDED, log
+    if cap.get("started_at"):
+        yield "header.started_at", h.started_at, cap["started_at"], log
+    if cap.get("benchmark_version"):
+        yield "header.backend.benchmark_version", h.backend.benchmark_version, \
+            cap["benchmark_version"], log
+    if cap.get("backend") is not None:
+        for key in ("environment_id", "identity_sha256"):
+            yield f"header.backend.{key}", getattr(h.backend, key), \
+                cap["backend"].get(key, NOT_RECORDED), log
+    if cap.get("source"):
+        yield "header.source", h.source, cap["source"], log
 
 
 def _check_execution(base: str, item: tuple[int, Any, Any]) -> dict[str, Any]:
@@ -453,16 +628,21 @@ def _check_execution(base: str, item: tuple[int, Any, Any]) -> dict[str, Any]:
         fail("executions.ledger", INDEX,
              f"line {n} ({e.execution_id}): ledger_seq {e.ledger_seq} is session "
              f"{ref.session_id} (ledger.jsonl line {ref.line})")
-    aer_bytes = None
+    elif ref.unit != e.unit:
+        fail("executions.ledger", INDEX,
+             f"line {n} ({e.execution_id}): unit {e.unit!r}; ledger.jsonl line {ref.line} "
+             f"records {ref.unit!r}")
+    kept: dict[str, bytes] = {}  # the AER and the validation, when they are the indexed ones
     for name, want in (("aer", e.aer_sha256), ("sem", e.sem_sha256),
                        ("prov", e.prov_sha256), ("validation", e.validation_sha256)):
         rel = f"{DIRNAME}/{e.execution_id}/{name}.json"
         if want is None:
             continue
         try:
-            if name == "aer":
-                aer_bytes = _read(base + rel)
-                got, size = hashlib.sha256(aer_bytes).hexdigest(), len(aer_bytes)
+            if name in ("aer", "validation"):
+                data = _read(base + rel)
+                got, size = hashlib.sha256(data).hexdigest(), len(data)
+                kept[name] = data
             else:
                 got, size = _hash_file(base + rel)
         except FileNotFoundError:
@@ -473,18 +653,19 @@ def _check_execution(base: str, item: tuple[int, Any, Any]) -> dict[str, Any]:
             fail("executions.digest", rel,
                  f"its sha256 is {got}, not the {name}_sha256 {want} that {where} records "
                  f"({_which(base, e, name, want, got)})")
-            if name == "aer":
-                aer_bytes = None  # do not cross-check an AER that is not the indexed one
+            kept.pop(name, None)  # not cross-checked: it is not the indexed one
+    aer_bytes = kept.get("aer")
     if aer_bytes is None:
         return out
     rel = f"{DIRNAME}/{e.execution_id}/aer.json"
     try:
         aer = _AER_DECODER.decode(aer_bytes)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
         fail("executions.aer", rel, f"not an AER ({exc})")
         return out
     h = aer.header
     out["source"] = h.source
+    out["test_only"] = h.producer.test_only
     if h.execution_id != e.execution_id:
         fail("executions.aer", rel, f"header.execution_id is {h.execution_id!r}")
     if aer.outcome.status != e.status:
@@ -494,6 +675,13 @@ def _check_execution(base: str, item: tuple[int, Any, Any]) -> dict[str, Any]:
         fail("executions.aer", rel,
              f"outcome.execution_observed is {aer.outcome.execution_observed}; {where} "
              f"records {e.execution_observed}")
+    for key, got, want in _index_facts(aer, e, kept.get("validation")):
+        if not _same(got, want):
+            fail("executions.aer", rel, f"{key} is {got!r}; {where} records {want!r}")
+    if ref is not None:
+        for key, got, want, whose in _ledger_facts(aer, ref):
+            if not _same(got, want):
+                fail("executions.aer", rel, f"{key} is {got!r}; {whose} records {want!r}")
     for ev in h.evidence:
         if not HEX64.fullmatch(ev.sha256) or ev.path != raw_rel(ev.sha256):
             fail("executions.evidence", rel,
@@ -520,17 +708,22 @@ def _check_execution(base: str, item: tuple[int, Any, Any]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------ the walk
 class _Verifier:
-    def __init__(self, root: Path, manifest: dict[str, Any] | None, report: Report) -> None:
+    def __init__(self, root: Path, manifest: dict[str, Any] | None, report: Report,
+                 snap: Snapshot) -> None:
         self.root = root
         self.base = str(root) + os.sep  # paths as strings: no pathlib in the hot loops
         self.manifest = manifest
         self.report = report
+        self.snap = snap
         self.verified: set[str] = set()  # raw digests whose bytes were checked
         self.ledger: dict[int, _LedgerRef] = {}  # by seq
         self.plans: set[str] = set()
         self.configs: set[str] = set()
         self.backends: set[tuple[Any, Any]] = set()
         self.sources: set[str] = set()
+        self.test_only: set[tuple[str, bool]] = set()  # (whose, the value it records)
+        self.undigested: Counter[str] = Counter()  # lines without line_sha256, per file
+        self.sealed_lines = 0  # lines with one
 
     # findings
     def add(self, kind: str, code: str, path: str, message: str) -> None:
@@ -544,12 +737,18 @@ class _Verifier:
         self.report.counts["bytes_hashed"] += nbytes
 
     def run(self) -> None:
+        if (note := self.snap.note()) is not None:
+            self.add("unverified", "corpus.in_progress", LOCK, note)
         with _Runner(_use_processes(self.root)) as runner:
             self.check_ledger(runner)
             self.check_raw(runner)
             self.check_executions(runner)
         self.check_preflight()
         self.check_manifest()
+        for rel, n in sorted(self.undigested.items()):
+            self.add("unverified", "lines.undigested", rel,
+                     f"{n} line(s) carry no line_sha256 (written by an earlier agentprov): a "
+                     "changed byte in a field nothing else holds cannot be seen in them")
         if not (self.root / "checksums.sha256").is_file():
             why = ("a working tree has no checksums.sha256 (it is written at sealing)"
                    if self.report.working else
@@ -559,37 +758,103 @@ class _Verifier:
             self.add("unverified", "checksums.unsupported", "checksums.sha256",
                      "this build does not read sealed checksums (no sealed format yet)")
 
-    def jsonl(self, path: Path, rel: str, prefix: str, dec: msgspec.json.Decoder, what: str,
+    def jsonl(self, rel: str, prefix: str, dec: msgspec.json.Decoder, what: str,
               reader: str) -> Iterator[tuple[int, Any, bytes]]:
-        """``(line number, entry, line)`` of a file T0 appends JSON lines to: a line that
-        is not ``what`` fails (``<prefix>.entry``), a line cut short by a write that never
-        finished is unverified (``<prefix>.torn``: ``reader`` skips it by design), a line
-        that is not JSON fails (``<prefix>.parse``)."""
-        for n, line, _ in _lines(path):
+        """``(line number, entry, line)`` of a file T0 appends JSON lines to, as far as the
+        snapshot reads it: a line whose ``line_sha256`` does not match its bytes fails
+        (``<prefix>.digest``), a line that is not ``what`` fails (``<prefix>.entry``), a
+        line cut short by a write that never finished is unverified (``<prefix>.torn``:
+        ``reader`` skips it by design), a line that is not JSON fails (``<prefix>.parse``)."""
+        sealed = 0  # the first line that carries a digest
+        pending: int | None = None  # a line cut short, yet ended by a newline
+
+        def cut(n: int) -> None:
+            self.add("unverified", f"{prefix}.torn", rel,
+                     f"line {n}: a write cut short (T0 died or the disk filled); {reader} "
+                     "skips it")
+
+        for n, line, ended in self.snap.lines(rel):
             if not line.strip():
                 continue
+            if pending is not None:  # lines were appended after it: a write cut short
+                cut(pending)
+                pending = None
+            entry = None
             try:
                 entry = dec.decode(line)
             except msgspec.ValidationError as exc:
                 self.fail(f"{prefix}.entry", rel, f"line {n}: not {what} ({exc})")
-                continue
+            except RecursionError:
+                self.fail(f"{prefix}.parse", rel, f"line {n}: nested too deeply to be "
+                                                  f"{what}: the line was altered")
             except msgspec.DecodeError as exc:
-                if _truncated(exc):
-                    self.add("unverified", f"{prefix}.torn", rel,
-                             f"line {n}: a write cut short (T0 died or the disk filled); "
-                             f"{reader} skips it")
-                else:
-                    self.fail(f"{prefix}.parse", rel,
-                              f"line {n}: not JSON ({exc}): the line was altered")
-                continue
-            yield n, entry, line
+                # a write cut short leaves no newline (T0 writes the line and its newline at
+                # once), and gets one only from a later append (the ledger's and the index's
+                # append starts on a fresh line; the preflight ledger's does not): its digest
+                # is not held against it either
+                if _truncated(exc) and not ended:
+                    cut(n)
+                    continue
+                if _truncated(exc) and prefix != "preflight":
+                    pending = n  # torn if lines follow; altered if it is the last
+                    continue
+                self.fail(f"{prefix}.parse", rel,
+                          f"line {n}: not JSON ({exc}): the line was altered")
+            status = selfdigest.line_status(line)
+            if status == selfdigest.ALTERED:
+                self.fail(f"{prefix}.digest", rel,
+                          f"line {n}: its bytes no longer match its line_sha256: the line was "
+                          "altered after T0 wrote it")
+            elif status == selfdigest.ABSENT and sealed:
+                self.fail(f"{prefix}.digest", rel,
+                          f"line {n}: it carries no line_sha256, and line {sealed} does (T0 "
+                          "writes one on every line since): the field was removed or its "
+                          "name altered")
+            elif status == selfdigest.ABSENT and entry is not None:
+                self.undigested[rel] += 1
+            if status != selfdigest.ABSENT:
+                sealed = sealed or n
+                self.sealed_lines += 1
+            if entry is not None:
+                yield n, entry, line
+        if pending is not None:
+            self.fail(f"{prefix}.parse", rel,
+                      f"line {pending}: cut short, yet ended by a newline and the last line "
+                      "(a write cut short leaves none): the line was altered")
 
     # -------------------------------------------------------------- manifest
     def check_manifest(self) -> None:
-        m = self.manifest
-        if m is None:
+        """The manifest as it is now (read after the ledger and the index: it lists what
+        their lines record, also while a run rewrites it)."""
+        from agentprov_core import inputfile
+        from agentprov_core.corpus.opening import parse_manifest
+
+        if self.manifest is None:
             return  # reported when the corpus was opened
-        data = (self.root / "manifest.json").read_bytes()
+        try:
+            data = inputfile.read_bytes(self.root / "manifest.json")
+            m = parse_manifest(data)
+        except ValueError as exc:
+            self.fail("manifest.unreadable", "manifest.json", f"{exc}: the file was altered")
+            return
+        if not isinstance(m, dict):
+            self.fail("manifest.unreadable", "manifest.json",
+                      "it is not a JSON object: the file was altered")
+            return
+        status = selfdigest.manifest_status(data)
+        if status == selfdigest.ALTERED:
+            self.fail("manifest.digest", "manifest.json",
+                      "its bytes no longer match its manifest_sha256: it was altered after T0 "
+                      "wrote it")
+        elif status == selfdigest.ABSENT and self.sealed_lines:
+            self.fail("manifest.digest", "manifest.json",
+                      "it carries no manifest_sha256, and the lines of the ledger or the index "
+                      "do (every run rewrites the manifest, with it): the field was removed or "
+                      "its name altered")
+        elif status == selfdigest.ABSENT:
+            self.add("unverified", "manifest.undigested", "manifest.json",
+                     "it carries no manifest_sha256 (written by an earlier agentprov): a "
+                     "changed byte in a field nothing else holds cannot be seen")
         if (json.dumps(m, sort_keys=True, indent=1) + "\n").encode("utf-8") != data:
             self.fail("manifest.form", "manifest.json",
                       "it is not in the form T0 writes (JSON, sorted keys, indent 1, one "
@@ -619,24 +884,49 @@ class _Verifier:
         src = m.get("source")
         for s in sorted(self.sources - {src}):
             self.fail("manifest.source", "manifest.json",
-                      f"an AER's source is {s!r}; the manifest's is {src!r}")
+                      f"an AER or capture header's source is {s!r}; the manifest's is {src!r}")
+        self.check_test_only(m)
+
+    def check_test_only(self, m: dict[str, Any]) -> None:
+        """``test_only`` (a scripted corpus, never a real one) as the manifest, every capture
+        header and every AER record it; ``synthetic`` and ``live.transport`` with it."""
+        flag = m.get("test_only")
+        if not isinstance(flag, bool):
+            if self.test_only:
+                self.fail("manifest.test_only", "manifest.json",
+                          f"test_only is {flag!r}, not true or false")
+            return
+        for whose, value in sorted(self.test_only):
+            if value != flag:
+                self.fail("manifest.test_only", "manifest.json",
+                          f"test_only is {str(flag).lower()}; {whose} records "
+                          f"{str(value).lower()} (a scripted corpus is never a real one)")
+        if "synthetic" in m and m.get("synthetic") != flag:
+            self.fail("manifest.test_only", "manifest.json",
+                      f"test_only is {str(flag).lower()} and synthetic "
+                      f"{json.dumps(m.get('synthetic'))} (T0 writes both from the transport)")
+        live = m.get("live") if isinstance(m.get("live"), dict) else {}
+        transport = live.get("transport")
+        if transport is not None and (transport == "scripted") != flag:
+            self.fail("manifest.test_only", "manifest.json",
+                      f"test_only is {str(flag).lower()} and live.transport {transport!r} "
+                      "(a scripted run is test_only, a real one is not)")
 
     # -------------------------------------------------------------- ledger and captures
     def check_ledger(self, runner: _Runner) -> None:
         from agentprov_core.corpus.ledger import Attempt
         from agentprov_core.corpus.working import unit_key
 
-        path = self.root / "ledger.jsonl"
         dec = msgspec.json.Decoder(Attempt)
         expected_seq = 0
 
         def entries() -> Iterator[tuple[int, Attempt]]:
             nonlocal expected_seq
-            for n, e, line in self.jsonl(path, "ledger.jsonl", "ledger", dec,
-                                         "a ledger entry", "the ledger"):
+            for n, e, line in self.jsonl("ledger.jsonl", "ledger", dec, "a ledger entry",
+                                         "the ledger"):
                 where = f"line {n}"
                 self.report.counts["ledger_entries"] += 1
-                if msgspec.json.encode(e) != line:
+                if not _in_form(msgspec.json.encode(e), line):
                     self.fail("ledger.form", "ledger.jsonl",
                               f"{where} (seq {e.seq}): not in the form T0 writes: the line "
                               "was edited")
@@ -653,6 +943,10 @@ class _Verifier:
                     self.fail("ledger.status", "ledger.jsonl",
                               f"{where} (seq {e.seq}): status {e.status!r} is not one of "
                               f"{', '.join(LEDGER_STATUSES)}")
+                if e.conclusive != (e.status == "complete"):
+                    self.fail("ledger.conclusive", "ledger.jsonl",
+                              f"{where} (seq {e.seq}): conclusive is {e.conclusive} and status "
+                              f"{e.status!r} (an attempt is conclusive when it completed)")
                 if e.plan_sha256:
                     self.plans.add(e.plan_sha256)
                 if e.config_digest:
@@ -663,13 +957,15 @@ class _Verifier:
                         self.fail("ledger.reference", "ledger.jsonl",
                                   f"{where} (seq {e.seq}): {name} {v!r} is not a sha256")
                         e = msgspec.structs.replace(e, **{name: None})  # the others are checked
-                self.ledger[e.seq] = _LedgerRef(n, e.session_id, e.capture_sha256,
-                                                e.capture_head_sha256, e.native_sha256,
-                                                e.status)
+                self.ledger[e.seq] = _LedgerRef(
+                    n, e.session_id, e.capture_sha256, e.capture_head_sha256, e.native_sha256,
+                    e.status, unit=e.unit, cell_key=e.cell_key, defence=e.defence,
+                    repeat=e.repeat, attempt=e.attempt, plan_sha256=e.plan_sha256,
+                    config_digest=e.config_digest, utility=e.utility, security=e.security)
                 if e.capture_sha256 or e.native_sha256:
                     yield n, e
 
-        for _, out in runner.map(_check_attempt, self.base, entries()):
+        for (_, e), out in runner.map(_check_attempt, self.base, entries()):
             for f in out["findings"]:
                 self.report.findings.append(f)
             for d, nbytes in out["verified"]:
@@ -680,6 +976,13 @@ class _Verifier:
                 self.report.counts["capture_records"] += out["records"]
             if out.get("backend"):
                 self.backends.add(out["backend"])
+            if isinstance(out.get("test_only"), bool):
+                self.test_only.add(("a capture header", out["test_only"]))
+            if out.get("source"):
+                self.sources.add(out["source"])
+            ref = self.ledger.get(e.seq)
+            if out.get("facts") is not None and ref is not None and ref.line == out["line"]:
+                self.ledger[e.seq] = dataclasses.replace(ref, capture=out["facts"])
 
     # -------------------------------------------------------------- the raw store
     def check_raw(self, runner: _Runner) -> None:
@@ -732,18 +1035,14 @@ class _Verifier:
 
         index = self.root / INDEX
         exdir = self.root / DIRNAME
-        if not index.exists() and not exdir.exists():
-            return
         dec = msgspec.json.Decoder(IndexEntry)
         seen: dict[str, int] = {}
 
         def rows() -> Iterator[tuple[int, Any, _LedgerRef | None]]:
-            if not index.exists():
-                return
-            for n, e, line in self.jsonl(index, INDEX, "executions", dec, "an index entry",
+            for n, e, line in self.jsonl(INDEX, "executions", dec, "an index entry",
                                          "the index"):
                 where = f"line {n}"
-                if msgspec.json.encode(e) != line:
+                if not _in_form(msgspec.json.encode(e), line):
                     self.fail("executions.form", INDEX,
                               f"{where} ({e.execution_id}): not in the form T0 writes: the "
                               "line was edited")
@@ -760,18 +1059,28 @@ class _Verifier:
                 self.report.counts["executions"] += 1
                 yield n, e, self.ledger.get(e.ledger_seq)
 
-        for _, out in runner.map(_check_execution, self.base, rows()):
-            self.report.findings.extend(out["findings"])
-            for nbytes in out["hashed"]:
-                self.hashed(nbytes)
-            if out["source"] is not None:
-                self.sources.add(out["source"])
+        if index.exists():
+            for _, out in runner.map(_check_execution, self.base, rows()):
+                self.report.findings.extend(out["findings"])
+                for nbytes in out["hashed"]:
+                    self.hashed(nbytes)
+                if out["source"] is not None:
+                    self.sources.add(out["source"])
+                if out.get("test_only") is not None:
+                    self.test_only.add(("an AER", out["test_only"]))
         for ref in self.ledger.values():
             if ref.capture_sha256 and ref.status != "quarantined" and ref.session_id not in seen:
-                self.add("unverified", "executions.unmapped", "ledger.jsonl",
-                         f"line {ref.line} (session {ref.session_id}): its attempt has no "
-                         f"execution in {INDEX} (its mapping failed or was cut short: see the "
-                         "manifest's mapping_failures)")
+                if self.snap.held:
+                    self.add("unverified", "executions.in_progress", "ledger.jsonl",
+                             f"line {ref.line} (session {ref.session_id}): its attempt has no "
+                             f"execution in {INDEX} yet: the run that holds the corpus maps "
+                             "it")
+                else:
+                    self.fail("executions.unmapped", "ledger.jsonl",
+                              f"line {ref.line} (session {ref.session_id}): its attempt has no "
+                              f"execution in {INDEX}, and no run is writing the corpus (its "
+                              "mapping failed or was cut short: see the manifest's "
+                              "mapping_failures); re-run the same command to map it")
         if exdir.is_dir():
             for d in sorted(os.scandir(exdir), key=lambda d: d.name):
                 if d.name not in seen:
@@ -792,7 +1101,7 @@ class _Verifier:
         ledger = root / "ledger.jsonl"
         named: set[str] = set()
         if ledger.is_file():
-            for n, e, line in self.jsonl(ledger, "preflight/ledger.jsonl", "preflight",
+            for n, e, line in self.jsonl("preflight/ledger.jsonl", "preflight",
                                          msgspec.json.Decoder(dict), "a JSON object",
                                          "the caps' count"):
                 where = f"preflight/ledger.jsonl line {n}"
@@ -800,6 +1109,10 @@ class _Verifier:
                 if json.dumps(e, sort_keys=True).encode("utf-8") != line:
                     self.fail("preflight.form", "preflight/ledger.jsonl",
                               f"line {n}: not in the form T0 writes: the line was edited")
+                elif unknown := sorted(set(e) - PREFLIGHT_KEYS):
+                    self.fail("preflight.form", "preflight/ledger.jsonl",
+                              f"line {n}: {unknown[0]!r} is not a key T0 writes: the line was "
+                              "edited")
                 sha = e.get("capture_sha256")
                 if sha is None:
                     continue  # the call left no log: charged at the bound, nothing to check
@@ -837,15 +1150,47 @@ class _Verifier:
             self.fail("preflight.chain", rel, problem)
         h = chain.header
         if h is not None and h.get("kind") == "header":
-            for key in ("session_id", "plan_sha256", "config_digest"):
-                if e.get(key) and h.get(key) != e.get(key):
-                    self.fail("preflight.header", rel, f"record 0: {key} is {h.get(key)!r}; "
-                                                      f"{where} records {e.get(key)!r}")
+            for key, got in (("session_id", h.get("session_id")),
+                             ("plan_sha256", h.get("plan_sha256")),
+                             ("config_digest", h.get("config_digest")),
+                             ("attempt", h.get("attempt"))):
+                want = e.get("call" if key == "attempt" else key)
+                if want and not _same(got, want):
+                    self.fail("preflight.header", rel, f"record 0: {key} is {got!r}; "
+                                                      f"{where} records {want!r}")
+        end = chain.end
+        if end is not None and isinstance(e.get("status"), str) and \
+                end.get("status") != e["status"]:
+            self.fail("preflight.status", rel,
+                      f"record {chain.n_records - 1}: end status {end.get('status')!r}; "
+                      f"{where} records {e['status']!r}")
+        if "billed_calls" in e and chain.ok:
+            from agentprov_core import caps
+
+            billed = caps.charge_records(chain.records).billed
+            if not _same(billed, e["billed_calls"]):
+                self.fail("preflight.billed", rel,
+                          f"it bills {billed} call(s); {where} records "
+                          f"{e['billed_calls']!r} (the caps count them)")
+
+
+def _ledger_has_attempts(root: Path) -> bool:
+    """Whether the ledger's first line is a ledger entry (a corpus whose manifest was
+    damaged, as opposed to a directory that merely holds two files of those names)."""
+    from agentprov_core.corpus.ledger import Attempt
+
+    try:
+        with open(root / "ledger.jsonl", "rb") as f:
+            first = f.readline(1 << 20)
+        msgspec.json.decode(first, type=Attempt)
+    except (OSError, msgspec.DecodeError, RecursionError):
+        return False
+    return True
 
 
 def _open(given: str | Path) -> tuple[Path, dict[str, Any] | None, str | None]:
-    """The corpus root and its manifest; a manifest that no longer reads (beside a ledger)
-    is a failed check of verify, not a reason to stop."""
+    """The corpus root and its manifest; a manifest that no longer reads, beside a ledger
+    of attempts, is a failed check of verify, not a reason to stop."""
     from agentprov_core.corpus.opening import open_corpus
 
     try:
@@ -856,16 +1201,19 @@ def _open(given: str | Path) -> tuple[Path, dict[str, Any] | None, str | None]:
             raise
         root = Path(str(exc.params.get("corpus", given)))
         if (root.is_dir() and (root / "manifest.json").is_file()
-                and (root / "ledger.jsonl").is_file()):
+                and _ledger_has_attempts(root)):
             return root, None, str(exc.params.get("what", ""))
         raise
 
 
 def verify_corpus(given: str | Path) -> Report:
+    from agentprov_core.corpus import snapshot
+
     root, manifest, broken = _open(given)
+    snap = snapshot.take(root)
     corpus_id = str((manifest or {}).get("corpus_id") or root.name.removesuffix(".partial"))
     report = Report(root, corpus_id, root.name.endswith(".partial"))
-    v = _Verifier(root, manifest, report)
+    v = _Verifier(root, manifest, report, snap)
     if broken is not None:
         v.fail("manifest.unreadable", "manifest.json",
                f"{broken}: the file was altered (it is rewritten whole by every run, never "

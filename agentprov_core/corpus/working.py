@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,8 @@ class WorkingCorpus:
         self.ledger = Ledger(root / "ledger.jsonl")
         self.store = RawStore(root / "raw")
         self._lock = None
+        #: the keys the redaction scan looks for in what is written here (by variable name)
+        self.secrets: Callable[[], dict[str, str]] = dict
 
     # ------------------------------------------------------------------ reading
     @classmethod
@@ -58,7 +61,29 @@ class WorkingCorpus:
         return cls(root) if (root / "manifest.json").is_file() else None
 
     def manifest(self) -> dict[str, Any]:
-        return json.loads((self.root / "manifest.json").read_text(encoding="utf-8"))
+        """The manifest, refused (``cli.environment.corpus``, exit 3) when it is no JSON
+        object or no longer matches its ``manifest_sha256``: a run rewrites it, and would
+        make a change in it invisible."""
+        from agentprov_core import inputfile
+        from agentprov_core.corpus import selfdigest
+        from agentprov_core.corpus.opening import parse_manifest
+
+        try:
+            data = inputfile.read_bytes(self.root / "manifest.json")
+            m = parse_manifest(data)
+            altered = selfdigest.manifest_status(data) == selfdigest.ALTERED
+        except (OSError, ValueError) as exc:
+            raise AgentprovError("cli.environment.corpus", corpus=self.root,
+                                 what=f"manifest.json is not readable JSON ({exc})") from None
+        if not isinstance(m, dict):
+            raise AgentprovError("cli.environment.corpus", corpus=self.root,
+                                 what="manifest.json is not a JSON object")
+        if altered:
+            raise AgentprovError("cli.environment.corpus", corpus=self.root,
+                                 what="manifest.json no longer matches its manifest_sha256: "
+                                      "it was changed after T0 wrote it (agentprov verify "
+                                      "names what else no longer holds); restore it")
+        return m
 
     def attempts(self) -> list[Attempt]:
         return self.ledger.read()
@@ -94,11 +119,20 @@ class WorkingCorpus:
             self._lock = None
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
+        from agentprov_core import redaction
+        from agentprov_core.corpus import selfdigest
+
+        # the redaction scan covers the manifest too: no key's value, no key-shaped string
+        doc, found = redaction.redact_document(manifest, self.secrets())
+        if found:
+            doc["redacted"] = sorted(set(doc.get("redacted") or []) | set(found))
+        doc[selfdigest.MANIFEST_FIELD] = ""
+        data = selfdigest.seal_manifest(
+            (json.dumps(doc, sort_keys=True, indent=1) + "\n").encode("utf-8"))
         fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".manifest-")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(manifest, f, sort_keys=True, indent=1)
-                f.write("\n")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.root / "manifest.json")

@@ -45,6 +45,9 @@ class IndexEntry(msgspec.Struct, kw_only=True):
     prov_sha256: str | None = None  # None when --skip-prov-conformance skipped PROV
     validation_sha256: str
     mapped_at: str
+    #: the sha256 of this line with this value empty (agentprov_core/corpus/selfdigest.py);
+    #: kept last, and filled in by :meth:`Executions.append_index`
+    line_sha256: str = ""
 
 
 class Executions:
@@ -70,7 +73,7 @@ class Executions:
             if line.strip():
                 try:
                     out.append(dec.decode(line))
-                except msgspec.DecodeError:
+                except (msgspec.DecodeError, RecursionError):
                     continue
         return out
 
@@ -99,8 +102,11 @@ class Executions:
             digests[name] = sha256(data)
         return digests
 
-    def append_index(self, entry: IndexEntry) -> None:
-        data = msgspec.json.encode(entry)
+    def append_index(self, entry: IndexEntry) -> IndexEntry:
+        """Append ``entry``'s line; returns the entry as written (its ``line_sha256``)."""
+        from agentprov_core.corpus.selfdigest import seal_line
+
+        data = seal_line(msgspec.json.encode(msgspec.structs.replace(entry, line_sha256="")))
         with open(self.index_path, "ab") as f:
             if f.tell() > 0:
                 with open(self.index_path, "rb") as r:
@@ -110,3 +116,4 @@ class Executions:
             f.write(data + b"\n")
             f.flush()
             os.fsync(f.fileno())
+        return msgspec.json.decode(data, type=IndexEntry)

@@ -97,5 +97,4 @@ def map_attempt(root: Path, attempt: Attempt, manifest: dict[str, Any], *,
         validation=_validation_status(files["validation"]), aer_sha256=digests["aer"],
         sem_sha256=digests["sem"], prov_sha256=digests.get("prov"),
         validation_sha256=digests["validation"], mapped_at=mapped_at)
-    ex.append_index(entry)
-    return Mapped(entry, aer)
+    return Mapped(ex.append_index(entry), aer)

@@ -211,65 +211,48 @@ class Recomputer:
             validation_sha256=_sha(derived["validation"]))
 
 
-def index_rows(root: Path) -> Iterator[Any]:
-    """The index rows, first row of each execution (an execution is written once)."""
-    import msgspec
-
+def index_rows(root: Path, snap: Any = None) -> Iterator[Any]:
+    """The index rows, first row of each execution (an execution is written once), as far
+    as the snapshot ``snap`` reads the index (one is taken when none is given)."""
+    from agentprov_core.corpus.snapshot import decoded, take
     from agentprov_core.evidence.executions import INDEX, IndexEntry
 
-    path = root / INDEX
-    if not path.exists():
-        return
-    dec = msgspec.json.Decoder(IndexEntry)
     seen: set[str] = set()
-    with open(path, "rb") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                e = dec.decode(line)
-            except msgspec.DecodeError:
-                continue  # torn or foreign: verify reports it
-            if e.execution_id in seen or "/" in e.execution_id or e.execution_id in ("", ".", ".."):
-                continue
-            seen.add(e.execution_id)
-            yield e
+    for _, e in decoded(snap or take(root), INDEX, IndexEntry):  # torn, foreign: verify says
+        if e.execution_id in seen or "/" in e.execution_id or e.execution_id in ("", ".", ".."):
+            continue
+        seen.add(e.execution_id)
+        yield e
 
 
-def count_units(root: Path) -> int:
-    return sum(1 for _ in index_rows(root))
+def count_units(root: Path, snap: Any = None) -> int:
+    return sum(1 for _ in index_rows(root, snap))
 
 
-def unmapped(root: Path) -> int:
+def unmapped(root: Path, snap: Any = None) -> int:
     """Ledgered attempts whose capture log is stored and that have no execution."""
-    import msgspec
-
     from agentprov_core.corpus.ledger import Attempt
+    from agentprov_core.corpus.snapshot import decoded, take
 
-    ids = {e.execution_id for e in index_rows(root)}
-    n = 0
-    path = root / "ledger.jsonl"
-    dec = msgspec.json.Decoder(Attempt)
-    with open(path, "rb") as f:
-        for line in f:
-            try:
-                a = dec.decode(line)
-            except msgspec.DecodeError:
-                continue
-            if a.status != "quarantined" and a.capture_sha256 and a.session_id not in ids:
-                n += 1
-    return n
+    snap = snap or take(root)
+    ids = {e.execution_id for e in index_rows(root, snap)}
+    return sum(1 for _, a in decoded(snap, "ledger.jsonl", Attempt)
+               if a.status != "quarantined" and a.capture_sha256 and a.session_id not in ids)
 
 
-def run(root: Path, manifest: dict[str, Any], out: Path | None = None) -> Summary:
-    """Re-derive every execution of the corpus at ``root``; with ``out``, write the new tree
-    there (``out`` must be a new, empty directory: the caller checks)."""
+def run(root: Path, manifest: dict[str, Any], out: Path | None = None,
+        snap: Any = None) -> Summary:
+    """Re-derive every execution of the corpus at ``root`` (as far as the snapshot ``snap``
+    reads it); with ``out``, write the new tree there (``out`` must be a new, empty
+    directory: the caller checks)."""
+    from agentprov_core.corpus.snapshot import take
     from agentprov_core.evidence.executions import Executions
 
     s = Summary()
+    snap = snap or take(root)
     rc = Recomputer(root, manifest)
     target = Executions(out) if out is not None else None
-    for e in index_rows(root):
+    for e in index_rows(root, snap):
         s.units += 1
         r = rc.one(e)
         s.counts[r.cls] += 1
@@ -282,7 +265,7 @@ def run(root: Path, manifest: dict[str, Any], out: Path | None = None) -> Summar
             target.append_index(r.row)
             s.written += 1
         r.files = None
-    s.unmapped = unmapped(root)
+    s.unmapped = unmapped(root, snap)
     if out is not None:
         from agentprov_core.evidence.canonical import stored
 

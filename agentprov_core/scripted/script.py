@@ -130,15 +130,13 @@ class Script(msgspec.Struct, frozen=True, kw_only=True):
 
 def load_script(path: str | Path) -> Script:
     """Read and validate the script at ``path`` (errors name ``path`` as given)."""
+    from agentprov_core import inputfile
+
     name = str(path)
     try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        _fail(name, "no such file")
-    except IsADirectoryError:
-        _fail(name, "is a directory, not a script file")
-    except OSError as exc:
-        _fail(name, f"cannot be read ({exc.strerror or exc})")
+        data = inputfile.read_bytes(path)
+    except inputfile.Unreadable as exc:
+        _fail(name, str(exc))
     return parse_script(data, name)
 
 
@@ -148,12 +146,19 @@ def parse_script(data: bytes, name: str = "<script>") -> Script:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         _fail(name, f"is not UTF-8 text (byte {exc.start})")
+    from agentprov_core import inputfile
+
     try:
+        inputfile.check_json_depth(text)
         doc = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         _fail(name, f"is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
-    except ValueError as exc:
-        _fail(name, f"is not JSON: {exc}")
+    except inputfile.Unreadable as exc:
+        _fail(name, f"is not a script: it {exc}")
+    except ValueError as exc:  # a number of more than 4,300 digits, an infinity
+        _fail(name, f"is not JSON: {inputfile.number_error(exc)}")
+    except RecursionError:
+        _fail(name, f"is not a script: it nests more than {inputfile.MAX_DEPTH} levels deep")
     latency = 0.0
     if isinstance(doc, dict):
         try:
