@@ -43,6 +43,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +54,8 @@ import msgspec
 
 from agentprov_core import __version__, capture_chain, environments, redaction
 from agentprov_core.corpus.ledger import Attempt
-from agentprov_core.corpus.working import MANIFEST_FORMAT, WorkingCorpus, now, partial_dir, unit_key
+from agentprov_core.corpus.working import (MANIFEST_FORMAT, WorkingCorpus, now, partial_dir,
+                                           unit_id, unit_key)
 from agentprov_core.errors import AgentprovError
 
 CONFIG_STOP = ("agentprov run: a cell's setup refused this configuration, so no further cell "
@@ -69,8 +71,9 @@ EARLY_STOPS = ("config", "worker", "canary", "cap_reached", "cap_bound_exceeded"
 class Unit:
     cell: Any
     repeat: int
-    key: str
+    key: str  # the unit's name (the ledger's ``unit``)
     attempt: int
+    digest: str = ""  # with ``key``, the unit's identity (the ledger's ``unit_digest``)
 
 
 @dataclass
@@ -133,45 +136,84 @@ class Progress:
             self.bar.stop()
 
 
-def _units(p, settled: set[str], counts) -> tuple[list[Unit], int]:
-    """The due units (not settled, attempts left) in plan order, and how many were settled."""
-    plan = p.plan
-    due, done_before = [], 0
+def unit_ids(plan) -> Callable[[Attempt], str | None]:
+    """The unit of ``plan`` that a ledger entry answers for (its :func:`unit_id`), or
+    ``None`` when it answers for none of them (docs/decisions.md, "Unit identity").
+
+    An entry answers for the unit of its own unit key and unit digest. An entry written
+    before units had a digest answers only for a unit of this very plan digest (which holds
+    everything its cell runs but the display name) whose attack does not address the model
+    by name; otherwise it is another plan's attempt, kept and counted by nothing here."""
+    cells = {c.key: c for c in plan.cells}
+
+    def uid(e: Attempt) -> str | None:
+        if isinstance(e.unit_digest, str):
+            return unit_id(e.unit, e.unit_digest)
+        c = cells.get(e.cell_key)
+        if c is None or e.plan_sha256 != plan.plan_sha256 or c.attack in plan.named_attacks:
+            return None
+        return unit_id(e.unit, plan.unit_digest(c))
+
+    return uid
+
+
+def plan_progress(plan, wc: WorkingCorpus, entries: list[Attempt] | None = None):
+    """``(settled, counts, mine, uid)``: the unit ids of ``plan`` that are settled, the
+    attempts per unit id, the entries that answer for its units, and :func:`unit_ids`."""
+    uid = unit_ids(plan)
+    mine = [e for e in (wc.attempts() if entries is None else entries) if uid(e) is not None]
+    return wc.settled(mine, key=uid), wc.attempts_per_unit(mine, key=uid), mine, uid
+
+
+def _plan_units(plan):
+    """``(repeat, cell, unit key, unit digest)`` of every unit, in plan order."""
     for r in range(plan.repeats):
         for cell in plan.cells:
-            key = unit_key(cell.key, plan.defence, r)
-            if key in settled:
-                done_before += 1
-                continue
-            if counts[key] >= plan.max_attempts:
-                continue  # exhausted: no attempt left
-            due.append(Unit(cell, r, key, counts[key] + 1))
+            yield r, cell, unit_key(cell.key, plan.defence, r), plan.unit_digest(cell)
+
+
+def _units(p, settled: set[str], counts) -> tuple[list[Unit], int]:
+    """The due units (not settled, attempts left) in plan order, and how many were settled
+    (``settled`` and ``counts`` by unit id)."""
+    plan = p.plan
+    due, done_before = [], 0
+    for r, cell, key, digest in _plan_units(plan):
+        uid = unit_id(key, digest)
+        if uid in settled:
+            done_before += 1
+            continue
+        if counts[uid] >= plan.max_attempts:
+            continue  # exhausted: no attempt left
+        due.append(Unit(cell, r, key, counts[uid] + 1, digest))
     return due, done_before
 
 
 def read_progress(p) -> None:
     """Set the plan's settled units and attempts already used from its corpus, if any
-    (attempts are counted across invocations)."""
+    (attempts are counted across invocations; only entries that answer for the plan's own
+    units count)."""
     wc = WorkingCorpus.peek(p.request.options["corpus"])
     if wc is None:
         return
     plan = p.plan
-    entries = [e for e in wc.attempts() if e.config_digest == plan.config_digest]
-    settled = wc.settled(entries)
-    counts = wc.attempts_per_unit(entries)
+    settled, counts, _, _ = plan_progress(plan, wc)
     plan.settled, plan.attempts_used, plan.settled_cells = 0, 0, {}
-    for r in range(plan.repeats):
-        for c in plan.cells:
-            key = unit_key(c.key, plan.defence, r)
-            if key in settled:
-                plan.settled += 1
-                plan.settled_cells[c.key] = plan.settled_cells.get(c.key, 0) + 1
-            else:
-                plan.attempts_used += min(counts[key], plan.max_attempts)
+    for _, c, key, digest in _plan_units(plan):
+        uid = unit_id(key, digest)
+        if uid in settled:
+            plan.settled += 1
+            plan.settled_cells[c.key] = plan.settled_cells.get(c.key, 0) + 1
+        else:
+            plan.attempts_used += min(counts[uid], plan.max_attempts)
 
 
 def check_corpus(p) -> None:
-    """Mixed configuration and mixed transport refusals (exit 4), before anything starts."""
+    """Mixed configuration, mixed plan and mixed transport refusals (exit 4), before
+    anything starts. A plan whose content digest (what its cells run, apart from which
+    cells) the corpus does not hold would run cells the corpus already holds another way:
+    refused like another configuration, unless ``--allow-mixed-config``."""
+    from agentprov_core.plans import content_differences
+
     o = p.request.options
     wc = WorkingCorpus.peek(o["corpus"])
     if wc is None:
@@ -181,11 +223,20 @@ def check_corpus(p) -> None:
     have = "scripted" if m.get("test_only") else "real"
     if have != want:
         raise AgentprovError("cli.refused.mixed_transport", corpus=wc.root, have=have, want=want)
+    if o.get("allow_mixed_config"):
+        return
     digests = set(m.get("config_digests", []))
-    if digests and p.plan.config_digest not in digests and not o.get("allow_mixed_config"):
+    if digests and p.plan.config_digest not in digests:
         raise AgentprovError("cli.refused.mixed_config", corpus=wc.root,
                              have=", ".join(sorted(d[:16] for d in digests)),
                              want=p.plan.config_digest[:16])
+    contents = m.get("plan_contents") or {}
+    if contents and p.plan.content_digest not in contents:
+        # name what differs from the recorded content closest to this plan's
+        diffs = min((content_differences(c, p.plan.content) for c in contents.values()),
+                    key=len)
+        raise AgentprovError("cli.refused.mixed_plan", corpus=wc.root,
+                             what="; ".join(diffs) or "another content digest")
 
 
 def check_supported(p) -> None:
@@ -544,6 +595,10 @@ def _manifest(p, wc: WorkingCorpus, old: dict[str, Any] | None) -> dict[str, Any
     m.setdefault("created_at", now())
     m["plans"] = sorted(set(m.get("plans", [])) | {plan.plan_sha256})
     m["config_digests"] = sorted(set(m.get("config_digests", [])) | {plan.config_digest})
+    # what the corpus's cells were run with, by content digest (docs/decisions.md, "Unit
+    # identity"): a plan with another one is refused unless --allow-mixed-config
+    m["plan_contents"] = {**(m.get("plan_contents") or {}),
+                          plan.content_digest: plan.content}
     live = dict(m.get("live") or {})
     live.update({"endpoint_class": p.endpoint_class,  # local|api, decided before consent
                  "transport": "scripted" if p.request.scripted else "endpoint",
@@ -594,11 +649,11 @@ def _run(p, consent: dict[str, Any] | None = None) -> int:
         manifest["live"]["caps"] = acc.record()
         wc.write_manifest(manifest)
         entries = wc.attempts()
-        mine = [e for e in entries if e.config_digest == p.plan.config_digest]  # mixed: apart
-        settled = wc.settled(mine)
+        # only entries of this plan's units count (another plan's stay apart)
+        settled, counts, mine, uid = plan_progress(p.plan, wc, entries)
         if o.get("retry_inconsistent"):
-            settled -= _inconsistent_units(wc, mine)
-        due, done_before = _units(p, settled, wc.attempts_per_unit(mine))
+            settled -= _inconsistent_units(wc, mine, uid)
+        due, done_before = _units(p, settled, counts)
         jobs = o.get("jobs") or 1
         click.echo(f"agentprov run {p.source.meta.name}: units={len(due)} plan={p.plan.units} "
                    f"unit(s) workers={jobs}")
@@ -900,7 +955,8 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
     base = dict(seq=seq[0], invocation=invocation, unit=fl.unit.key, cell_key=fl.unit.cell.key,
                 defence=p.plan.defence, repeat=fl.unit.repeat, attempt=fl.unit.attempt,
                 session_id=fl.session_id, started_at=fl.started_at, ended_at=now(),
-                plan_sha256=p.plan.plan_sha256, config_digest=p.plan.config_digest)
+                plan_sha256=p.plan.plan_sha256, config_digest=p.plan.config_digest,
+                unit_digest=fl.unit.digest)
     seq[0] += 1
     if findings:
         fl.charge, fl.records = caps.missing_log(), None  # nothing of it is stored: a whole cell
@@ -927,8 +983,8 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
     return entry
 
 
-def _inconsistent_units(wc: WorkingCorpus, entries: list[Attempt]) -> set[str]:
-    """Units none of whose conclusive attempts agreed with the native log
+def _inconsistent_units(wc: WorkingCorpus, entries: list[Attempt], uid) -> set[str]:
+    """Units (by unit id) none of whose conclusive attempts agreed with the native log
     (``--retry-inconsistent`` re-attempts them)."""
     from agentprov_core.evidence.executions import Executions
 
@@ -936,7 +992,7 @@ def _inconsistent_units(wc: WorkingCorpus, entries: list[Attempt]) -> set[str]:
     by_unit: dict[str, list[str]] = {}
     for e in entries:
         if e.conclusive:
-            by_unit.setdefault(e.unit, []).append(verdicts.get(e.seq, "unchecked"))
+            by_unit.setdefault(uid(e), []).append(verdicts.get(e.seq, "unchecked"))
     return {u for u, v in by_unit.items() if v and all(x == "disagree" for x in v)}
 
 
