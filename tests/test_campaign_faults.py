@@ -1,6 +1,7 @@
 """Bad input and faults in live runs (issue 4): a worker or T0 killed mid-cell, signals,
 damaged raw logs, a full disk, a scripted endpoint that fails, hangs or closes, two runs on
-one corpus, and a different configuration.
+one corpus, a different configuration, two runs sharing one environment, and T0 killed
+between an attempt's ledger line and its execution.
 
 Each test runs the real CLI (T0) as a subprocess against the real AgentDojo environment and
 the scripted transport, and checks after the fault that the working corpus is consistent,
@@ -672,3 +673,31 @@ def test_a_different_configuration_on_the_same_corpus(runs, tmp_path):
     assert len(manifest["config_digests"]) == 2 and native[0] in manifest["config_digests"]
     assert manifest["live"]["llm_element"] == "gateway_compat"
     assert check_consistent(part) == []
+
+
+# ------------------------------------------------------------------ 9. a shared environment
+@pytest.mark.req("R-6.14", "R-21.28")
+def test_two_runs_share_the_environment_and_a_build_waits_for_both(runs, tmp_path):
+    """Two campaigns on two corpora, started at the same instant on one environment: both
+    run at once (each has a cell in flight while the other does) and both exit 0. While they
+    run, a build and an offline check of that environment are refused (exit 3,
+    ``cli.environment.env_busy``); once they have ended, the offline check passes."""
+    script = write_script(tmp_path / "s.json", slow(6))
+    a, b = tmp_path / "a", tmp_path / "b"
+    t1, t2 = runs.start(run_args(a, script, "0-1")), runs.start(run_args(b, script, "0-1"))
+    wait_for(lambda: in_flight(partial(a)) and in_flight(partial(b)),
+             what="a cell in flight in both corpora at once")
+    for extra in ((), ("--offline-check",)):
+        code, out, err = runs.run(["--error-format", "json", "backends", "build", "agentdojo",
+                                   *extra])
+        error = json.loads(err.strip().splitlines()[-1])
+        assert (code, error["error"]) == (3, "cli.environment.env_busy"), err
+    assert t1.poll() is None and t2.poll() is None, "a run ended before the builds were tried"
+    for t, corpus in ((t1, a), (t2, b)):
+        code, out, err = runs.finish(t)
+        assert code == 0, err
+        assert out.strip().endswith("0 of 2 unit(s) done before")
+        check_each_unit_once(partial(corpus), check_consistent(partial(corpus)),
+                             {unit(0), unit(1)})
+    code, out, err = runs.run(["backends", "build", "agentdojo", "--offline-check"])
+    assert code == 0, err
