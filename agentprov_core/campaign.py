@@ -29,7 +29,10 @@ Test-only overrides, honoured only when set (and recorded as ``live.test_overrid
 ``AGENTPROV_TEST_EGRESS_RESOLVE=HOST:PORT=IP:PORT[,...]`` makes the egress proxy dial IP:PORT
 for an allowed HOST:PORT (the allowlist still matches the name asked for), and
 ``AGENTPROV_TEST_CA_FILE=PEM`` makes the worker trust that CA (``SSL_CERT_FILE``), so that a
-loopback TLS stand-in can play a registered API host. Never set them for a real run.
+loopback TLS stand-in can play a registered API host. ``AGENTPROV_TEST_KILL_T0=ledger:N``
+makes T0 kill itself (SIGKILL) right after this invocation's Nth ledger line, before that
+attempt's execution is written: the fault that a re-run's first step finishes
+(:func:`finish_unmapped`). Never set them for a real run.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ CONFIG_STOP = ("agentprov run: a cell's setup refused this configuration, so no 
                "names and re-run the same command")
 TEST_RESOLVE = "AGENTPROV_TEST_EGRESS_RESOLVE"
 TEST_CA = "AGENTPROV_TEST_CA_FILE"
+TEST_KILL = "AGENTPROV_TEST_KILL_T0"
 #: stops that leave the corpus partial (R-21.31) and exit 1
 EARLY_STOPS = ("config", "worker", "canary", "cap_reached", "cap_bound_exceeded")
 
@@ -632,6 +636,41 @@ def run(p, consent: dict[str, Any] | None = None) -> int:
                  "are kept: free space and re-run the same command to resume") from None
 
 
+# ------------------------------------------------------------- finish unmapped attempts
+def finish_unmapped(p, wc: WorkingCorpus, entries: list[Attempt]) -> Tally:
+    """Map every ledgered attempt that has a stored capture log and no execution in the
+    index, in ledger order, before any new work: the attempts of a T0 killed between an
+    attempt's ledger line and its index line (or whose mapping raised). An attempt that an
+    index line names is never mapped again, and files a cut-short mapping left are kept
+    only where their bytes are the ones it writes now (an execution is written once).
+    Returns the tally of these mappings (derived, failed, their issues)."""
+    from agentprov_core.evidence import live_mapping
+    from agentprov_core.evidence.executions import Executions
+
+    t = Tally()
+    mapped = Executions(wc.root).mapped()
+    todo = []
+    for e in entries:
+        if e.session_id not in mapped and live_mapping.mappable(wc.store, e):
+            mapped.add(e.session_id)  # one execution per session
+            todo.append(e)
+    if not todo:
+        return t
+    for e in todo:
+        _map(p, wc, e, t, finish=True)
+    click.echo(f"agentprov run: {len(todo)} attempt(s) in the ledger had no execution (an "
+               f"earlier run ended before mapping them): {t.derived} mapped now, "
+               f"{t.map_failed} failed", err=True)
+    for f in t.map_failures:
+        click.echo(f"notice: mapping failed: {f['session_id']} ({f['unit']}): {f['error']}",
+                   err=True)
+    if t.map_failures:
+        manifest = wc.manifest()
+        manifest.setdefault("mapping_failures", []).extend(t.map_failures)
+        wc.write_manifest(manifest)
+    return t
+
+
 def _run(p, consent: dict[str, Any] | None = None) -> int:
     o = p.request.options
     started = time.monotonic()
@@ -647,8 +686,13 @@ def _run(p, consent: dict[str, Any] | None = None) -> int:
             manifest["live"].setdefault("consent", []).append(consent | {"at": now()})
         acc = account_of(p, wc, live_ctx)
         manifest["live"]["caps"] = acc.record()
+        if kill_override() is not None:
+            manifest["live"]["test_overrides"] = sorted(
+                set(manifest["live"].get("test_overrides", [])) |
+                {f"{TEST_KILL}: T0 killed itself after a ledger line (a test fault)"})
         wc.write_manifest(manifest)
         entries = wc.attempts()
+        finished = finish_unmapped(p, wc, entries)
         # only entries of this plan's units count (another plan's stay apart)
         settled, counts, mine, uid = plan_progress(p.plan, wc, entries)
         if o.get("retry_inconsistent"):
@@ -663,6 +707,9 @@ def _run(p, consent: dict[str, Any] | None = None) -> int:
         except AgentprovError:  # the preflight refused: keep what it recorded, then report
             _record_live(wc, live_ctx, acc, run_state)
             raise
+        tally.derived += finished.derived  # executions this invocation wrote
+        tally.map_failed += finished.map_failed
+        tally.issues.update(finished.issues)
         if stop == "interrupt":
             exit_code = 130
         elif stop in EARLY_STOPS or tally.failed or tally.quarantined or \
@@ -963,7 +1010,7 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
         wc.quarantine(fl.session_id, fl.unit.key, findings)
         entry = Attempt(**base, status="quarantined", conclusive=False,
                         reason="capture.quarantined: " + "; ".join(findings[:3]))
-        wc.ledger.append(entry)
+        _ledger_append(wc, entry)
         return entry
     cap_sha = wc.store.put_file(cap) if cap.exists() else None
     native_sha = native_path = None
@@ -977,10 +1024,39 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
                     native_path=native_path, utility=result.get("utility"),
                     security=result.get("security"), setup_refusal=result.get("setup_refusal"),
                     reason=reason, calls=result.get("calls"))
-    wc.ledger.append(entry)
+    _ledger_append(wc, entry)
     if not o.get("keep_staging"):
         wc.drop_staging(fl.session_id)
     return entry
+
+
+def _ledger_append(wc: WorkingCorpus, entry: Attempt) -> None:
+    wc.ledger.append(entry)
+    _test_kill("ledger")
+
+
+_KILL_COUNTS: Counter = Counter()
+
+
+def kill_override() -> tuple[str, int] | None:
+    """``AGENTPROV_TEST_KILL_T0=POINT:N`` (test-only; see the module docstring), checked."""
+    raw = os.environ.get(TEST_KILL)
+    if not raw:
+        return None
+    point, _, n = raw.partition(":")
+    if point != "ledger" or not n.isdigit() or int(n) < 1:
+        raise AgentprovError("cli.usage.option_value", option=TEST_KILL, value=raw,
+                             what="ledger:N with N >= 1 (a test-only fault)")
+    return point, int(n)
+
+
+def _test_kill(point: str) -> None:
+    kill = kill_override()
+    if kill is None or kill[0] != point:
+        return
+    _KILL_COUNTS[point] += 1
+    if _KILL_COUNTS[point] == kill[1]:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _inconsistent_units(wc: WorkingCorpus, entries: list[Attempt], uid) -> set[str]:
@@ -996,14 +1072,14 @@ def _inconsistent_units(wc: WorkingCorpus, entries: list[Attempt], uid) -> set[s
     return {u for u, v in by_unit.items() if v and all(x == "disagree" for x in v)}
 
 
-def _map(p, wc: WorkingCorpus, entry: Attempt, t: Tally):
+def _map(p, wc: WorkingCorpus, entry: Attempt, t: Tally, finish: bool = False):
     """Map a ledgered attempt into its execution (None when it is not mapped, or when the
     mapping raised: then it is counted failed and the error kept, never raised)."""
     from agentprov_core.evidence import live_mapping
 
     try:
         mapped = live_mapping.map_attempt(
-            wc.root, entry, wc.manifest(), mapped_at=now(),
+            wc.root, entry, wc.manifest(), mapped_at=now(), finish=finish,
             skip_prov=bool(p.request.options.get("skip_prov_conformance")))
     except Exception as exc:  # noqa: BLE001 - a mapping bug must not lose the campaign
         t.map_failed += 1

@@ -115,12 +115,12 @@ class Runs:
         self.workers: set[int] = set()
         self.n = 0
 
-    def start(self, args: list[str]) -> subprocess.Popen:
+    def start(self, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
         self.n += 1
         out = open(self.tmp / f"t0-{self.n}.out", "w+")  # noqa: SIM115 - read back by result()
         err = open(self.tmp / f"t0-{self.n}.err", "w+")  # noqa: SIM115
         p = subprocess.Popen([sys.executable, "-m", "agentprov_core", *args], stdout=out,
-                             stderr=err, env=self.env, cwd=ROOT, text=True)
+                             stderr=err, env={**self.env, **(env or {})}, cwd=ROOT, text=True)
         p.out_file, p.err_file = out, err  # type: ignore[attr-defined]
         self.procs.append(p)
         return p
@@ -701,3 +701,58 @@ def test_two_runs_share_the_environment_and_a_build_waits_for_both(runs, tmp_pat
                              {unit(0), unit(1)})
     code, out, err = runs.run(["backends", "build", "agentdojo", "--offline-check"])
     assert code == 0, err
+
+
+# ------------------------------------------------------------------ 10. the mapping window
+def index_lines(part: Path) -> list[dict]:
+    path = part / "executions.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] \
+        if path.exists() else []
+
+
+@pytest.mark.req("R-21.28", "R-2.10", "R-27.9")
+def test_t0_killed_between_the_ledger_line_and_the_execution(runs, tmp_path):
+    """T0 killed (SIGKILL, by the test-only fault ``AGENTPROV_TEST_KILL_T0=ledger:1``) right
+    after the first attempt's ledger line, before its execution: the corpus holds a settled
+    unit without an execution. The re-run maps it first, says so on stderr with the count,
+    runs the other unit, and ends with exactly one execution per attempt; a further re-run
+    maps nothing again and rewrites nothing."""
+    corpus, script = tmp_path / "c", write_script(tmp_path / "s.json", slow(2))
+    part = partial(corpus)
+    args = run_args(corpus, script, "0-1")
+    t0 = runs.start(args, env={"AGENTPROV_TEST_KILL_T0": "ledger:1"})
+    wait_for(lambda: in_flight(part), what="the first cell in flight")
+    worker = runs.worker_of(t0)
+    code, out, err = runs.finish(t0)
+    write_script(script, FAST)
+    assert code == -signal.SIGKILL, err
+    wait_for(lambda: not group_members(worker), 30, "the orphaned worker to end")
+    entries = check_consistent(part)
+    assert [(e["unit"], e["status"]) for e in entries] == [(unit(0), "complete")]
+    assert index_lines(part) == []  # the attempt is ledgered, never mapped
+    manifest = json.loads((part / "manifest.json").read_text())
+    assert any(n.startswith("AGENTPROV_TEST_KILL_T0") for n in manifest["live"]["test_overrides"])
+
+    code, out, err = runs.run(args)
+    assert code == 0, err
+    assert ("agentprov run: 1 attempt(s) in the ledger had no execution (an earlier run ended "
+            "before mapping them): 1 mapped now, 0 failed") in err
+    assert out.strip().endswith("1 conclusive, 0 inconsistent, 0 inconclusive; 2 derived, "
+                                "0 failed; 1 of 2 unit(s) done before")
+    after = check_consistent(part)
+    check_each_unit_once(part, after, {unit(0), unit(1)})
+    index = index_lines(part)
+    assert sorted(x["ledger_seq"] for x in index) == [e["seq"] for e in after] == [0, 1]
+    assert [x["execution_id"] for x in index] == [after[0]["session_id"], after[1]["session_id"]]
+    for x in index:
+        d = part / "executions" / x["execution_id"]
+        assert hashlib.sha256((d / "aer.json").read_bytes()).hexdigest() == x["aer_sha256"]
+    before = snapshot(part / "executions") | {"index": (part / "executions.jsonl").read_bytes()}
+
+    code, out, err = runs.run(args)
+    assert code == 0 and "had no execution" not in err, err
+    assert out.strip().endswith("0 derived, 0 failed; 2 of 2 unit(s) done before")
+    assert snapshot(part / "executions") | {
+        "index": (part / "executions.jsonl").read_bytes()} == before
+    code, out, err = runs.run(["verify", "--corpus", str(part)])
+    assert code == 0, out + err
