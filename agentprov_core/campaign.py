@@ -57,8 +57,14 @@ import msgspec
 
 from agentprov_core import __version__, capture_chain, environments, redaction
 from agentprov_core.corpus.ledger import Attempt
-from agentprov_core.corpus.working import (MANIFEST_FORMAT, WorkingCorpus, now, partial_dir,
-                                           unit_id, unit_key)
+from agentprov_core.corpus.working import (
+    MANIFEST_FORMAT,
+    WorkingCorpus,
+    now,
+    partial_dir,
+    unit_id,
+    unit_key,
+)
 from agentprov_core.errors import AgentprovError
 
 CONFIG_STOP = ("agentprov run: a cell's setup refused this configuration, so no further cell "

@@ -28,8 +28,14 @@ from agentprov_core import environments, paths, planfile
 from agentprov_core.catalogue import Catalogue
 from agentprov_core.errors import AgentprovError
 from agentprov_core.plandoc import CELL_OPTIONS, InspectPlan, PlanDoc
-from agentprov_core.plans import (Cell, Plan, config_digest, content_digest, plan_content,
-                                  plan_digest)
+from agentprov_core.plans import (
+    Cell,
+    Plan,
+    config_digest,
+    content_digest,
+    plan_content,
+    plan_digest,
+)
 from agentprov_core.runrequest import RunRequest, check_usage
 from agentprov_core.source import LIVE_ORDER, RunContext, Source
 

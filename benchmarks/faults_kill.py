@@ -58,39 +58,15 @@ SCRIPT = ROOT / "examples" / "scripts" / "live-demo.json"
 CELLS = 16
 
 sys.path.insert(0, str(HERE))
-from benchutil import child_env  # noqa: E402
+from benchutil import child_env, load_avg  # noqa: E402
+
+from agentprov_core.testing.procs import workers_of  # noqa: E402
 
 
 # ------------------------------------------------------------------ processes
 def cli(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "agentprov_core", *args], capture_output=True,
                           text=True, env=child_env(str(home)), cwd=ROOT, timeout=timeout)
-
-
-def descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        for f in Path(f"/proc/{p}/task").glob("*/children"):
-            try:
-                kids = [int(x) for x in f.read_text().split()]
-            except OSError:
-                continue
-            out += kids
-            todo += kids
-    return out
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
-            errors="replace")
-    except OSError:
-        return ""
-
-
-def workers_of(pid: int) -> list[int]:
-    return [d for d in descendants(pid) if "agentprov_backend.worker" in cmdline(d)]
 
 
 def kill_group(pid: int) -> None:
@@ -236,13 +212,6 @@ def trial(home: Path, work: Path, script: Path, jobs: int, length: float, n: int
 
 
 # ------------------------------------------------------------------ the report
-def load() -> str:
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "?"
-
-
 def markdown(trials: list[Trial], info: dict[str, str], lengths: dict[int, float]) -> str:
     keys = ("lost", "twice", "unmapped", "indexed_twice", "validate_failed", "verify_failed")
     rows = ["| | " + " | ".join(f"`--jobs {j}`" for j in lengths) + " |",
@@ -319,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"faults_kill: seed {seed}", file=sys.stderr, flush=True)
     rng = random.Random(seed)
     info = {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "seed": str(seed),
-            "trials": str(args.trials), "load_before": load(), "latency": str(args.latency)}
+            "trials": str(args.trials), "load_before": load_avg(), "latency": str(args.latency)}
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain",
@@ -350,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
                       + (f"; FAULT {bad} {t.result.get('detail', '')}" if bad else ""),
                       file=sys.stderr, flush=True)
     info["took"] = f"{time.monotonic() - started:.0f}"
-    info["load_after"] = load()
+    info["load_after"] = load_avg()
     text = markdown(trials, info, lengths)
     print(text)
     if args.write:

@@ -30,6 +30,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, snapshot
 
+from agentprov_core.testing.procs import group_members, workers_of
+
 pytestmark = pytest.mark.slow
 
 READ = {"tool_calls": [{"name": "read_file", "arguments": {"file_path": "bill-december-2023.txt"}}],
@@ -58,41 +60,6 @@ def run_args(corpus: Path, script: Path, tasks: str = "0", *extra: str) -> list[
 
 
 # ------------------------------------------------------------------ processes
-def proc_cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
-            errors="replace")
-    except OSError:
-        return ""
-
-
-def descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        for f in Path(f"/proc/{p}/task").glob("*/children"):
-            try:
-                kids = [int(x) for x in f.read_text().split()]
-            except OSError:
-                continue
-            out += kids
-            todo += kids
-    return out
-
-
-def group_members(pgid: int) -> list[int]:
-    """The live processes of process group ``pgid`` (zombies excluded)."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            out.append(int(stat.parent.name))
-    return out
-
-
 def wait_for(predicate, timeout: float = 120.0, what: str = "a condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -141,10 +108,7 @@ class Runs:
     def worker_of(self, p: subprocess.Popen) -> int:
         """The pid of T0's campaign worker (``python -m agentprov_backend.worker``; call it
         once a cell is in flight: planning starts a short-lived worker of its own)."""
-        def find():
-            return [d for d in descendants(p.pid) if "agentprov_backend.worker" in proc_cmdline(d)]
-
-        pid = wait_for(find, 60, "the worker process")[0]
+        pid = wait_for(lambda: workers_of(p.pid), 60, "the worker process")[0]
         self.workers.add(pid)
         return pid
 
