@@ -1,8 +1,8 @@
 """Kill-fault figures: T0 or its worker killed (SIGKILL) at a random moment of a scripted
 campaign, then the same command re-run until it exits 0; what the corpus holds afterwards.
 
-    python benchmarks/faults_kill.py                       # 20 trials at --jobs 1 and 4
-    python benchmarks/faults_kill.py --trials 5 --seed 7   # fewer, reproducible
+    python benchmarks/faults_kill.py                       # 20 + 10 trials at --jobs 1 and 4
+    python benchmarks/faults_kill.py --trials 5 --window-trials 2 --seed 7   # fewer, reproducible
     python benchmarks/faults_kill.py --write               # and rewrite docs/faults.md's table
     tox -e faults [-- --write]                             # the same in a fresh environment
 
@@ -11,12 +11,14 @@ The campaign is the banking suite's 16 user tasks, benign, against the scripted 
 ``--jobs`` value. Each trial starts it on a fresh corpus, sleeps a random time drawn
 uniformly over the campaign's measured length (one undisturbed run per jobs value, timed
 first), then sends SIGKILL to T0 or to its worker (the worker is whichever
-``agentprov_backend.worker`` process T0 has then, the dry run's or the campaign's). A third
-of the trials instead aim at the narrowest window, between an attempt's ledger line and its
-execution, which a kill at a random moment rarely hits: T0 runs with the test-only fault
-``AGENTPROV_TEST_KILL_T0=ledger:N`` (N drawn from 1 to 16) and kills itself there. A kill
-that finds its target gone is a miss and is counted. Then the same command runs again until
-it exits 0 (at most ``--max-reruns`` times). Counted per trial:
+``agentprov_backend.worker`` process T0 has then, the dry run's or the campaign's), a coin
+toss each; a kill that finds its target gone (the run had ended, or T0 had no worker at
+that instant) is a miss, counted, and another trial is drawn, until ``--trials`` kills have
+landed. ``--window-trials`` more aim at the narrowest window, between an attempt's ledger
+line and its execution, which a kill at a random moment rarely hits: T0 runs with the
+test-only fault ``AGENTPROV_TEST_KILL_T0=ledger:N`` (N drawn from 1 to 16) and kills itself
+there. Then the same command runs again until it exits 0 (at most ``--max-reruns`` times).
+Counted per trial:
 
 * units lost: units of the plan with no conclusive attempt whose logs are intact;
 * units run twice: units (name and unit digest) with two or more conclusive attempts;
@@ -164,11 +166,12 @@ def calibrate(home: Path, work: Path, script: Path, jobs: int) -> float:
 
 
 def trial(home: Path, work: Path, script: Path, jobs: int, length: float, n: int,
-          rng: random.Random, max_reruns: int) -> Trial:
+          rng: random.Random, max_reruns: int, window: bool) -> Trial:
     corpus = work / f"t{n}-j{jobs}"
     part = corpus.with_name(corpus.name + ".partial")
     args = run_args(corpus, script, jobs)
-    t = Trial(jobs, rng.choice(["t0", "worker", "ledger"]), round(rng.uniform(0, length), 2))
+    t = Trial(jobs, "ledger" if window else rng.choice(["t0", "worker"]),
+              round(rng.uniform(0, length), 2))
     env = child_env(str(home))
     if t.target == "ledger":  # T0 kills itself after its Nth ledger line
         t.at_s = rng.randint(1, CELLS)
@@ -212,6 +215,15 @@ def trial(home: Path, work: Path, script: Path, jobs: int, length: float, n: int
 
 
 # ------------------------------------------------------------------ the report
+def report_trial(t: Trial, n: int) -> None:
+    bad = {k: v for k, v in t.result.items() if k != "detail" and v}
+    at = f"line {t.at_s:.0f}" if t.target == "ledger" else f"{t.at_s:.2f}s"
+    print(f"jobs {t.jobs} trial {n}: {t.target} at {at}{' (missed)' if t.missed else ''}, "
+          f"exit {t.first_exit}, left { {k: v for k, v in t.left.items() if v} }, re-runs "
+          f"{t.rerun_exits}" + (f"; FAULT {bad} {t.result.get('detail', '')}" if bad else ""),
+          file=sys.stderr, flush=True)
+
+
 def markdown(trials: list[Trial], info: dict[str, str], lengths: dict[int, float]) -> str:
     keys = ("lost", "twice", "unmapped", "indexed_twice", "validate_failed", "verify_failed")
     rows = ["| | " + " | ".join(f"`--jobs {j}`" for j in lengths) + " |",
@@ -221,14 +233,14 @@ def markdown(trials: list[Trial], info: dict[str, str], lengths: dict[int, float
         rows.append(f"| {label} | " + " | ".join(
             str(fn([t for t in trials if t.jobs == j])) for j in lengths) + " |")
 
-    row("trials", len)
+    row("trials (draws)", len)
     row("undisturbed campaign (s)", lambda ts: f"{lengths[ts[0].jobs]:.1f}" if ts else "-")
     row("kills of T0 / of the worker, at a random moment",
         lambda ts: f"{sum(t.target == 't0' and not t.missed for t in ts)} / "
                    f"{sum(t.target == 'worker' and not t.missed for t in ts)}")
     row("T0 killed right after its Nth ledger line (the fault)",
         lambda ts: sum(t.target == "ledger" and not t.missed for t in ts))
-    row("kills that found the target gone (the run had ended)", lambda ts: sum(t.missed for t in ts))
+    row("draws whose target was gone (a miss: drawn again)", lambda ts: sum(t.missed for t in ts))
     row("kills that left a session staged, never ledgered",
         lambda ts: sum(t.left.get("staged_unledgered", 0) > 0 for t in ts))
     row("kills that left a ledgered attempt without an execution",
@@ -248,7 +260,8 @@ def markdown(trials: list[Trial], info: dict[str, str], lengths: dict[int, float
     row("trials whose re-runs never exited 0",
         lambda ts: sum(t.rerun_exits[-1:] != [0] for t in ts))
     head = [f"Measured on {info['date']} by `python benchmarks/faults_kill.py --trials "
-            f"{info['trials']} --seed {info['seed']}` in {info['took']} s.", "",
+            f"{info['trials']} --window-trials {info['window_trials']} --seed {info['seed']}` "
+            f"in {info['took']} s.", "",
             f"- machine: `nproc` {os.cpu_count()}; load average (1, 5, 15 min) before: "
             f"{info['load_before']}; after: {info['load_after']}",
             f"- commit {info['commit']}; scripted replies after {info['latency']} s each", ""]
@@ -274,7 +287,10 @@ def build(home: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--trials", type=int, default=20, help="trials per jobs value [20]")
+    ap.add_argument("--trials", type=int, default=20,
+                    help="kills at a random moment per jobs value [20]")
+    ap.add_argument("--window-trials", type=int, default=10,
+                    help="T0 killed after a ledger line, per jobs value [10]")
     ap.add_argument("--jobs", default="1,4", help="jobs values [1,4]")
     ap.add_argument("--seed", type=int, help="the random seed (default: the clock)")
     ap.add_argument("--latency", type=float, default=0.1,
@@ -288,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"faults_kill: seed {seed}", file=sys.stderr, flush=True)
     rng = random.Random(seed)
     info = {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "seed": str(seed),
-            "trials": str(args.trials), "load_before": load_avg(), "latency": str(args.latency)}
+            "trials": str(args.trials), "window_trials": str(args.window_trials),
+            "load_before": load_avg(), "latency": str(args.latency)}
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain",
@@ -308,16 +325,15 @@ def main(argv: list[str] | None = None) -> int:
         lengths = {j: calibrate(home, work, script, j) for j in jobs}
         trials = []
         for j in jobs:
-            for n in range(args.trials):
-                t = trial(home, work, script, j, lengths[j], n, rng, args.max_reruns)
-                trials.append(t)
-                bad = {k: v for k, v in t.result.items() if k != "detail" and v}
-                at = f"line {t.at_s:.0f}" if t.target == "ledger" else f"{t.at_s:.2f}s"
-                print(f"jobs {j} trial {n}: {t.target} at {at}"
-                      f"{' (missed)' if t.missed else ''}, exit {t.first_exit}, left "
-                      f"{ {k: v for k, v in t.left.items() if v} }, re-runs {t.rerun_exits}"
-                      + (f"; FAULT {bad} {t.result.get('detail', '')}" if bad else ""),
-                      file=sys.stderr, flush=True)
+            n = 0
+            for window, wanted in ((False, args.trials), (True, args.window_trials)):
+                landed = drawn = 0
+                while landed < wanted and drawn < 2 * wanted:  # a miss draws again
+                    t = trial(home, work, script, j, lengths[j], n, rng, args.max_reruns,
+                              window)
+                    trials.append(t)
+                    report_trial(t, n)
+                    n, drawn, landed = n + 1, drawn + 1, landed + (not t.missed)
     info["took"] = f"{time.monotonic() - started:.0f}"
     info["load_after"] = load_avg()
     text = markdown(trials, info, lengths)
