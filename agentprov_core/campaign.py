@@ -29,7 +29,10 @@ Test-only overrides, honoured only when set (and recorded as ``live.test_overrid
 ``AGENTPROV_TEST_EGRESS_RESOLVE=HOST:PORT=IP:PORT[,...]`` makes the egress proxy dial IP:PORT
 for an allowed HOST:PORT (the allowlist still matches the name asked for), and
 ``AGENTPROV_TEST_CA_FILE=PEM`` makes the worker trust that CA (``SSL_CERT_FILE``), so that a
-loopback TLS stand-in can play a registered API host. Never set them for a real run.
+loopback TLS stand-in can play a registered API host. ``AGENTPROV_TEST_KILL_T0=ledger:N``
+makes T0 kill itself (SIGKILL) right after this invocation's Nth ledger line, before that
+attempt's execution is written: the fault that a re-run's first step finishes
+(:func:`finish_unmapped`). Never set them for a real run.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +59,14 @@ from agentprov_core import __version__, capture_chain, environments, redaction
 from agentprov_core import endpoints as epmod
 from agentprov_core.corpus import selfdigest
 from agentprov_core.corpus.ledger import Attempt
-from agentprov_core.corpus.working import MANIFEST_FORMAT, WorkingCorpus, now, partial_dir, unit_key
+from agentprov_core.corpus.working import (
+    MANIFEST_FORMAT,
+    WorkingCorpus,
+    now,
+    partial_dir,
+    unit_id,
+    unit_key,
+)
 from agentprov_core.errors import AgentprovError
 
 CONFIG_STOP = ("agentprov run: a cell's setup refused this configuration, so no further cell "
@@ -63,6 +74,7 @@ CONFIG_STOP = ("agentprov run: a cell's setup refused this configuration, so no 
                "names and re-run the same command")
 TEST_RESOLVE = "AGENTPROV_TEST_EGRESS_RESOLVE"
 TEST_CA = "AGENTPROV_TEST_CA_FILE"
+TEST_KILL = "AGENTPROV_TEST_KILL_T0"
 #: stops that leave the corpus partial (R-21.31) and exit 1
 EARLY_STOPS = ("config", "worker", "canary", "cap_reached", "cap_bound_exceeded")
 
@@ -71,8 +83,9 @@ EARLY_STOPS = ("config", "worker", "canary", "cap_reached", "cap_bound_exceeded"
 class Unit:
     cell: Any
     repeat: int
-    key: str
+    key: str  # the unit's name (the ledger's ``unit``)
     attempt: int
+    digest: str = ""  # with ``key``, the unit's identity (the ledger's ``unit_digest``)
 
 
 @dataclass
@@ -135,45 +148,84 @@ class Progress:
             self.bar.stop()
 
 
-def _units(p, settled: set[str], counts) -> tuple[list[Unit], int]:
-    """The due units (not settled, attempts left) in plan order, and how many were settled."""
-    plan = p.plan
-    due, done_before = [], 0
+def unit_ids(plan) -> Callable[[Attempt], str | None]:
+    """The unit of ``plan`` that a ledger entry answers for (its :func:`unit_id`), or
+    ``None`` when it answers for none of them (docs/decisions.md, "Unit identity").
+
+    An entry answers for the unit of its own unit key and unit digest. An entry written
+    before units had a digest answers only for a unit of this very plan digest (which holds
+    everything its cell runs but the display name) whose attack does not address the model
+    by name; otherwise it is another plan's attempt, kept and counted by nothing here."""
+    cells = {c.key: c for c in plan.cells}
+
+    def uid(e: Attempt) -> str | None:
+        if isinstance(e.unit_digest, str):
+            return unit_id(e.unit, e.unit_digest)
+        c = cells.get(e.cell_key)
+        if c is None or e.plan_sha256 != plan.plan_sha256 or c.attack in plan.named_attacks:
+            return None
+        return unit_id(e.unit, plan.unit_digest(c))
+
+    return uid
+
+
+def plan_progress(plan, wc: WorkingCorpus, entries: list[Attempt] | None = None):
+    """``(settled, counts, mine, uid)``: the unit ids of ``plan`` that are settled, the
+    attempts per unit id, the entries that answer for its units, and :func:`unit_ids`."""
+    uid = unit_ids(plan)
+    mine = [e for e in (wc.attempts() if entries is None else entries) if uid(e) is not None]
+    return wc.settled(mine, key=uid), wc.attempts_per_unit(mine, key=uid), mine, uid
+
+
+def _plan_units(plan):
+    """``(repeat, cell, unit key, unit digest)`` of every unit, in plan order."""
     for r in range(plan.repeats):
         for cell in plan.cells:
-            key = unit_key(cell.key, plan.defence, r)
-            if key in settled:
-                done_before += 1
-                continue
-            if counts[key] >= plan.max_attempts:
-                continue  # exhausted: no attempt left
-            due.append(Unit(cell, r, key, counts[key] + 1))
+            yield r, cell, unit_key(cell.key, plan.defence, r), plan.unit_digest(cell)
+
+
+def _units(p, settled: set[str], counts) -> tuple[list[Unit], int]:
+    """The due units (not settled, attempts left) in plan order, and how many were settled
+    (``settled`` and ``counts`` by unit id)."""
+    plan = p.plan
+    due, done_before = [], 0
+    for r, cell, key, digest in _plan_units(plan):
+        uid = unit_id(key, digest)
+        if uid in settled:
+            done_before += 1
+            continue
+        if counts[uid] >= plan.max_attempts:
+            continue  # exhausted: no attempt left
+        due.append(Unit(cell, r, key, counts[uid] + 1, digest))
     return due, done_before
 
 
 def read_progress(p) -> None:
     """Set the plan's settled units and attempts already used from its corpus, if any
-    (attempts are counted across invocations)."""
+    (attempts are counted across invocations; only entries that answer for the plan's own
+    units count)."""
     wc = WorkingCorpus.peek(p.request.options["corpus"])
     if wc is None:
         return
     plan = p.plan
-    entries = [e for e in wc.attempts() if e.config_digest == plan.config_digest]
-    settled = wc.settled(entries)
-    counts = wc.attempts_per_unit(entries)
+    settled, counts, _, _ = plan_progress(plan, wc)
     plan.settled, plan.attempts_used, plan.settled_cells = 0, 0, {}
-    for r in range(plan.repeats):
-        for c in plan.cells:
-            key = unit_key(c.key, plan.defence, r)
-            if key in settled:
-                plan.settled += 1
-                plan.settled_cells[c.key] = plan.settled_cells.get(c.key, 0) + 1
-            else:
-                plan.attempts_used += min(counts[key], plan.max_attempts)
+    for _, c, key, digest in _plan_units(plan):
+        uid = unit_id(key, digest)
+        if uid in settled:
+            plan.settled += 1
+            plan.settled_cells[c.key] = plan.settled_cells.get(c.key, 0) + 1
+        else:
+            plan.attempts_used += min(counts[uid], plan.max_attempts)
 
 
 def check_corpus(p) -> None:
-    """Mixed configuration and mixed transport refusals (exit 4), before anything starts."""
+    """Mixed configuration, mixed plan and mixed transport refusals (exit 4), before
+    anything starts. A plan whose content digest (what its cells run, apart from which
+    cells) the corpus does not hold would run cells the corpus already holds another way:
+    refused like another configuration, unless ``--allow-mixed-config``."""
+    from agentprov_core.plans import content_differences
+
     o = p.request.options
     wc = WorkingCorpus.peek(o["corpus"])
     if wc is None:
@@ -183,11 +235,20 @@ def check_corpus(p) -> None:
     have = "scripted" if m.get("test_only") else "real"
     if have != want:
         raise AgentprovError("cli.refused.mixed_transport", corpus=wc.root, have=have, want=want)
+    if o.get("allow_mixed_config"):
+        return
     digests = set(m.get("config_digests", []))
-    if digests and p.plan.config_digest not in digests and not o.get("allow_mixed_config"):
+    if digests and p.plan.config_digest not in digests:
         raise AgentprovError("cli.refused.mixed_config", corpus=wc.root,
                              have=", ".join(sorted(d[:16] for d in digests)),
                              want=p.plan.config_digest[:16])
+    contents = m.get("plan_contents") or {}
+    if contents and p.plan.content_digest not in contents:
+        # name what differs from the recorded content closest to this plan's
+        diffs = min((content_differences(c, p.plan.content) for c in contents.values()),
+                    key=len)
+        raise AgentprovError("cli.refused.mixed_plan", corpus=wc.root,
+                             what="; ".join(diffs) or "another content digest")
 
 
 def check_supported(p) -> None:
@@ -550,6 +611,10 @@ def _manifest(p, wc: WorkingCorpus, old: dict[str, Any] | None) -> dict[str, Any
     m.setdefault("created_at", now())
     m["plans"] = sorted(set(m.get("plans", [])) | {plan.plan_sha256})
     m["config_digests"] = sorted(set(m.get("config_digests", [])) | {plan.config_digest})
+    # what the corpus's cells were run with, by content digest (docs/decisions.md, "Unit
+    # identity"): a plan with another one is refused unless --allow-mixed-config
+    m["plan_contents"] = {**(m.get("plan_contents") or {}),
+                          plan.content_digest: plan.content}
     live = dict(m.get("live") or {})
     live.update({"endpoint_class": p.endpoint_class,  # local|api, decided before consent
                  "transport": "scripted" if p.request.scripted else "endpoint",
@@ -583,6 +648,41 @@ def run(p, consent: dict[str, Any] | None = None) -> int:
                  "are kept: free space and re-run the same command to resume") from None
 
 
+# ------------------------------------------------------------- finish unmapped attempts
+def finish_unmapped(p, wc: WorkingCorpus, entries: list[Attempt]) -> Tally:
+    """Map every ledgered attempt that has a stored capture log and no execution in the
+    index, in ledger order, before any new work: the attempts of a T0 killed between an
+    attempt's ledger line and its index line (or whose mapping raised). An attempt that an
+    index line names is never mapped again, and files a cut-short mapping left are kept
+    only where their bytes are the ones it writes now (an execution is written once).
+    Returns the tally of these mappings (derived, failed, their issues)."""
+    from agentprov_core.evidence import live_mapping
+    from agentprov_core.evidence.executions import Executions
+
+    t = Tally()
+    mapped = Executions(wc.root).mapped()
+    todo = []
+    for e in entries:
+        if e.session_id not in mapped and live_mapping.mappable(wc.store, e):
+            mapped.add(e.session_id)  # one execution per session
+            todo.append(e)
+    if not todo:
+        return t
+    for e in todo:
+        _map(p, wc, e, t, finish=True)
+    click.echo(f"agentprov run: {len(todo)} attempt(s) in the ledger had no execution (an "
+               f"earlier run ended before mapping them): {t.derived} mapped now, "
+               f"{t.map_failed} failed", err=True)
+    for f in t.map_failures:
+        click.echo(f"notice: mapping failed: {f['session_id']} ({f['unit']}): {f['error']}",
+                   err=True)
+    if t.map_failures:
+        manifest = wc.manifest()
+        manifest.setdefault("mapping_failures", []).extend(t.map_failures)
+        wc.write_manifest(manifest)
+    return t
+
+
 def _run(p, consent: dict[str, Any] | None = None) -> int:
     o = p.request.options
     started = time.monotonic()
@@ -599,13 +699,18 @@ def _run(p, consent: dict[str, Any] | None = None) -> int:
             manifest["live"].setdefault("consent", []).append(consent | {"at": now()})
         acc = account_of(p, wc, live_ctx)
         manifest["live"]["caps"] = acc.record()
+        if kill_override() is not None:
+            manifest["live"]["test_overrides"] = sorted(
+                set(manifest["live"].get("test_overrides", [])) |
+                {f"{TEST_KILL}: T0 killed itself after a ledger line (a test fault)"})
         wc.write_manifest(manifest)
         entries = wc.attempts()
-        mine = [e for e in entries if e.config_digest == p.plan.config_digest]  # mixed: apart
-        settled = wc.settled(mine)
+        finished = finish_unmapped(p, wc, entries)
+        # only entries of this plan's units count (another plan's stay apart)
+        settled, counts, mine, uid = plan_progress(p.plan, wc, entries)
         if o.get("retry_inconsistent"):
-            settled -= _inconsistent_units(wc, mine)
-        due, done_before = _units(p, settled, wc.attempts_per_unit(mine))
+            settled -= _inconsistent_units(wc, mine, uid)
+        due, done_before = _units(p, settled, counts)
         jobs = o.get("jobs") or 1
         click.echo(f"agentprov run {p.source.meta.name}: units={len(due)} plan={p.plan.units} "
                    f"unit(s) workers={jobs}")
@@ -615,6 +720,9 @@ def _run(p, consent: dict[str, Any] | None = None) -> int:
         except AgentprovError:  # the preflight refused: keep what it recorded, then report
             _record_live(wc, live_ctx, acc, run_state)
             raise
+        tally.derived += finished.derived  # executions this invocation wrote
+        tally.map_failed += finished.map_failed
+        tally.issues.update(finished.issues)
         if stop == "interrupt":
             exit_code = 130
         elif stop in EARLY_STOPS or tally.failed or tally.quarantined or \
@@ -913,7 +1021,8 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
     base = dict(seq=seq[0], invocation=invocation, unit=fl.unit.key, cell_key=fl.unit.cell.key,
                 defence=p.plan.defence, repeat=fl.unit.repeat, attempt=fl.unit.attempt,
                 session_id=fl.session_id, started_at=fl.started_at, ended_at=now(),
-                plan_sha256=p.plan.plan_sha256, config_digest=p.plan.config_digest)
+                plan_sha256=p.plan.plan_sha256, config_digest=p.plan.config_digest,
+                unit_digest=fl.unit.digest)
     seq[0] += 1
     if findings:
         # nothing of it is stored: a whole cell
@@ -921,7 +1030,7 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
         wc.quarantine(fl.session_id, fl.unit.key, findings)
         entry = Attempt(**base, status="quarantined", conclusive=False,
                         reason="capture.quarantined: " + "; ".join(findings[:3]))
-        wc.ledger.append(entry)
+        _ledger_append(wc, entry)
         return entry
     cap_sha = wc.store.put_file(cap) if cap.exists() else None
     native_sha = native_path = None
@@ -935,14 +1044,43 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
                     native_path=native_path, utility=result.get("utility"),
                     security=result.get("security"), setup_refusal=result.get("setup_refusal"),
                     reason=reason, calls=result.get("calls"))
-    wc.ledger.append(entry)
+    _ledger_append(wc, entry)
     if not o.get("keep_staging"):
         wc.drop_staging(fl.session_id)
     return entry
 
 
-def _inconsistent_units(wc: WorkingCorpus, entries: list[Attempt]) -> set[str]:
-    """Units none of whose conclusive attempts agreed with the native log
+def _ledger_append(wc: WorkingCorpus, entry: Attempt) -> None:
+    wc.ledger.append(entry)
+    _test_kill("ledger")
+
+
+_KILL_COUNTS: Counter = Counter()
+
+
+def kill_override() -> tuple[str, int] | None:
+    """``AGENTPROV_TEST_KILL_T0=POINT:N`` (test-only; see the module docstring), checked."""
+    raw = os.environ.get(TEST_KILL)
+    if not raw:
+        return None
+    point, _, n = raw.partition(":")
+    if point != "ledger" or not n.isdigit() or int(n) < 1:
+        raise AgentprovError("cli.usage.option_value", option=TEST_KILL, value=raw,
+                             what="ledger:N with N >= 1 (a test-only fault)")
+    return point, int(n)
+
+
+def _test_kill(point: str) -> None:
+    kill = kill_override()
+    if kill is None or kill[0] != point:
+        return
+    _KILL_COUNTS[point] += 1
+    if _KILL_COUNTS[point] == kill[1]:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _inconsistent_units(wc: WorkingCorpus, entries: list[Attempt], uid) -> set[str]:
+    """Units (by unit id) none of whose conclusive attempts agreed with the native log
     (``--retry-inconsistent`` re-attempts them)."""
     from agentprov_core.evidence.executions import Executions
 
@@ -950,18 +1088,18 @@ def _inconsistent_units(wc: WorkingCorpus, entries: list[Attempt]) -> set[str]:
     by_unit: dict[str, list[str]] = {}
     for e in entries:
         if e.conclusive:
-            by_unit.setdefault(e.unit, []).append(verdicts.get(e.seq, "unchecked"))
+            by_unit.setdefault(uid(e), []).append(verdicts.get(e.seq, "unchecked"))
     return {u for u, v in by_unit.items() if v and all(x == "disagree" for x in v)}
 
 
-def _map(p, wc: WorkingCorpus, entry: Attempt, t: Tally):
+def _map(p, wc: WorkingCorpus, entry: Attempt, t: Tally, finish: bool = False):
     """Map a ledgered attempt into its execution (None when it is not mapped, or when the
     mapping raised: then it is counted failed and the error kept, never raised)."""
     from agentprov_core.evidence import live_mapping
 
     try:
         mapped = live_mapping.map_attempt(
-            wc.root, entry, wc.manifest(), mapped_at=now(),
+            wc.root, entry, wc.manifest(), mapped_at=now(), finish=finish,
             skip_prov=bool(p.request.options.get("skip_prov_conformance")))
     except Exception as exc:  # noqa: BLE001 - a mapping bug must not lose the campaign
         t.map_failed += 1

@@ -251,6 +251,9 @@ _reg("cli.refused.corpus_busy", R, "coded",
 _reg("cli.refused.mixed_config", R, "coded",
      "the corpus {corpus} holds configuration {have}, and this run is configuration {want}: a different model, endpoint, parameters or backend; pass --allow-mixed-config to add it anyway",
      "use another --corpus, or --allow-mixed-config")
+_reg("cli.refused.mixed_plan", R, "coded",
+     "the corpus {corpus} holds these cells run another way: {what}; its units would not be this plan's, so this plan would mix two campaigns in one corpus; pass --allow-mixed-config to add its units as new units anyway",
+     "re-run with the corpus's own settings, use another --corpus, or --allow-mixed-config")
 _reg("cli.refused.mixed_transport", R, "coded",
      "the corpus {corpus} holds {have} sessions and this run is {want}: a scripted and a real session never share a corpus",
      "use another --corpus")

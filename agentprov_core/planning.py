@@ -29,7 +29,14 @@ from agentprov_core import environments, paths, planfile
 from agentprov_core.catalogue import Catalogue
 from agentprov_core.errors import AgentprovError
 from agentprov_core.plandoc import CELL_OPTIONS, InspectPlan, PlanDoc
-from agentprov_core.plans import Cell, Plan, config_digest, plan_digest
+from agentprov_core.plans import (
+    Cell,
+    Plan,
+    config_digest,
+    content_digest,
+    plan_content,
+    plan_digest,
+)
 from agentprov_core.runrequest import RunRequest, check_usage
 from agentprov_core.source import LIVE_ORDER, RunContext, Source
 
@@ -461,16 +468,23 @@ def make_plan(src: Source, req: RunRequest, doc: PlanDoc, cat: Catalogue, cells:
               local: dict[str, Any] | None = None) -> Plan:
     meta = src.meta
     agent = agent_config(req, ep, resolved, params, local)
+    backend = meta.backend or meta.name
+    version = src.benchmark_version(doc, cat)
+    bconfig = src.backend_config(doc, cat)
+    config = config_digest(agent, identity)
+    content = plan_content(meta.name, backend, version, doc.defence, bconfig, config)
+    attacks = {c.attack for c in cells if c.attack}
     return Plan(
-        source=meta.name, backend=meta.backend or meta.name, environment_id=env_id,
-        benchmark_version=src.benchmark_version(doc, cat),
+        source=meta.name, backend=backend, environment_id=env_id,
+        benchmark_version=version,
         corpus_id=f"{meta.name}-live-{req.options['campaign']}"
         if req.options.get("campaign") else None,
         cells=cells, repeats=doc.repeats, defence=doc.defence,
         max_attempts=req.options.get("max_attempts") or 3, settled=0,
-        plan_sha256=plan_digest(meta.name, meta.backend or meta.name, cells, doc, agent,
-                                src.backend_config(doc, cat)),
-        config_digest=config_digest(agent, identity),
+        plan_sha256=plan_digest(meta.name, backend, cells, doc, agent, bconfig),
+        config_digest=config, content=content, content_digest=content_digest(content),
+        named_attacks=sorted(a.name for a in cat.attacks if a.name in attacks and a.names_model),
+        display_name=req.options.get("model_display_name"),
     )
 
 

@@ -8,10 +8,19 @@ The plan digest hashes the expanded cells (with the defence), the agent configur
 the backend configuration; the configuration digest hashes the agent configuration and the
 backend's identity, not the cells or the defence (decision 9). Neither includes the corpus
 or the campaign: the same plan is the same plan wherever it is stored.
+
+Unit identity (docs/decisions.md, "Unit identity"): the content digest hashes what every cell
+of a plan runs apart from which cells it selects (the configuration digest, the benchmark
+version, the defence and the backend configuration), and a unit's digest adds its attack's
+parameters: the display name, for an attack that addresses the model by name. A ledger entry
+answers only for the unit of its own unit digest, so a plan that selects more cells or
+repeats shares its units with the plan before it, and one that runs a shared cell
+differently never does.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal
 
 import msgspec
@@ -24,6 +33,8 @@ from agentprov_core.plandoc import PlanDoc
 
 DIGEST_FORMAT = "agentprov-plan-digest/0.1"
 CONFIG_FORMAT = "agentprov-config-digest/0.1"
+CONTENT_FORMAT = "agentprov-content-digest/0.1"
+UNIT_FORMAT = "agentprov-unit-digest/0.1"
 
 CellKind = Literal["user_task", "attacked", "dos", "samples"]
 
@@ -120,6 +131,18 @@ class Plan(msgspec.Struct, kw_only=True):
     config_digest: str
     attempts_used: int = 0  # attempts already made on units not yet settled (all invocations)
     settled_cells: dict[str, int] = {}
+    #: what the content digest hashed (the manifest keeps it, to name what differs)
+    content: dict[str, Any] = {}
+    content_digest: str = ""
+    #: the attacks of this plan that address the model by name (their units hold the
+    #: display name), and the display name
+    named_attacks: list[str] = []
+    display_name: str | None = None
+
+    def unit_digest(self, cell: Cell) -> str:
+        """The digest that, with the unit key, identifies a unit of ``cell``."""
+        named = cell.attack is not None and cell.attack in self.named_attacks
+        return unit_digest(self.content_digest, self.display_name if named else None, named)
 
     @property
     def units(self) -> int:
@@ -153,3 +176,43 @@ def plan_digest(source: str, backend: str, cells: list[Cell], doc: PlanDoc,
 
 def config_digest(agent: dict[str, Any], identity: dict[str, Any]) -> str:
     return digest({"format": CONFIG_FORMAT, "agent": agent, "backend_identity": identity})
+
+
+def plan_content(source: str, backend: str, benchmark_version: str | None, defence: str,
+                 backend_config: dict[str, Any], config: str) -> dict[str, Any]:
+    """What every cell of a plan runs, apart from which cells and repeats it selects."""
+    return {"source": source, "backend": backend, "benchmark_version": benchmark_version,
+            "defence": defence, "backend_config": backend_config, "config_digest": config}
+
+
+def content_digest(content: dict[str, Any]) -> str:
+    return digest({"format": CONTENT_FORMAT, **content})
+
+
+@functools.lru_cache(maxsize=256)
+def unit_digest(content: str, display_name: str | None, named: bool) -> str:
+    """A unit's digest: its plan's content digest and its attack's parameters (the display
+    name, for an attack that addresses the model by name)."""
+    params = {"model_display_name": display_name} if named else {}
+    return digest({"format": UNIT_FORMAT, "content_digest": content, "attack_params": params})
+
+
+def content_differences(have: dict[str, Any], want: dict[str, Any]) -> list[str]:
+    """What differs between two recorded contents, in words (for a refusal)."""
+    names = {"source": "source", "backend": "backend", "benchmark_version": "benchmark version",
+             "defence": "defence", "config_digest": "configuration digest"}
+    out = [f"{names[k]} {have.get(k)} (this run: {want.get(k)})" for k in names
+           if have.get(k) != want.get(k)]
+    out += _differences("backend configuration",
+                        {k: v for k, v in (have.get("backend_config") or {}).items()
+                         if k != "benchmark_version"},
+                        {k: v for k, v in (want.get("backend_config") or {}).items()
+                         if k != "benchmark_version"})
+    return out
+
+
+def _differences(where: str, have: Any, want: Any) -> list[str]:
+    if isinstance(have, dict) and isinstance(want, dict):
+        return [d for k in sorted(set(have) | set(want))
+                for d in _differences(f"{where} {k}", have.get(k), want.get(k))]
+    return [] if have == want else [f"{where} {have!r} (this run: {want!r})"]

@@ -65,7 +65,7 @@ def worker_catalogue(src: Source) -> Catalogue | None:
     from agentprov_core.workerclient import Worker
 
     check_recorded_catalogue(env_dir, m, meta.name)
-    with backends.hold(env_id), tempfile.TemporaryDirectory(prefix="agentprov-") as staging, \
+    with backends.hold(env_id, shared=True), tempfile.TemporaryDirectory(prefix="agentprov-") as staging, \
             Worker(env_id, env_dir, Path(staging), network=False) as w:
         check_hello(w.request("hello"), m, meta.backend or "")
         doc = w.request("catalogue", source=meta.name)
@@ -82,7 +82,7 @@ def dry_run(p):
     m = environments.read_marker(meta, env_id)
     env_dir = environments.environment_dir(env_id)
     check_recorded_catalogue(env_dir, m, meta.name)
-    with backends.hold(env_id), tempfile.TemporaryDirectory(prefix="agentprov-") as staging, \
+    with backends.hold(env_id, shared=True), tempfile.TemporaryDirectory(prefix="agentprov-") as staging, \
             Worker(env_id, env_dir, Path(staging), network=False) as w:
         hello = w.request("hello")
         check_hello(hello, m, meta.backend or "")

@@ -55,6 +55,7 @@ from typing import Any
 
 from bench_backend import Skip, agentprov_argv, env_python_env, t0_env
 from bench_cli_start import console_script, p90
+from benchutil import load_avg
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_SRC = ROOT / "backends" / "shared" / "src"
@@ -330,13 +331,6 @@ def write_script(path: Path, latency_s: float, cells: int = 1) -> Path:
     path.write_text(json.dumps({"format": "agentprov-llm-script/0.1", "latency_s": latency_s,
                                 "replies": replies() * cells}), encoding="utf-8")
     return path
-
-
-def load_avg() -> str:
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "?"
 
 
 class Endpoint:

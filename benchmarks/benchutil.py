@@ -71,3 +71,11 @@ def display(path: str | Path) -> str:
         return str(p.relative_to(root))
     except ValueError:
         return str(path)
+
+
+def load_avg() -> str:
+    """The load average (1, 5, 15 min), or ``?`` where the system has none."""
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"

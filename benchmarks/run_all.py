@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE))
 import bench_backend  # noqa: E402
 import bench_cli_start  # noqa: E402
 import bench_planning_scale  # noqa: E402
-from benchutil import display  # noqa: E402
+from benchutil import display, load_avg  # noqa: E402
 
 
 def _out(argv: list[str]) -> str | None:
@@ -66,13 +66,6 @@ def _memory() -> str:
     return f"{int(mem) / 2**30:.1f} GiB" if mem and mem.isdigit() else "?"
 
 
-def _load() -> str:
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "?"
-
-
 def machine() -> dict[str, str]:
     nproc = _out(["nproc"]) if shutil.which("nproc") else None
     head = _out(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
@@ -86,7 +79,7 @@ def machine() -> dict[str, str]:
         "platform": platform.platform(),
         "cpu": _cpu_model(),
         "memory": _memory(),
-        "load_before": _load(),
+        "load_before": load_avg(),
         "agentprov": __version__,
         "commit": (head or "?") + (" with uncommitted changes" if dirty else ""),
     }
@@ -115,7 +108,7 @@ def report(args: argparse.Namespace) -> str:
         f"{info['platform']}",
         f"- `python --version`: {info['python']} (`{display(sys.executable)}`)",
         f"- agentprov {info['agentprov']}, commit {info['commit']}",
-        f"- load average (1, 5, 15 min) before: {info['load_before']}; after: {_load()}",
+        f"- load average (1, 5, 15 min) before: {info['load_before']}; after: {load_avg()}",
         "",
     ]
     return "\n".join(head + parts).rstrip() + "\n"

@@ -30,6 +30,41 @@ def stat_snapshot(root) -> dict[str, tuple[int, int]]:
 
 
 # ------------------------------------------------------------------ no environment needed
+@pytest.mark.req("R-6.14")
+def test_runs_share_the_environment_lock_and_a_build_holds_it_alone(home, monkeypatch):
+    """The lock of ``$AGENTPROV_HOME/envs/<id>.lock``: any number of shared holds (runs) at
+    once; an exclusive one (a build, a check) refused while one is held, and shared ones
+    refused while it is held; filelock's lock on the same file (another agentprov's build)
+    excludes both. Each refusal is ``cli.environment.env_busy`` naming the lock, and a
+    released lock (closed with its holder) is free again."""
+    from agentprov_core import backends
+    from agentprov_core.errors import AgentprovError
+
+    monkeypatch.setenv("AGENTPROV_HOME", str(home))
+
+    def refused(shared: bool) -> AgentprovError:
+        with pytest.raises(AgentprovError) as exc:
+            backends.hold(ENV_ID, shared=shared)
+        assert exc.value.code == "cli.environment.env_busy"
+        assert exc.value.spec.exit == 3
+        return exc.value
+
+    one = backends.hold(ENV_ID, shared=True)
+    two = backends.hold(ENV_ID, shared=True)
+    assert str(home / "envs" / f"{ENV_ID}.lock") in refused(False).message
+    one.release()
+    refused(False)  # one run still holds it
+    two.release()
+    with backends.hold(ENV_ID):  # the build's exclusive hold
+        refused(True)
+        refused(False)
+    with FileLock(str(home / "envs" / f"{ENV_ID}.lock"), timeout=0):
+        refused(True)
+    with backends.hold(ENV_ID, shared=True), backends.hold(ENV_ID, shared=True):
+        pass
+    backends.hold(ENV_ID).release()
+
+
 @pytest.mark.req("R-6.1", "R-6.2", "R-5.3", "R-6.4", "R-6.5", "R-4.2")
 def test_build_dry_run_prints_the_plan_and_writes_nothing(cli, home):
     r = cli("backends", "build", "agentdojo", "--dry-run")

@@ -1,6 +1,7 @@
 """Bad input and faults in live runs (issue 4): a worker or T0 killed mid-cell, signals,
 damaged raw logs, a full disk, a scripted endpoint that fails, hangs or closes, two runs on
-one corpus, and a different configuration.
+one corpus, a different configuration, two runs sharing one environment, and T0 killed
+between an attempt's ledger line and its execution.
 
 Each test runs the real CLI (T0) as a subprocess against the real AgentDojo environment and
 the scripted transport, and checks after the fault that the working corpus is consistent,
@@ -28,6 +29,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, snapshot
+
+from agentprov_core.testing.procs import group_members, workers_of
 
 pytestmark = pytest.mark.slow
 
@@ -57,41 +60,6 @@ def run_args(corpus: Path, script: Path, tasks: str = "0", *extra: str) -> list[
 
 
 # ------------------------------------------------------------------ processes
-def proc_cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
-            errors="replace")
-    except OSError:
-        return ""
-
-
-def descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        for f in Path(f"/proc/{p}/task").glob("*/children"):
-            try:
-                kids = [int(x) for x in f.read_text().split()]
-            except OSError:
-                continue
-            out += kids
-            todo += kids
-    return out
-
-
-def group_members(pgid: int) -> list[int]:
-    """The live processes of process group ``pgid`` (zombies excluded)."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            out.append(int(stat.parent.name))
-    return out
-
-
 def wait_for(predicate, timeout: float = 120.0, what: str = "a condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -114,12 +82,12 @@ class Runs:
         self.workers: set[int] = set()
         self.n = 0
 
-    def start(self, args: list[str]) -> subprocess.Popen:
+    def start(self, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
         self.n += 1
         out = open(self.tmp / f"t0-{self.n}.out", "w+")  # noqa: SIM115 - read back by result()
         err = open(self.tmp / f"t0-{self.n}.err", "w+")  # noqa: SIM115
         p = subprocess.Popen([sys.executable, "-m", "agentprov_core", *args], stdout=out,
-                             stderr=err, env=self.env, cwd=ROOT, text=True)
+                             stderr=err, env={**self.env, **(env or {})}, cwd=ROOT, text=True)
         p.out_file, p.err_file = out, err  # type: ignore[attr-defined]
         self.procs.append(p)
         return p
@@ -140,10 +108,7 @@ class Runs:
     def worker_of(self, p: subprocess.Popen) -> int:
         """The pid of T0's campaign worker (``python -m agentprov_backend.worker``; call it
         once a cell is in flight: planning starts a short-lived worker of its own)."""
-        def find():
-            return [d for d in descendants(p.pid) if "agentprov_backend.worker" in proc_cmdline(d)]
-
-        pid = wait_for(find, 60, "the worker process")[0]
+        pid = wait_for(lambda: workers_of(p.pid), 60, "the worker process")[0]
         self.workers.add(pid)
         return pid
 
@@ -746,3 +711,86 @@ def test_a_byte_flipped_in_a_real_corpus_is_detected(runs, tmp_path):
     names = {str(p.relative_to(part)).split("/")[0] for p in evidence_files(part)}
     assert names == {"manifest.json", "ledger.jsonl", "executions.jsonl", "executions", "raw"}
     assert undetected_flips(part, samples=64) == []
+
+
+# ------------------------------------------------------------------ 9. a shared environment
+@pytest.mark.req("R-6.14", "R-21.28")
+def test_two_runs_share_the_environment_and_a_build_waits_for_both(runs, tmp_path):
+    """Two campaigns on two corpora, started at the same instant on one environment: both
+    run at once (each has a cell in flight while the other does) and both exit 0. While they
+    run, a build and an offline check of that environment are refused (exit 3,
+    ``cli.environment.env_busy``); once they have ended, the offline check passes."""
+    script = write_script(tmp_path / "s.json", slow(6))
+    a, b = tmp_path / "a", tmp_path / "b"
+    t1, t2 = runs.start(run_args(a, script, "0-1")), runs.start(run_args(b, script, "0-1"))
+    wait_for(lambda: in_flight(partial(a)) and in_flight(partial(b)),
+             what="a cell in flight in both corpora at once")
+    for extra in ((), ("--offline-check",)):
+        code, out, err = runs.run(["--error-format", "json", "backends", "build", "agentdojo",
+                                   *extra])
+        error = json.loads(err.strip().splitlines()[-1])
+        assert (code, error["error"]) == (3, "cli.environment.env_busy"), err
+    assert t1.poll() is None and t2.poll() is None, "a run ended before the builds were tried"
+    for t, corpus in ((t1, a), (t2, b)):
+        code, out, err = runs.finish(t)
+        assert code == 0, err
+        assert out.strip().endswith("0 of 2 unit(s) done before")
+        check_each_unit_once(partial(corpus), check_consistent(partial(corpus)),
+                             {unit(0), unit(1)})
+    code, out, err = runs.run(["backends", "build", "agentdojo", "--offline-check"])
+    assert code == 0, err
+
+
+# ------------------------------------------------------------------ 10. the mapping window
+def index_lines(part: Path) -> list[dict]:
+    path = part / "executions.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] \
+        if path.exists() else []
+
+
+@pytest.mark.req("R-21.28", "R-2.10", "R-27.9")
+def test_t0_killed_between_the_ledger_line_and_the_execution(runs, tmp_path):
+    """T0 killed (SIGKILL, by the test-only fault ``AGENTPROV_TEST_KILL_T0=ledger:1``) right
+    after the first attempt's ledger line, before its execution: the corpus holds a settled
+    unit without an execution. The re-run maps it first, says so on stderr with the count,
+    runs the other unit, and ends with exactly one execution per attempt; a further re-run
+    maps nothing again and rewrites nothing."""
+    corpus, script = tmp_path / "c", write_script(tmp_path / "s.json", slow(2))
+    part = partial(corpus)
+    args = run_args(corpus, script, "0-1")
+    t0 = runs.start(args, env={"AGENTPROV_TEST_KILL_T0": "ledger:1"})
+    wait_for(lambda: in_flight(part), what="the first cell in flight")
+    worker = runs.worker_of(t0)
+    code, out, err = runs.finish(t0)
+    write_script(script, FAST)
+    assert code == -signal.SIGKILL, err
+    wait_for(lambda: not group_members(worker), 30, "the orphaned worker to end")
+    entries = check_consistent(part)
+    assert [(e["unit"], e["status"]) for e in entries] == [(unit(0), "complete")]
+    assert index_lines(part) == []  # the attempt is ledgered, never mapped
+    manifest = json.loads((part / "manifest.json").read_text())
+    assert any(n.startswith("AGENTPROV_TEST_KILL_T0") for n in manifest["live"]["test_overrides"])
+
+    code, out, err = runs.run(args)
+    assert code == 0, err
+    assert ("agentprov run: 1 attempt(s) in the ledger had no execution (an earlier run ended "
+            "before mapping them): 1 mapped now, 0 failed") in err
+    assert out.strip().endswith("1 conclusive, 0 inconsistent, 0 inconclusive; 2 derived, "
+                                "0 failed; 1 of 2 unit(s) done before")
+    after = check_consistent(part)
+    check_each_unit_once(part, after, {unit(0), unit(1)})
+    index = index_lines(part)
+    assert sorted(x["ledger_seq"] for x in index) == [e["seq"] for e in after] == [0, 1]
+    assert [x["execution_id"] for x in index] == [after[0]["session_id"], after[1]["session_id"]]
+    for x in index:
+        d = part / "executions" / x["execution_id"]
+        assert hashlib.sha256((d / "aer.json").read_bytes()).hexdigest() == x["aer_sha256"]
+    before = snapshot(part / "executions") | {"index": (part / "executions.jsonl").read_bytes()}
+
+    code, out, err = runs.run(args)
+    assert code == 0 and "had no execution" not in err, err
+    assert out.strip().endswith("0 derived, 0 failed; 2 of 2 unit(s) done before")
+    assert snapshot(part / "executions") | {
+        "index": (part / "executions.jsonl").read_bytes()} == before
+    code, out, err = runs.run(["verify", "--corpus", str(part)])
+    assert code == 0, out + err

@@ -495,6 +495,38 @@ def test_map_attempt_writes_the_execution_and_its_index_line(tmp_path):
         live_mapping.map_attempt(root, att, MANIFEST, mapped_at="later")
 
 
+@pytest.mark.req("R-2.10", "R-21.28")
+def test_finishing_a_mapping_cut_short_keeps_what_it_wrote(tmp_path):
+    """A T0 killed after writing some of an execution's files and before its index line:
+    the re-run's mapping (``finish``) keeps the files already there (the mapping writes the
+    same bytes again) and writes the rest and the index line; a file with other bytes is
+    never replaced."""
+    p = tmp_path / "capture.jsonl"
+    complete_session(p)
+    root, att = corpus_with(tmp_path, p.read_bytes(), native_log())
+    first = live_mapping.map_attempt(root, att, MANIFEST, mapped_at="2026-11-29T00:00:00Z")
+    ex = Executions(root)
+    whole = {n: ex.path("s-test", n).read_bytes() for n in ("aer", "sem", "prov", "validation")}
+    # the state a kill leaves: aer.json and sem.json written, no more, no index line
+    for n in ("prov", "validation"):
+        ex.path("s-test", n).chmod(0o644)
+        ex.path("s-test", n).unlink()
+    ex.index_path.unlink()
+    inode = ex.path("s-test", "aer").stat().st_ino
+    again = live_mapping.map_attempt(root, att, MANIFEST, mapped_at="later", finish=True)
+    assert again.entry == msgspec.structs.replace(first.entry, mapped_at="later")
+    assert {n: ex.path("s-test", n).read_bytes() for n in whole} == whole
+    assert ex.path("s-test", "aer").stat().st_ino == inode  # kept, not rewritten
+    assert [e.execution_id for e in ex.entries()] == ["s-test"]
+    # a file left with other bytes is refused even when finishing
+    ex.index_path.unlink()
+    ex.path("s-test", "sem").chmod(0o644)
+    ex.path("s-test", "sem").write_bytes(b"{}")
+    with pytest.raises(FileExistsError):
+        live_mapping.map_attempt(root, att, MANIFEST, mapped_at="x", finish=True)
+    assert ex.path("s-test", "sem").read_bytes() == b"{}" and ex.entries() == []
+
+
 def test_a_quarantined_or_unstored_attempt_is_not_mapped(tmp_path):
     p = tmp_path / "capture.jsonl"
     complete_session(p)

@@ -140,7 +140,11 @@ def run(ctx: click.Context, source: str, **options) -> int:
 
         campaign.check_supported(prepared)  # run.unsupported.campaign (exit 5)
         consented = consent.decide(prepared)  # step 7: cli.refused.consent (exit 4)
+    from agentprov_core.backends import hold
     from agentprov_core.session import dry_run
 
-    # the preflight probe (a real model), then the campaign (agentprov_core/campaign.py)
-    return campaign.run(dry_run(prepared), consent=consented)
+    # the preflight probe (a real model), then the campaign (agentprov_core/campaign.py),
+    # holding the environment's lock shared throughout: other runs share the environment,
+    # a build or an offline check of it is refused until the run ends
+    with hold(prepared.plan.environment_id, shared=True):
+        return campaign.run(dry_run(prepared), consent=consented)

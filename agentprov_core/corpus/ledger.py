@@ -39,6 +39,10 @@ class Attempt(msgspec.Struct, kw_only=True):
     calls: int | None = None
     plan_sha256: str = ""
     config_digest: str = ""
+    #: with ``unit``, the unit's identity (:meth:`agentprov_core.plans.Plan.unit_digest`);
+    #: absent (never written as null) in an entry written before units had one, so such a
+    #: line reads and re-encodes to the same bytes
+    unit_digest: str | msgspec.UnsetType = msgspec.UNSET
     #: the sha256 of this line with this value empty (agentprov_core/corpus/selfdigest.py);
     #: kept last, and filled in by :meth:`Ledger.append`
     line_sha256: str = ""

@@ -9,8 +9,9 @@
       quarantine/     the register of quarantined sessions (capture.quarantined)
       .lock           held by the one T0 writing the corpus
 
-Only T0 writes here. A second writer is refused; a different configuration digest is
-refused unless mixing is allowed; a scripted and a real session never share a corpus.
+Only T0 writes here. A second writer is refused; a different configuration digest, or a plan
+that runs the same cells differently (another content digest), is refused unless mixing is
+allowed; a scripted and a real session never share a corpus.
 """
 
 from __future__ import annotations
@@ -42,7 +43,17 @@ def partial_dir(corpus: str | Path) -> Path:
 
 
 def unit_key(cell_key: str, defence: str, repeat: int) -> str:
+    """A unit's name (the ledger's ``unit``); with the unit digest, its identity."""
     return f"{cell_key}|{defence}|r{repeat}"
+
+
+def unit_id(key: str, unit_digest: str) -> str:
+    """A unit's identity: its name and its unit digest (docs/decisions.md, "Unit identity")."""
+    return f"{key}#{unit_digest}"
+
+
+def _unit(e: Attempt) -> str:
+    return e.unit
 
 
 class WorkingCorpus:
@@ -88,18 +99,21 @@ class WorkingCorpus:
     def attempts(self) -> list[Attempt]:
         return self.ledger.read()
 
-    def settled(self, entries: list[Attempt] | None = None) -> set[str]:
+    def settled(self, entries: list[Attempt] | None = None,
+                key: Callable[[Attempt], str] = _unit) -> set[str]:
         """Units with a conclusive attempt whose capture log (and native log) is still in the
         raw store, intact: a damaged or missing log unsettles its unit, which is then
-        attempted again; the old entry stays."""
+        attempted again; the old entry stays. ``key`` names an entry's unit (a campaign
+        names it by unit key and unit digest)."""
         entries = self.attempts() if entries is None else entries
-        return {e.unit for e in entries
+        return {key(e) for e in entries
                 if e.conclusive and e.capture_sha256 and self.store.verify(e.capture_sha256)
                 and (e.native_sha256 is None or self.store.verify(e.native_sha256))}
 
-    def attempts_per_unit(self, entries: list[Attempt] | None = None) -> Counter:
+    def attempts_per_unit(self, entries: list[Attempt] | None = None,
+                          key: Callable[[Attempt], str] = _unit) -> Counter:
         entries = self.attempts() if entries is None else entries
-        return Counter(e.unit for e in entries)
+        return Counter(key(e) for e in entries)
 
     # ------------------------------------------------------------------ writing
     def lock(self) -> None:

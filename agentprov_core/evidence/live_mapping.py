@@ -64,10 +64,11 @@ def _derive(aer: AER, aer_bytes: bytes, root: Path, skip_prov: bool) -> dict[str
 
 
 def map_attempt(root: Path, attempt: Attempt, manifest: dict[str, Any], *,
-                skip_prov: bool = False, mapped_at: str) -> Mapped | None:
+                skip_prov: bool = False, mapped_at: str, finish: bool = False) -> Mapped | None:
     """Map ``attempt`` of the corpus at ``root`` and write its execution; ``None`` when it is
     not mapped (quarantined, or its capture log is not in the raw store). Raises whatever
-    the mapping raised (the caller records it)."""
+    the mapping raised (the caller records it). ``finish`` maps an attempt whose mapping a
+    killed T0 left unfinished: files it had written with the same bytes are kept."""
     from agentprov_core.mapping import LiveEvidence, mapper_for
 
     store = RawStore(root / "raw")
@@ -86,7 +87,7 @@ def map_attempt(root: Path, attempt: Attempt, manifest: dict[str, Any], *,
     aer_bytes = encode(aer)
     files = _derive(aer, aer_bytes, root, skip_prov)
     ex = Executions(root)
-    digests = ex.write(aer.header.execution_id, {"aer": aer_bytes, **files})
+    digests = ex.write(aer.header.execution_id, {"aer": aer_bytes, **files}, keep_same=finish)
     from agentprov_core.evidence.sem import verdict
 
     entry = IndexEntry(
