@@ -252,25 +252,29 @@ def check_corpus(p) -> None:
 
 
 def check_supported(p) -> None:
-    """What this build cannot run against a real model (exit 5, before consent): an
-    Inspect source, or another element than the native one. (A defence's own endpoint,
-    ``--defence-endpoint``, is refused earlier, with the defence: :mod:`agentprov_core.defences`.)
+    """What this build cannot run (exit 5, before consent and before any worker starts):
+    another element than the native one, scripted or not (this build's worker runs
+    AgentDojo's stock element only, so a campaign recorded as ``gateway_compat`` would
+    record an element that never ran; a dry run still plans it); and against a real model,
+    an Inspect source. (A defence's own endpoint, ``--defence-endpoint``, is refused
+    earlier, with the defence: :mod:`agentprov_core.defences`.)
 
     An Anthropic-style endpoint runs AgentDojo's own AnthropicLLM over an ``AsyncAnthropic``
     client on the recording transport (the event-stream replies read by caps, canary,
     preflight and the mapper). The environment locks anthropic below 1.0: AgentDojo 0.1.35's
     element passes ``temperature`` to ``messages.stream``, which anthropic 1.0.0 and later
     no longer take."""
-    if p.request.scripted:
-        return
     o = p.request.options
     name = p.source.meta.name
+    if (o.get("llm_element") or "native") != "native":
+        raise AgentprovError("run.unsupported.llm_element", source=name,
+                             element=o["llm_element"],
+                             reason="This build's worker runs AgentDojo's stock element "
+                                    "(native) only: a campaign with another element would "
+                                    "record an element that never ran (a dry run plans it).")
     why = None
-    if p.source.meta.kind != "suites":
+    if not p.request.scripted and p.source.meta.kind != "suites":
         what, why = f"of {name}", "an Inspect task runs through Inspect's own model, not wired yet."
-    elif (o.get("llm_element") or "native") != "native":
-        what, why = (f"with --llm-element {o['llm_element']}",
-                     "only the native element runs against a real model.")
     if why is not None:
         raise AgentprovError("run.unsupported.campaign", source=name, what=what, why=why)
 

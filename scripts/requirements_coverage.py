@@ -43,8 +43,8 @@ MODEL_FACTS = ("model facts (weight size, active parameters, KV cache per trace)
 PRESETS = "calibrated presets (`--preset`, `--m5ultra`, the setting `compute.preset`)"
 TUNE_JOBS = "the concurrency sweep (`--tune-jobs`, `--tune-out`)"
 GATEWAY = ("the `gateway_compat` element: the worker runs the stock native element only, and "
-           "a real-model run with `--llm-element gateway_compat` is refused before consent "
-           "(`run.unsupported.campaign`, exit 5)")
+           "a campaign with `--llm-element gateway_compat`, scripted or not, is refused before "
+           "any worker starts (`run.unsupported.llm_element`, exit 5)")
 A13 = ("A13, the benchmark-validity flag (vacuous utility, a payload that never reached the "
        "agent): the canary's conditions are A3, A4, A6, A11, A12 and A14")
 CACHE_CHECK = "verifying an attack cache against the pinned fork"

@@ -612,31 +612,59 @@ def test_an_endpoint_that_closes_the_connection(runs, tmp_path):
 # ------------------------------------------------------------------ 8. mixed configuration
 @pytest.mark.req("R-15.13", "R-2.14", "R-2.13")
 def test_a_different_configuration_on_the_same_corpus(runs, tmp_path):
-    """``--llm-element gateway_compat`` on a corpus of the native element is a different
-    configuration: refused (exit 4, ``cli.refused.mixed_config``) without writing anything;
-    with ``--allow-mixed-config`` it is accepted and the manifest holds both digests (both
-    runs start no cell: ``--limit 0``)."""
-    corpus, script = tmp_path / "c", write_script(tmp_path / "s.json", FAST)
-    part = partial(corpus)
-    args = run_args(corpus, script)
-    code, out, err = runs.run([*args, "--limit", "0"])  # a corpus of the native element
+    """Another model on the same local server is a different configuration: refused (exit
+    4, ``cli.refused.mixed_config``) without writing anything; with ``--allow-mixed-config``
+    it is accepted and the manifest holds both digests (both runs start no cell:
+    ``--limit 0``)."""
+    from tests.test_local_models import FakeServer, openai_compat_routes
+    from tests.test_real_campaign import answer
+
+    routes = openai_compat_routes(tmp_path)  # serves "Qwen/Qwen3-8B" and "tiny"
+    routes[("POST", "/v1/chat/completions")] = lambda body: (200, answer(json.loads(body)))
+    server = FakeServer(routes)
+    try:
+        corpus = tmp_path / "c"
+        part = partial(corpus)
+
+        def args(model: str) -> list[str]:
+            return ["run", "agentdojo", "--corpus", str(corpus), "--campaign", "faults",
+                    "--suite", "banking", "--user-tasks", "0", "--endpoint", "openai_compat",
+                    "--base-url", server.base_url, "--model-id", model, "--containment",
+                    "vm", "--i-consent-to-local-run"]
+
+        code, out, err = runs.run([*args("Qwen/Qwen3-8B"), "--limit", "0"])
+        assert code == 0, err
+        first = json.loads((part / "manifest.json").read_text())["config_digests"]
+        assert len(first) == 1
+        before = snapshot(part)
+        code, out, err = runs.run(["--error-format", "json", *args("tiny")])
+        assert code == 4, err
+        error = json.loads(err.strip().splitlines()[-1])
+        assert (error["error"], error["exit"]) == ("cli.refused.mixed_config", 4)
+        assert snapshot(part) == before
+        code, out, err = runs.run([*args("tiny"), "--allow-mixed-config", "--limit", "0"])
+        assert code == 0, err
+        manifest = json.loads((part / "manifest.json").read_text())
+        assert len(manifest["config_digests"]) == 2 and first[0] in manifest["config_digests"]
+        assert check_consistent(part) == []
+    finally:
+        server.close()
+
+
+def test_an_element_this_build_does_not_run_is_refused_scripted_too(runs, tmp_path):
+    """``--llm-element gateway_compat`` plans (a dry run shows it), but a campaign is
+    refused before any worker starts (exit 5): the worker runs AgentDojo's stock element
+    only, so the corpus would record an element that never ran."""
+    corpus, script = tmp_path / "g", write_script(tmp_path / "s.json", FAST)
+    code, out, err = runs.run([*run_args(corpus, script), "--llm-element", "gateway_compat",
+                               "--dry-run"])
     assert code == 0, err
-    native = json.loads((part / "manifest.json").read_text())["config_digests"]
-    assert len(native) == 1
-    before = snapshot(part)
-    code, out, err = runs.run(["--error-format", "json", *args, "--llm-element",
-                               "gateway_compat"])
-    assert code == 4, err
+    code, out, err = runs.run(["--error-format", "json", *run_args(corpus, script),
+                               "--llm-element", "gateway_compat"])
     error = json.loads(err.strip().splitlines()[-1])
-    assert (error["error"], error["exit"]) == ("cli.refused.mixed_config", 4)
-    assert snapshot(part) == before
-    code, out, err = runs.run([*args, "--llm-element", "gateway_compat",
-                               "--allow-mixed-config", "--limit", "0"])
-    assert code == 0, err
-    manifest = json.loads((part / "manifest.json").read_text())
-    assert len(manifest["config_digests"]) == 2 and native[0] in manifest["config_digests"]
-    assert manifest["live"]["llm_element"] == "gateway_compat"
-    assert check_consistent(part) == []
+    assert (code, error["error"]) == (5, "run.unsupported.llm_element"), err
+    assert "stock element (native) only" in error["message"]
+    assert not corpus.exists() and not partial(corpus).exists()
 
 
 # ------------------------------------------------------------------ readers during a run

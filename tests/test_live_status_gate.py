@@ -64,8 +64,8 @@ def test_partial_admits_the_stated_subset_only(cli, home, corpora, tmp_path):
         args = ("run", "agentdojo", "--corpus", corpora / "c", "--campaign", "c", *BANKING,
                 *LOCAL, "--base-url", server.base_url, "--containment", "vm")
         r = cli(*args, "--llm-element", "gateway_compat")
-        assert (r.code, r.error["error"]) == (5, "run.unsupported.campaign")
-        assert "only the native element runs against a real model" in r.error["message"]
+        assert (r.code, r.error["error"]) == (5, "run.unsupported.llm_element")
+        assert "stock element (native) only" in r.error["message"]
         r = cli(*args)  # no consent flag and no terminal: the native element reaches step 7
         assert (r.code, r.error["error"]) == (4, "cli.refused.consent")
     finally:

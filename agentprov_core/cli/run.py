@@ -135,10 +135,10 @@ def run(ctx: click.Context, source: str, **options) -> int:
 
         return print_dry_run(prepared, started)
     consented = None
+    campaign.check_supported(prepared)  # run.unsupported.campaign (exit 5)
     if not req.scripted:
         from agentprov_core import consent
 
-        campaign.check_supported(prepared)  # run.unsupported.campaign (exit 5)
         consented = consent.decide(prepared)  # step 7: cli.refused.consent (exit 4)
     from agentprov_core.backends import hold
     from agentprov_core.session import dry_run
