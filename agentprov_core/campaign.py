@@ -1042,7 +1042,11 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
         nl = fl.staging / result["native_log"]
         if nl.is_file():
             native_sha, native_path = wc.store.put_file(nl), result["native_log"]
-    entry = Attempt(**base, status=status, conclusive=status == "complete",
+    books = accounting(chain.records)
+    if status == "complete" and books != "consistent" and books != "unverifiable":
+        reason = f"{reason}; {books}" if reason else books
+    entry = Attempt(**base, status=status,
+                    conclusive=status == "complete" and books in ("consistent", "unverifiable"),
                     capture_sha256=cap_sha, capture_head_sha256=chain.head_sha256,
                     capture_records=len(chain.records), native_sha256=native_sha,
                     native_path=native_path, utility=result.get("utility"),
@@ -1052,6 +1056,23 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
     if not o.get("keep_staging"):
         wc.drop_staging(fl.session_id)
     return entry
+
+
+def accounting(records: list[dict[str, Any]]) -> str:
+    """A session's accounting (R-21.29): the worker's own count of its model calls (the end
+    record's ``calls``) against the model calls its capture records. ``consistent`` or
+    ``unverifiable`` (no count) lets a complete session be conclusive; otherwise the text
+    says what differs, and the attempt is inconsistent: counted so, never settling its unit
+    (it is attempted again)."""
+    end = records[-1] if records and records[-1].get("kind") == "end" else None
+    calls = end.get("calls") if end is not None else None
+    if not isinstance(calls, int) or isinstance(calls, bool):
+        return "unverifiable"
+    starts = sum(1 for r in records if r.get("kind") == "model_call_start")
+    if calls == starts:
+        return "consistent"
+    return (f"accounting: the worker counted {calls} model call(s), the capture records "
+            f"{starts}")
 
 
 def _ledger_append(wc: WorkingCorpus, entry: Attempt) -> None:
@@ -1128,8 +1149,9 @@ def _count(t: Tally, e: Attempt, fl: Flight | None = None, mapped=None) -> None:
         t.issues["capture.quarantined"] += 1
     elif e.status == "complete":
         t.sealed += 1
-        if mapped is not None and mapped.entry.live_vs_native == "disagree":
-            t.inconsistent += 1
+        if not e.conclusive or (mapped is not None
+                                and mapped.entry.live_vs_native == "disagree"):
+            t.inconsistent += 1  # its accounting, or its two views, disagree
         else:
             t.conclusive += 1
     else:

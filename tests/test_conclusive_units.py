@@ -1,7 +1,8 @@
 """When an attempt counts as conclusive (R-21.29): its session is complete and its
-accounting, the live-versus-native check of the capture against the benchmark's native log,
-is consistent or could not be made. A complete session whose two views disagree is
-inconsistent; one that did not complete is inconclusive. Real capture logs (written by the
+accounting (the worker's count of its model calls against the capture's) is consistent or
+unverifiable. A complete session whose counts differ, or whose two views (the capture and
+the benchmark's native log) disagree, is inconsistent; one that did not complete is
+inconclusive. Real capture logs (written by the
 worker's CaptureWriter) are mapped by T0's mapping, then counted as the run summary counts
 them."""
 
@@ -44,3 +45,25 @@ def test_a_unit_is_conclusive_when_complete_and_its_accounting_holds(tmp_path, c
               "inconclusive": tally.inconclusive}
     assert counts == {k: int(k == counted) for k in counts}
     assert (tally.attempts, tally.derived) == (1, 1)
+
+
+@pytest.mark.req("R-21.29", "R-21.33")
+def test_a_complete_session_whose_call_count_disagrees_is_inconsistent(tmp_path):
+    """The accounting of R-21.29: the worker's own count of its model calls (the capture's
+    end record) against the model calls the capture records. Equal, or no count at all
+    (unverifiable), a complete session is conclusive; different, it is inconsistent and
+    its ledger entry does not settle the unit, so the unit is attempted again."""
+    p = tmp_path / "capture.jsonl"
+    complete_session(p)  # two model calls, and the worker counted 2
+    records = [json.loads(x) for x in p.read_text().splitlines()]
+    assert campaign.accounting(records) == "consistent"
+    unverifiable = records[:-1] + [{k: v for k, v in records[-1].items() if k != "calls"}]
+    assert campaign.accounting(unverifiable) == "unverifiable"
+    miscounted = records[:-1] + [dict(records[-1], calls=3)]
+    assert campaign.accounting(miscounted) == (
+        "accounting: the worker counted 3 model call(s), the capture records 2")
+    assert campaign.accounting(records[:-1] + [dict(records[-1], calls=True)]) == "unverifiable"
+    root, att = corpus_with(tmp_path, p.read_bytes(), native_log())
+    tally = campaign.Tally()
+    campaign._count(tally, msgspec.structs.replace(att, conclusive=False))
+    assert (tally.sealed, tally.conclusive, tally.inconsistent, tally.inconclusive) == (1, 0, 1, 0)
