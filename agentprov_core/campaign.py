@@ -32,7 +32,10 @@ for an allowed HOST:PORT (the allowlist still matches the name asked for), and
 loopback TLS stand-in can play a registered API host. ``AGENTPROV_TEST_KILL_T0=ledger:N``
 makes T0 kill itself (SIGKILL) right after this invocation's Nth ledger line, before that
 attempt's execution is written: the fault that a re-run's first step finishes
-(:func:`finish_unmapped`). Never set them for a real run.
+(:func:`finish_unmapped`). ``AGENTPROV_TEST_NATIVE_LOG=remove|truncate`` asks the worker to
+remove the benchmark's native log, or cut it to its first half, once the cell has run and
+before its end is judged (the session then ends ``incomplete``; the capture header
+declares ``test_fault@1``). Never set them for a real run.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ CONFIG_STOP = ("agentprov run: a cell's setup refused this configuration, so no 
 TEST_RESOLVE = "AGENTPROV_TEST_EGRESS_RESOLVE"
 TEST_CA = "AGENTPROV_TEST_CA_FILE"
 TEST_KILL = "AGENTPROV_TEST_KILL_T0"
+TEST_NATIVE_LOG = "AGENTPROV_TEST_NATIVE_LOG"
 #: stops that leave the corpus partial (R-21.31) and exit 1
 EARLY_STOPS = ("config", "worker", "canary", "cap_reached", "cap_bound_exceeded")
 
@@ -300,6 +304,17 @@ def test_overrides() -> tuple[dict[str, tuple[str, int]] | None, str | None, lis
     if ca:
         notes.append(f"{TEST_CA}: the worker trusted a test CA")
     return resolver, ca, notes
+
+
+def native_log_fault() -> str | None:
+    """``AGENTPROV_TEST_NATIVE_LOG`` (test-only; see the module docstring), checked."""
+    raw = os.environ.get(TEST_NATIVE_LOG)
+    if not raw:
+        return None
+    if raw not in ("remove", "truncate"):
+        raise AgentprovError("cli.usage.option_value", option=TEST_NATIVE_LOG, value=raw,
+                             what="remove or truncate (a test-only fault)")
+    return raw
 
 
 class Live:
@@ -703,10 +718,15 @@ def _run(p, consent: dict[str, Any] | None = None) -> int:
             manifest["live"].setdefault("consent", []).append(consent | {"at": now()})
         acc = account_of(p, wc, live_ctx)
         manifest["live"]["caps"] = acc.record()
+        faults = set()
         if kill_override() is not None:
+            faults.add(f"{TEST_KILL}: T0 killed itself after a ledger line (a test fault)")
+        if native_log_fault() is not None:
+            faults.add(f"{TEST_NATIVE_LOG}: the worker was asked to {native_log_fault()} "
+                       "the native log of every cell (a test fault)")
+        if faults:
             manifest["live"]["test_overrides"] = sorted(
-                set(manifest["live"].get("test_overrides", [])) |
-                {f"{TEST_KILL}: T0 killed itself after a ledger line (a test fault)"})
+                set(manifest["live"].get("test_overrides", [])) | faults)
         wc.write_manifest(manifest)
         entries = wc.attempts()
         finished = finish_unmapped(p, wc, entries)
@@ -979,6 +999,9 @@ def _launch(p, wc: WorkingCorpus, worker, live: Live, unit: Unit,
     }
     if local_model is not None:  # A14's observation before this cell: the session notes it
         req["local_model"] = local_model
+    fault = native_log_fault()
+    if fault is not None:
+        req["test_fault"] = fault
     try:
         future = worker.submit("run-cell", **req)
     except AgentprovError:

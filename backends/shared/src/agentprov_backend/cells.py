@@ -179,6 +179,9 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
 
     declared += defended.declared(defence)
     declared += provisioned.declared(req)  # a provisioned defence's code, weights, port
+    if req.get("test_fault") in NATIVE_LOG_FAULTS:  # a test's fault, declared as such
+        declared.append(f"test_fault@1 native_log: {req['test_fault']} "
+                        "(AGENTPROV_TEST_NATIVE_LOG; a test, never a real run)")
     writer = CaptureWriter(staging / "capture.jsonl", {
         "session_id": req["session_id"], "cell": cell, "unit": req.get("unit"),
         "attempt": req.get("attempt"), "backend": req.get("backend", {}),
@@ -318,6 +321,7 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
             utility, security = u.get(key_), s.get(key_)
     log = native_log_path(native, pipeline.name, cell["suite"], cell["user_task_id"],
                           cell.get("attack"), cell.get("injection_task_id") if attack else None)
+    _native_log_fault(req.get("test_fault"), log)
     status, reason = "complete", None
     try:
         json.loads(log.read_text(encoding="utf-8"))
@@ -327,6 +331,20 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
     return {"status": status, "utility": utility, "security": security,
             "native_log": str(log.relative_to(staging)) if log.exists() else None,
             "calls": counter["calls"]}
+
+
+#: test-only faults of the native log (T0 passes one only when AGENTPROV_TEST_NATIVE_LOG is
+#: set, and the header declares it): the log removed, or cut to its first half, after the
+#: benchmark wrote it and before the cell's end is judged
+NATIVE_LOG_FAULTS = ("remove", "truncate")
+
+
+def _native_log_fault(fault: Any, log: Path) -> None:
+    if fault == "remove":
+        log.unlink(missing_ok=True)
+    elif fault == "truncate" and log.is_file():
+        data = log.read_bytes()
+        log.write_bytes(data[: len(data) // 2])
 
 
 PROBE_FUNCTION = "report_probe"
