@@ -239,6 +239,11 @@ def test_a_corpus_of_one_benchmark_version_never_answers_for_another(e2e_cli, tm
     assert len(ledger(part)) == 5
     r = e2e_cli("verify", "--corpus", part, json_errors=False)
     assert r.code == 0, r.out + r.err
+    r = e2e_cli("stats", "--corpus", part, "--tables", "counts", "--format", "json",
+                json_errors=False)  # two contents of two cells, and a third cell: five
+    assert r.code == 0, r.err
+    (counts,) = json.loads(r.out)["tables"]["counts"]
+    assert (counts["attempts"], counts["units"]) == (5, 5)
 
 
 @pytest.mark.slow

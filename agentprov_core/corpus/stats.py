@@ -41,6 +41,7 @@ def _identity(c: OpenCorpus) -> dict[str, str]:
 def tables(c: OpenCorpus, names: tuple[str, ...]) -> dict[str, list[dict[str, Any]]]:
     from agentprov_core.corpus.ledger import Attempt
     from agentprov_core.corpus.snapshot import decoded, take
+    from agentprov_core.corpus.working import unit_id
     from agentprov_core.evidence.executions import INDEX, IndexEntry
 
     ident = _identity(c)
@@ -49,7 +50,9 @@ def tables(c: OpenCorpus, names: tuple[str, ...]) -> dict[str, list[dict[str, An
     units: set[str] = set()
     for _, a in decoded(snap, "ledger.jsonl", Attempt):
         attempts += 1
-        units.add(a.unit)
+        # a unit is its name and its digest: under --allow-mixed-config one name may be two
+        # units (another benchmark version, say); an entry from before unit digests has none
+        units.add(unit_id(a.unit, a.unit_digest) if isinstance(a.unit_digest, str) else a.unit)
         quarantined += a.status == "quarantined"
     seen: set[str] = set()
     status: Counter[str] = Counter()
