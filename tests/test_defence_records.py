@@ -88,7 +88,7 @@ def test_a_defended_session_maps_with_its_actor_digests_and_decisions(defence, t
     ev = evidence(defence)
     aer = MAPPER.map(ev)
     h = aer.header
-    assert h.task.defense_id == defence and h.producer.mapper_version == "0.2.0"
+    assert h.task.defense_id == defence and h.producer.mapper_version == MAPPER.version
     (actor,) = h.actors
     assert (actor.id, actor.kind, actor.name) == (f"defense:{defence}", "defense", defence)
     assert actor.pipeline_name == f"scripted-{defence}" == native(defence)["pipeline_name"]
@@ -292,7 +292,7 @@ def test_an_undefended_session_maps_and_derives_as_before(tmp_path):
     old = (FIX / "undefended" / "aer-0.1.1.json").read_bytes()
     new = A.encode(mapped("undefended"))
     a, b = json.loads(old), json.loads(new)
-    assert b["header"]["producer"].pop("mapper_version") == "0.2.0"
+    assert b["header"]["producer"].pop("mapper_version") == MAPPER.version
     assert a["header"]["producer"].pop("mapper_version") == "0.1.1"
     assert a == b and "actors" not in b["header"]
     assert b["outcome"]["live_vs_native"]["compared"] == list(live_native.COMPARED)

@@ -250,11 +250,15 @@ def test_tool_filter_scripted(e2e_cli, agentdojo_env, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.req("R-22.6", "R-22.23", "R-22.25", "R-11.4")
-def test_tool_filter_through_a_local_server(e2e_cli, agentdojo_env, tmp_path):
-    """tool_filter against a llama.cpp stand-in: the filter's call carries the served model
-    id (``m``), not AgentDojo's pipeline name (``local``), and every request the stand-in
-    received was for ``m``; the run exits 0 and validates."""
+@pytest.mark.req("R-22.4", "R-22.5", "R-22.6", "R-22.21", "R-22.23", "R-22.25", "R-11.4")
+@pytest.mark.parametrize("defence", ["tool_filter", "repeat_user_prompt",
+                                     "spotlighting_with_delimiting"])
+def test_each_defence_through_a_local_server(e2e_cli, agentdojo_env, tmp_path, defence):
+    """Each defence that needs no assets against a llama.cpp stand-in: the run exits 0 and
+    validates, the session is complete, the defence is observed with its actor, and the
+    live-versus-native check agrees. tool_filter's call carries the served model id
+    (``m``), not AgentDojo's pipeline name (``local``), and every request the stand-in
+    received was for ``m``."""
     from tests.test_local_models import FakeServer, llamacpp_routes
     from tests.test_real_campaign import answer
 
@@ -284,21 +288,26 @@ def test_tool_filter_through_a_local_server(e2e_cli, agentdojo_env, tmp_path):
         r = e2e_cli("run", "agentdojo", "--endpoint", "llamacpp", "--base-url", s.base_url,
                     "--model-id", "m", "--containment", "vm", "--i-consent-to-local-run",
                     "--corpus", corpus, "--campaign", "lf", "--suite", "banking",
-                    "--user-tasks", "0", "--defence", "tool_filter", json_errors=False)
+                    "--user-tasks", "0", "--defence", defence, json_errors=False)
     finally:
         s.close()
     assert r.code == 0, r.out + r.err
-    filters = [q for q in received if q.get("tool_choice") == "none"]
-    assert len(filters) == 1 and filters[0]["model"] == "m"
-    assert filters[0]["temperature"] == 0.0  # the filter's own parameter, sent as AgentDojo does
-    assert {q["model"] for q in received} == {"m"}  # the probe, the filter, the agent
     v = e2e_cli("validate", "--strict", "--corpus", corpus, json_errors=False)
     assert v.code == 0, v.out + v.err
     (row,) = rows(corpus)
     aer = execution(corpus, row, "aer")
-    assert row["status"] == "complete" and aer["header"]["task"]["defense_id"] == "tool_filter"
+    assert row["status"] == "complete" and aer["header"]["task"]["defense_id"] == defence
     (actor,) = aer["header"]["actors"]
-    assert actor["pipeline_name"] == "local-tool_filter"
+    assert (actor["kind"], actor["pipeline_name"]) == ("defense", f"local-{defence}")
+    assert aer["outcome"]["live_vs_native"]["agree"] is True
+    assert "defence" in aer["outcome"]["live_vs_native"]["compared"]
+    assert {q["model"] for q in received} == {"m"}  # the probe, any filter, the agent
+    if defence != "tool_filter":
+        assert not [q for q in received if q.get("tool_choice") == "none"]
+        return
+    filters = [q for q in received if q.get("tool_choice") == "none"]
+    assert len(filters) == 1 and filters[0]["model"] == "m"
+    assert filters[0]["temperature"] == 0.0  # the filter's own parameter, sent as AgentDojo does
     calls = [c for c in aer["records"] if c["kind"] == "model_call"]
     assert [(c["element"], c["model_requested"], c.get("actor")) for c in calls] == [
         ("OpenAILLMToolFilter", "m", "defense:tool_filter"), ("OpenAILLM", "m", None),
@@ -308,7 +317,6 @@ def test_tool_filter_through_a_local_server(e2e_cli, agentdojo_env, tmp_path):
     params = next(r for r in aer["records"] if r.get("code") == "defence.parameters")
     assert params["data"]["rewrites"] == [{"element": "OpenAILLMToolFilter", "field": "model",
                                            "from": "local", "to": "m"}]
-    assert aer["outcome"]["live_vs_native"]["agree"] is True
 
 
 @pytest.mark.slow
@@ -332,7 +340,7 @@ def test_an_undefended_session_records_no_defence(e2e_cli, tmp_path):
         assert aer["outcome"]["live_vs_native"]["compared"] == [
             "task", "assistant_messages", "tool_calls", "tool_results", "utility", "security"]
         assert "defence_model_calls" not in sem and "denied_tool_calls" not in sem
-        assert aer["header"]["producer"]["mapper_version"] == "0.2.0"
+        assert aer["header"]["producer"]["mapper_version"] == "0.2.1"
 
 
 @pytest.mark.req("R-22.6", "R-22.13")

@@ -465,6 +465,37 @@ def test_the_capture_header_records_the_agent_without_a_key(tmp_path):
 
 
 # ------------------------------------------------------------------------------ T0's mapping
+def two_pass_session(path: Path, last_final: str = "I paid the bill.") -> None:
+    """A session whose first pass ends with a reply that has no text, so AgentDojo runs the
+    user task again: two passes of two calls each, the second like complete_session's."""
+    w = capture.CaptureWriter(path, header(ATTACKED))
+    for n, final in ((1, None), (2, last_final)):
+        model_call(w, f"c{2 * n - 1}", request(FIRST),
+                   [(200, chat(tool_calls=[CALL0], finish="tool_calls"))])
+        w.append("tool_result", tool="read_file", arguments=CALL0[2], result=BILL, error=None)
+        model_call(w, f"c{2 * n}", request(SECOND), [(200, chat(content=final))])
+    w.append("environment_digest", name="pre", sha256="3" * 64)
+    w.append("environment_digest", name="post", sha256="4" * 64)
+    w.end("complete", reason=None, utility=True, security=False, calls=4)
+
+
+@pytest.mark.req("R-2.17")
+def test_the_live_versus_native_check_compares_the_last_pass(tmp_path):
+    """AgentDojo re-runs the user task (up to three passes) while the final reply has no
+    text, and its native log keeps the last pass only: the check compares that pass, so a
+    faithful two-pass session agrees, and a difference in the last pass is still found."""
+    p = tmp_path / "capture.jsonl"
+    two_pass_session(p)
+    aer = mapped(p, native=native_log())
+    lvn = aer.outcome.live_vs_native
+    assert (lvn.checked, lvn.agree, lvn.differences) == (True, True, [])
+    assert sum(isinstance(r, A.ModelCall) for r in aer.records) == 4  # every pass is recorded
+    assert sum(isinstance(r, A.ToolCall) for r in aer.records) == 2
+    two_pass_session(tmp_path / "other.jsonl", last_final="I did something else.")
+    lvn = mapped(tmp_path / "other.jsonl", native=native_log()).outcome.live_vs_native
+    assert lvn.agree is False and lvn.differences[0].startswith("assistant_messages")
+
+
 def corpus_with(tmp_path: Path, capture_bytes: bytes, native: bytes | None, **kw):
     root = tmp_path / "c.partial"
     store = RawStore(root / "raw")

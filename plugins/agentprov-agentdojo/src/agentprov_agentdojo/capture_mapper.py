@@ -41,7 +41,10 @@ NAME = "agentdojo.capture"
 # defence's actor, its own model calls under that actor, its digests as notes, its
 # interventions as decisions and denied tool results, and the live-versus-native check
 # compares the defence's messages (an undefended session maps as before)
-VERSION = "0.2.0"
+# 0.2.1: the live-versus-native check compares the user task's last pass (AgentDojo runs the
+# task again, up to three times, while its final reply has no text, and its native log keeps
+# the last pass only): a faithful session of several passes agrees
+VERSION = "0.2.1"
 CAPTURE_FORMAT = "capture/0.1"
 #: a declared instrumentation item whose ``mode`` is one of these changes what is sent
 REQUEST_MODIFYING_MODES = ("modify", "rewrite")

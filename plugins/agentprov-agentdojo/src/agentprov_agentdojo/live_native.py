@@ -11,6 +11,11 @@ session seen from the wire and the tool runtime. The check compares, item by ite
 ``assistant_messages``
     each reply the LLM element received (text and tool calls: function and parsed
     arguments), in order, with the native log's assistant messages;
+
+(these and the two items below compare the user task's last pass: AgentDojo runs the task
+again, up to three times, while its final reply has no text, and its native log keeps the
+last pass's conversation only; a pass starts at an element call whose request holds no
+assistant message yet)
 ``tool_calls``
     each ``tool_result`` record (function, arguments, error), in order, with the native
     log's tool messages that reached the runtime (AgentDojo's ``ToolsExecutor`` answers an
@@ -123,6 +128,26 @@ def _element_calls(records: list[Any]) -> list[ModelCall]:
             and r.element != "not recorded"]
 
 
+def _last_pass(raw: list[dict[str, Any]], records: list[Any]) -> int:
+    """The index in ``records`` of the first model call of the user task's last pass: the
+    last element call whose request holds no assistant message yet (a pass starts from the
+    system and user messages; a defence's own call at its head, the tool filter's, counts)."""
+    bodies: dict[Any, Any] = {}
+    for r in raw:
+        if r.get("kind") == "wire_request" and r.get("call_id") not in bodies:
+            bodies[r.get("call_id")] = r.get("body")
+    start = 0
+    for i, r in enumerate(records):
+        if not isinstance(r, ModelCall) or r not in _element_calls([r]):
+            continue
+        body = bodies.get(r.call_id)
+        sent = body.get("messages") if isinstance(body, dict) else None
+        if isinstance(sent, list) and not any(
+                isinstance(m, dict) and m.get("role") == "assistant" for m in sent):
+            start = i
+    return start
+
+
 def _wire_tool_messages(raw: list[dict[str, Any]], last_call: str | None) -> list[tuple]:
     """``(tool_call_id, text)`` of the tool messages in the last element call's request."""
     if last_call is None:
@@ -172,6 +197,9 @@ def check(raw: list[dict[str, Any]], records: list[Any], native: dict[str, Any]
             diffs.append(f"task: {k}: capture {_show(v)} != native {_show(native.get(k))}")
 
     msgs = [m for m in native["messages"] if isinstance(m, dict)]
+    # AgentDojo re-runs the user task up to three times while its final reply has no text,
+    # and its native log keeps the last pass's conversation only: compare that pass
+    records = records[_last_pass(raw, records):]
     # assistant messages
     calls = _element_calls(records)
     live_a = []
