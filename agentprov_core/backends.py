@@ -22,7 +22,7 @@ from pathlib import Path
 
 import msgspec
 
-from agentprov_core import __version__, envidentity, environments, marker, paths
+from agentprov_core import __version__, envidentity, environments, lockcheck, marker, paths
 from agentprov_core.digests import file_sha256
 from agentprov_core.errors import AgentprovError
 from agentprov_core.source import SourceMeta
@@ -78,6 +78,14 @@ def plan_build(name: str, allow_network: bool) -> BuildPlan:
         raise AgentprovError("cli.environment.no_backend_project", backend=meta.backend, why=why)
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
     lock = tomllib.loads((project / "uv.lock").read_text(encoding="utf-8"))
+    # uv finds a mismatch only by resolving, which offline needs a warm cache: compare the
+    # two files first, so a stale lock is named on any machine (build, dry run and check)
+    if diffs := lockcheck.differences(project):
+        raise AgentprovError("cli.environment.lock_mismatch",
+                             lock=paths.display(project / "uv.lock"),
+                             project=paths.display(project),
+                             what="; ".join(diffs[:5]) + (f" (+{len(diffs) - 5} more)"
+                                                         if len(diffs) > 5 else ""))
     # The no-build list: every package the lock takes from a registry is installed from a
     # wheel only; the backend's own path dependencies are the only builds.
     no_build = sorted(p["name"] for p in lock.get("package", [])
@@ -269,7 +277,8 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
         if "--locked" in text and ("needs to be updated" in text or "out of date" in text):
             raise AgentprovError("cli.environment.lock_mismatch",
                                  lock=paths.display(bp.project / "uv.lock"),
-                                 project=paths.display(bp.project))
+                                 project=paths.display(bp.project),
+                                 what="uv sync --locked refused it")
         if "No space left" in text:
             raise OSError(errno.ENOSPC, "No space left on device")
         tail = " | ".join(text.splitlines()[-4:])
