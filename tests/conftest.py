@@ -3,6 +3,7 @@ a refusal wrote nothing."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -143,6 +144,44 @@ def e2e_cli(agentdojo_env):
         return Result(p.returncode, p.stdout, p.stderr)
 
     return run
+
+
+@functools.cache
+def bwrap_unusable() -> str | None:
+    """Why bubblewrap cannot confine a process on this machine, or ``None`` when it can:
+    Linux, ``bwrap`` on PATH, and it creates the profile's namespaces (as this user: root
+    needs no unprivileged user namespaces, another user does). Tests that need it skip with
+    this reason; ``.ci/run`` installs bubblewrap so that CI runs them."""
+    if not sys.platform.startswith("linux"):
+        return "bubblewrap is Linux only"
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap is not installed here (apt-get install bubblewrap)"
+    from agentprov_core.sandbox.profile import NAMESPACES
+
+    p = subprocess.run([bwrap, *NAMESPACES, "--ro-bind", "/", "/", "true"],
+                       capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        return f"bubblewrap cannot create its namespaces here: {p.stderr.strip()[:200]}"
+    return None
+
+
+def path_without(tool: str, shadow: Path) -> str:
+    """``$PATH`` as on a machine where ``tool`` is not installed: each directory on it that
+    holds ``tool`` is replaced by a directory under ``shadow`` linking everything else it
+    holds."""
+    out = []
+    for i, d in enumerate(os.environ.get("PATH", "").split(os.pathsep)):
+        if not d or not (Path(d) / tool).exists():
+            out.append(d)
+            continue
+        copy = shadow / str(i)
+        copy.mkdir(parents=True, exist_ok=True)
+        for entry in Path(d).iterdir():
+            if entry.name != tool and not (copy / entry.name).exists():
+                (copy / entry.name).symlink_to(entry)
+        out.append(str(copy))
+    return os.pathsep.join(out)
 
 
 def fake_identity(digits: str):
