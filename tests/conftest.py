@@ -37,6 +37,18 @@ def snapshot(path: Path) -> dict[str, bytes]:
             if p.is_file()}
 
 
+#: ``AGENTPROV_*`` variables that describe the machine rather than agentprov's state: the
+#: CLI the tests start keeps them (a Python 3.12 named by the user, README).
+MACHINE_VARS = ("AGENTPROV_PYTHON",)
+
+
+def child_env() -> dict[str, str]:
+    """This process's environment without agentprov's own settings (home, registry, error
+    format, …), keeping the machine's (:data:`MACHINE_VARS`)."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith("AGENTPROV_") or k in MACHINE_VARS}
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     h = tmp_path / "home"
@@ -74,7 +86,7 @@ def cli(home: Path):
 
     def run(*args: str, env: dict[str, str] | None = None, json_errors: bool = True,
             stdin: str | None = None, cwd: Path | None = None) -> Result:
-        e = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
+        e = child_env()
         e["AGENTPROV_HOME"] = str(home)
         if json_errors:
             e["AGENTPROV_ERROR_FORMAT"] = "json"
@@ -119,7 +131,7 @@ def agentdojo_env(tmp_path_factory) -> BuiltEnv:
     `agentprov backends build agentdojo --allow-network` (uv downloads only what its cache
     lacks). Tests that take it are marked slow and run in `tox -e e2e`."""
     home = tmp_path_factory.mktemp("e2e-home")
-    e = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
+    e = child_env()
     e["AGENTPROV_HOME"] = str(home)
     p = subprocess.run([sys.executable, "-m", "agentprov_core", "backends", "build", "agentdojo",
                         "--allow-network"], capture_output=True, text=True, env=e, timeout=900)
@@ -134,7 +146,7 @@ def e2e_cli(agentdojo_env):
 
     def run(*args: str, env: dict[str, str] | None = None, json_errors: bool = True,
             cwd: Path | None = None) -> Result:
-        e = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
+        e = child_env()
         e["AGENTPROV_HOME"] = str(agentdojo_env.home)
         if json_errors:
             e["AGENTPROV_ERROR_FORMAT"] = "json"

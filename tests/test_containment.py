@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, bwrap_unusable
+from conftest import ROOT, bwrap_unusable, child_env
 
 from agentprov_core import containment
 from agentprov_core.containment import Allowed, Recorded
@@ -443,7 +443,7 @@ def _private_copy(agentdojo_env, tmp_path: Path) -> Path:
 
 
 def _agentprov(home: Path, *args: str, path: str | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
+    env = child_env()
     env |= {"AGENTPROV_HOME": str(home), "AGENTPROV_ERROR_FORMAT": "json"}
     if path is not None:
         env["PATH"] = path

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, bwrap_unusable
+from conftest import ROOT, bwrap_unusable, child_env
 
 DOCS = sorted((ROOT / "docs").rglob("*.md"))
 FENCE = re.compile(r"^(?:<!-- transcript when: ([\w-]+) -->\n)?```(\w*)\n(.*?)^```", re.S | re.M)
@@ -114,7 +114,7 @@ def run(t: Transcript, tmp: Path, home: Path) -> str:
         cmd = cmd.replace(f"${k}", str(v))
     argv = shlex.split(cmd)
     assert argv[0] == "agentprov"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
+    env = child_env()
     env |= {"AGENTPROV_HOME": str(home), "PYTHONUNBUFFERED": "1", "COLUMNS": "100"}
     p = subprocess.run([sys.executable, "-m", "agentprov_core", *argv[1:]], cwd=tmp,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
