@@ -22,7 +22,15 @@ from pathlib import Path
 
 import msgspec
 
-from agentprov_core import __version__, defassets, envidentity, environments, marker, paths
+from agentprov_core import (
+    __version__,
+    defassets,
+    envidentity,
+    environments,
+    lockcheck,
+    marker,
+    paths,
+)
 from agentprov_core.digests import file_sha256
 from agentprov_core.errors import AgentprovError
 from agentprov_core.source import SourceMeta
@@ -92,6 +100,14 @@ def plan_build(name: str, allow_network: bool, defence_assets: str | None = None
         raise AgentprovError("cli.environment.no_backend_project", backend=meta.backend, why=why)
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
     lock = tomllib.loads((project / "uv.lock").read_text(encoding="utf-8"))
+    # uv finds a mismatch only by resolving, which offline needs a warm cache: compare the
+    # two files first, so a stale lock is named on any machine (build, dry run and check)
+    if diffs := lockcheck.differences(project):
+        raise AgentprovError("cli.environment.lock_mismatch",
+                             lock=paths.display(project / "uv.lock"),
+                             project=paths.display(project),
+                             what="; ".join(diffs[:5]) + (f" (+{len(diffs) - 5} more)"
+                                                         if len(diffs) > 5 else ""))
     # The no-build list: every package the lock takes from a registry is installed from a
     # wheel only; the backend's own path dependencies are the only builds.
     no_build = sorted(p["name"] for p in lock.get("package", [])
@@ -301,26 +317,40 @@ def probe(env_dir: Path, hello: dict) -> dict[str, object]:
     return out
 
 
-def probe_current(m: marker.Marker) -> bool:
-    """Whether the marker holds a probe of every applicable provider's current profile."""
+def probe_rerun(m: marker.Marker) -> list[str]:
+    """Why a build must run the probe again in an environment that is already built: for
+    each applicable provider with a probe, no probe or one of another profile recorded, a
+    machine that changed since it ran (bubblewrap installed, removed or replaced, root or
+    not, the user-namespace settings), or a probe that failed (its cause may lie outside
+    what is recorded). Empty: the recorded probe stands."""
     from agentprov_core import containment
 
+    out: list[str] = []
     for prov in containment.providers().values():
         if prov.declared_by != "probe" or not prov.probe_key or prov.probe is None \
                 or not prov.applies_here():
             continue
-        entry = (m.probe or {}).get(prov.probe_key)
-        if not isinstance(entry, dict) or entry.get("profile_sha256") != prov.profile_sha256:
-            return False
-    return True
+        entry = containment.recorded_probe(m, prov)
+        reasons = containment.stale_reasons(prov, entry)
+        if not reasons and entry is not None and entry.get("status") == "failed":
+            reasons = ["its last run failed"]
+        out += reasons
+    return out
 
 
 def probe_lines(m: marker.Marker) -> list[str]:
-    """What ``--offline-check`` reports of the probe recorded at build time (not re-run)."""
-    parts = []
+    """What ``--offline-check`` reports of the probe recorded at build time (never re-run):
+    the recorded result, said to be stale when it no longer describes this machine."""
+    from agentprov_core import containment
+
+    parts, stale = [], []
+    provs = {p.probe_key: p for p in containment.providers().values() if p.probe_key}
     for key, entry in sorted((m.probe or {}).items()):
         if not isinstance(entry, dict):
             continue
+        prov = provs.get(key)
+        if prov is not None and prov.probe is not None and prov.applies_here():
+            stale += containment.stale_reasons(prov, entry)
         name = key.replace("_", "-")
         if "checks" in entry:
             ok = sum(1 for c in entry["checks"] if c.get("passed"))
@@ -328,8 +358,9 @@ def probe_lines(m: marker.Marker) -> list[str]:
                          f"profile {str(entry.get('profile_sha256'))[:12]}…)")
         else:
             parts.append(f"{name} {entry.get('status')}")
-    return ["  containment probe (recorded at build, not re-run): "
-            + ("; ".join(parts) or "none recorded")]
+    when = (f"recorded at build, stale: {'; '.join(stale)}; agentprov backends build "
+            f"{m.backend} re-runs it" if stale else "recorded at build, not re-run")
+    return [f"  containment probe ({when}): " + ("; ".join(parts) or "none recorded")]
 
 
 def record_catalogues(bp: BuildPlan, env_dir: Path) -> dict:
@@ -376,11 +407,11 @@ def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
                     m.defence_assets, bp.asset_ids, defassets.load()):
                 stale = True  # other assets: a rebuild, never an edit
             if m is not None and not stale:
-                if probe_current(m):
+                if not (why := probe_rerun(m)):
                     return "already built", m
                 m = msgspec.structs.replace(m, probe=probe(bp.env_dir, m.hello))
                 marker.write(bp.env_dir, m)
-                return "already built (containment probe re-run)", m
+                return f"already built (containment probe re-run: {'; '.join(why)})", m
             if m is not None and bp.asset_ids is None and m.defence_assets:
                 plan_assets(bp, None, (), ids=sorted(m.defence_assets))  # the rebuild keeps them
         ready_assets(bp)
@@ -412,7 +443,8 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
         if "--locked" in text and ("needs to be updated" in text or "out of date" in text):
             raise AgentprovError("cli.environment.lock_mismatch",
                                  lock=paths.display(bp.project / "uv.lock"),
-                                 project=paths.display(bp.project))
+                                 project=paths.display(bp.project),
+                                 what="uv sync --locked refused it")
         if "No space left" in text:
             raise OSError(errno.ENOSPC, "No space left on device")
         tail = " | ".join(text.splitlines()[-4:])

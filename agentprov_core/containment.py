@@ -33,7 +33,9 @@ class ContainmentProvider(msgspec.Struct, frozen=True, kw_only=True, forbid_unkn
     An enforced provider names, as ``module:function`` strings (imported only when used):
     ``probe``, run by ``agentprov backends build`` as ``probe(env_dir, hello) -> dict``
     and recorded in the marker's ``probe`` under ``probe_key``; ``wrap``, called as
-    ``wrap(argv, staging=, home=, tmp=, routes=, env_dir=) -> argv``; and its
+    ``wrap(argv, staging=, home=, tmp=, routes=, env_dir=) -> argv``; ``stale``, called as
+    ``stale(entry) -> list[str]``: why a recorded probe no longer describes this machine
+    (the probe records what it ran against; empty when it still does); and its
     ``profile_sha256``, the digest the probe must have passed."""
 
     name: str
@@ -44,6 +46,7 @@ class ContainmentProvider(msgspec.Struct, frozen=True, kw_only=True, forbid_unkn
     probe_key: str | None = None
     probe: str | None = None
     wrap: str | None = None
+    stale: str | None = None
     profile_sha256: str | None = None
 
     def applies_here(self, platform: str | None = None) -> bool:
@@ -102,6 +105,23 @@ def recorded_probe(marker: Any, prov: ContainmentProvider) -> dict[str, Any] | N
     return entry if isinstance(entry, dict) else None
 
 
+def stale_reasons(prov: ContainmentProvider, entry: dict[str, Any] | None) -> list[str]:
+    """Why the recorded probe ``entry`` of an enforced provider does not speak for this
+    agentprov on this machine: none recorded, another profile digest, or (the provider's
+    ``stale``) a machine that changed since it ran. Empty when it does."""
+    if entry is None:
+        return ["no probe is recorded"]
+    if entry.get("status") == "not run":
+        return []  # nothing this build could have re-run (sandbox-exec on macOS)
+    out = []
+    if entry.get("profile_sha256") != prov.profile_sha256:
+        out.append(f"the profile changed (probe of {str(entry.get('profile_sha256'))[:12]}…, "
+                   f"this agentprov's is {str(prov.profile_sha256)[:12]}…)")
+    if prov.stale:
+        out += _load(prov.stale)(entry)
+    return out
+
+
 def resolve(name: str, marker: Any, *, backend: str = "BACKEND",
             platform: str | None = None) -> Recorded:
     """Accept ``--containment name`` for a real-model run with this environment marker,
@@ -134,6 +154,9 @@ def resolve(name: str, marker: Any, *, backend: str = "BACKEND",
             name,
             why=f"the marker's probe is of profile {str(entry.get('profile_sha256'))[:12]}…, "
                 f"this agentprov's profile is {str(want)[:12]}…", fix=rebuild)
+    if prov.stale and (moved := _load(prov.stale)(entry)):
+        raise _refuse(name, why="its probe in the environment's marker is stale: "
+                      + "; ".join(moved), fix=rebuild)
     if entry.get("passed") is not True:
         failed = [c["name"] for c in entry.get("checks", []) if not c.get("passed")]
         raise _refuse(
@@ -208,6 +231,7 @@ def builtin_providers() -> list[ContainmentProvider]:
                                     "build-time probe",
                             probe_key="bwrap", probe="agentprov_core.sandbox.probe:run",
                             wrap="agentprov_core.containment:wrap_bwrap",
+                            stale="agentprov_core.sandbox.probe:stale",
                             profile_sha256=profile.profile_sha256()),
         ContainmentProvider(name="dedicated-user", recorded_as="dedicated_user",
                             platforms=("any",), declared_by="operator",

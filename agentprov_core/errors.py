@@ -173,7 +173,7 @@ _reg("cli.environment.uv", E, "coded",
      "uv failed to build {env_id}: {detail}",
      "read uv's message; add --allow-network when the uv cache lacks a package")
 _reg("cli.environment.lock_mismatch", E, "coded",
-     "{lock} does not match {project}/pyproject.toml (uv sync --locked refused it): re-lock the backend project",
+     "{lock} does not match {project}/pyproject.toml ({what}): re-lock the backend project",
      "re-lock: uv lock --project backends/BACKEND")
 _reg("cli.environment.env_busy", E, "coded",
      "environment {env_id} is in use (locked by another build, check or run: {lock}); wait for it to finish",

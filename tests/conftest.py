@@ -3,6 +3,7 @@ a refusal wrote nothing."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -34,6 +35,18 @@ def snapshot(path: Path) -> dict[str, bytes]:
         return {}
     return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
             if p.is_file()}
+
+
+#: ``AGENTPROV_*`` variables that describe the machine rather than agentprov's state: the
+#: CLI the tests start keeps them (a Python 3.12 named by the user, README).
+MACHINE_VARS = ("AGENTPROV_PYTHON",)
+
+
+def child_env() -> dict[str, str]:
+    """This process's environment without agentprov's own settings (home, registry, error
+    format, …), keeping the machine's (:data:`MACHINE_VARS`)."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith("AGENTPROV_") or k in MACHINE_VARS}
 
 
 @pytest.fixture
@@ -73,7 +86,7 @@ def cli(home: Path):
 
     def run(*args: str, env: dict[str, str] | None = None, json_errors: bool = True,
             stdin: str | None = None, cwd: Path | None = None) -> Result:
-        e = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
+        e = child_env()
         e["AGENTPROV_HOME"] = str(home)
         if json_errors:
             e["AGENTPROV_ERROR_FORMAT"] = "json"
@@ -131,7 +144,7 @@ def agentdojo_env(tmp_path_factory) -> BuiltEnv:
     `agentprov backends build agentdojo --allow-network` (uv downloads only what its cache
     lacks). Tests that take it are marked slow and run in `tox -e e2e`."""
     home = tmp_path_factory.mktemp("e2e-home")
-    e = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
+    e = child_env()
     e["AGENTPROV_HOME"] = str(home)
     p = subprocess.run([sys.executable, "-m", "agentprov_core", "backends", "build", "agentdojo",
                         "--allow-network"], capture_output=True, text=True, env=e, timeout=900)
@@ -146,7 +159,7 @@ def e2e_cli(agentdojo_env):
 
     def run(*args: str, env: dict[str, str] | None = None, json_errors: bool = True,
             cwd: Path | None = None) -> Result:
-        e = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
+        e = child_env()
         e["AGENTPROV_HOME"] = str(agentdojo_env.home)
         if json_errors:
             e["AGENTPROV_ERROR_FORMAT"] = "json"
@@ -156,6 +169,44 @@ def e2e_cli(agentdojo_env):
         return Result(p.returncode, p.stdout, p.stderr)
 
     return run
+
+
+@functools.cache
+def bwrap_unusable() -> str | None:
+    """Why bubblewrap cannot confine a process on this machine, or ``None`` when it can:
+    Linux, ``bwrap`` on PATH, and it creates the profile's namespaces (as this user: root
+    needs no unprivileged user namespaces, another user does). Tests that need it skip with
+    this reason; ``.ci/run`` installs bubblewrap so that CI runs them."""
+    if not sys.platform.startswith("linux"):
+        return "bubblewrap is Linux only"
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap is not installed here (apt-get install bubblewrap)"
+    from agentprov_core.sandbox.profile import NAMESPACES
+
+    p = subprocess.run([bwrap, *NAMESPACES, "--ro-bind", "/", "/", "true"],
+                       capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        return f"bubblewrap cannot create its namespaces here: {p.stderr.strip()[:200]}"
+    return None
+
+
+def path_without(tool: str, shadow: Path) -> str:
+    """``$PATH`` as on a machine where ``tool`` is not installed: each directory on it that
+    holds ``tool`` is replaced by a directory under ``shadow`` linking everything else it
+    holds."""
+    out = []
+    for i, d in enumerate(os.environ.get("PATH", "").split(os.pathsep)):
+        if not d or not (Path(d) / tool).exists():
+            out.append(d)
+            continue
+        copy = shadow / str(i)
+        copy.mkdir(parents=True, exist_ok=True)
+        for entry in Path(d).iterdir():
+            if entry.name != tool and not (copy / entry.name).exists():
+                (copy / entry.name).symlink_to(entry)
+        out.append(str(copy))
+    return os.pathsep.join(out)
 
 
 def fake_identity(digits: str):

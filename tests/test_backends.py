@@ -114,14 +114,32 @@ def test_a_failed_build_leaves_nothing_that_looks_valid(cli, home, tmp_path):
     assert sorted(p.name for p in envs.iterdir()) == [f"{ENV_ID}.lock"]  # no env, no temp dir
 
 
-def test_a_lock_that_does_not_match_its_project(cli, home, tmp_path):
+@pytest.mark.parametrize("cache", ["empty", "the user's"])
+@pytest.mark.parametrize("how", [(), ("--allow-network",), ("--dry-run",), ("--offline-check",)],
+                         ids=["offline", "allow-network", "dry-run", "offline-check"])
+def test_a_lock_that_does_not_match_its_project(cli, home, tmp_path, cache, how):
+    """T0 finds the mismatch from the two files before uv runs, so the refusal is the same
+    whatever uv's cache holds and whether or not the network may be used: uv never runs
+    (an empty cache stays empty) and nothing is written."""
     backends = tmp_path / "backends"
     shutil.copytree(ROOT / "backends", backends)
     py = backends / "agentdojo" / "pyproject.toml"
     py.write_text(py.read_text().replace('"agentdojo==0.1.35"', '"agentdojo>=0.1.34"'))
-    r = cli("backends", "build", "agentdojo", env={"AGENTPROV_BACKENDS": str(backends)})
+    env = {"AGENTPROV_BACKENDS": str(backends)}
+    empty = tmp_path / "empty-cache"
+    if cache == "empty":
+        empty.mkdir()
+        env["UV_CACHE_DIR"] = str(empty)
+    r = cli("backends", "build", "agentdojo", *how, env=env)
     assert (r.code, r.error["error"]) == (3, "cli.environment.lock_mismatch"), r.err
-    assert [p.name for p in (home / "envs").iterdir() if not p.name.endswith(".lock")] == []
+    assert r.error["message"] == (
+        f"agentprov: error [cli.environment.lock_mismatch]: "
+        f"{backends}/agentdojo/uv.lock does not match {backends}/agentdojo/pyproject.toml "
+        "(dependencies: agentdojo>=0.1.34 is declared, the lock records agentdojo==0.1.35): "
+        "re-lock the backend project")
+    assert snapshot(home) == {}
+    if cache == "empty":
+        assert list(empty.iterdir()) == []
 
 
 # --------------------------------------------------------------- the real environment

@@ -11,6 +11,7 @@ its refusal off macOS is tested.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -19,15 +20,17 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, bwrap_unusable, child_env
 
 from agentprov_core import containment
 from agentprov_core.containment import Allowed, Recorded
+from agentprov_core.digests import file_sha256
 from agentprov_core.errors import AgentprovError
 from agentprov_core.sandbox import probe, profile
 
-ROOT = Path(__file__).resolve().parent.parent
-linux_bwrap = pytest.mark.skipif(not sys.platform.startswith("linux") or not shutil.which("bwrap"),
-                                 reason="the bwrap provider needs Linux and bubblewrap")
+linux_bwrap = pytest.mark.skipif(bwrap_unusable() is not None,
+                                 reason=f"the bwrap provider needs Linux and a bubblewrap that "
+                                        f"works: {bwrap_unusable()}")
 
 
 @pytest.fixture(scope="module")
@@ -105,8 +108,9 @@ def test_the_profile_digest_is_deterministic_and_covers_the_launcher():
 
 # ------------------------------------------------------------------- resolve with the marker
 def passed_entry(**over) -> dict:
+    """A passed probe as a build on this machine records it (``machine``: this one)."""
     return {"provider": "bwrap", "status": "passed", "passed": True,
-            "profile_sha256": profile.profile_sha256(),
+            "profile_sha256": profile.profile_sha256(), "machine": probe.machine(),
             "checks": [{"name": n, "passed": True} for n in probe.DENIALS + probe.ALLOWANCES]
             } | over
 
@@ -124,13 +128,100 @@ def test_bwrap_accepted_only_with_a_passed_probe_of_this_exact_profile():
                          "read_ssh_key"),
                         (passed_entry(passed="yes"), "its probe failed"),
                         ({"status": "unavailable", "passed": False,
-                          "profile_sha256": profile.profile_sha256(),
+                          "profile_sha256": profile.profile_sha256(), "machine": probe.machine(),
                           "detail": "bwrap is not installed"}, "bwrap is not installed")]:
         with pytest.raises(AgentprovError) as e:
             containment.resolve("bwrap", marker_with(entry), backend="agentdojo")
         assert e.value.code == "cli.refused.containment" and e.value.exit_code == 4, entry
         assert says in e.value.message
         assert "agentprov backends build agentdojo" in e.value.message  # the fix
+
+
+def test_the_machine_changes_a_probe_can_see_are_said_in_words():
+    bw = {"path": "/usr/bin/bwrap", "version": "bubblewrap 0.8.0", "sha256": "a" * 64}
+    was = {"bwrap": bw, "root": False, "userns": {"kernel.unprivileged_userns_clone": "1"}}
+    assert probe.changes(was, was) == []
+    assert probe.changes(was, was | {"bwrap": None}) == [
+        "bubblewrap is no longer installed (the probe ran /usr/bin/bwrap)"]
+    assert probe.changes(was | {"bwrap": None}, was) == [
+        "bubblewrap is now installed at /usr/bin/bwrap"]
+    assert probe.changes(was, was | {"bwrap": bw | {"sha256": "b" * 64, "version": "bubblewrap 0.9.0"}}) == [
+        f"bubblewrap changed from /usr/bin/bwrap 0.8.0 sha256 {'a' * 12}… to /usr/bin/bwrap "
+        f"0.9.0 sha256 {'b' * 12}…"]
+    assert probe.changes(was, was | {"root": True}) == ["agentprov now runs as root, the probe did not"]
+    assert probe.changes(was | {"root": True}, was) == ["the probe ran as root, agentprov now does not"]
+    assert probe.changes(was, was | {"userns": {"kernel.unprivileged_userns_clone": "0"}}) == [
+        "kernel.unprivileged_userns_clone was 1, is 0"]
+
+
+def test_the_probe_records_the_machine_it_ran_against(small_env):
+    """Whatever it finds (passed, failed, unavailable), the probe records this machine."""
+    r = probe.run(small_env, modules=["probe_backend"])
+    assert r["machine"] == probe.machine()
+    assert probe.stale(r) == []
+    here = probe.machine()
+    assert here["root"] is (os.geteuid() == 0)
+    if shutil.which("bwrap"):
+        assert here["bwrap"]["path"] == shutil.which("bwrap")
+        assert here["bwrap"]["sha256"] == file_sha256(os.path.realpath(shutil.which("bwrap")))
+    else:
+        assert here["bwrap"] is None and r["status"] == "unavailable"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bwrap is Linux only")
+def test_a_probe_recorded_on_another_machine_state_is_stale_and_refused():
+    here = probe.machine()
+    other_bwrap = {"path": "/opt/bwrap/bin/bwrap", "version": "bubblewrap 0.1.0",
+                   "sha256": "0" * 64}
+    cases = [(here | {"bwrap": None}, "bubblewrap is now installed") if here["bwrap"] else
+             (here | {"bwrap": other_bwrap}, "bubblewrap is no longer installed"),
+             (here | {"root": not here["root"]}, "as root"),
+             (here | {"userns": here["userns"] | {"kernel.unprivileged_userns_clone": "7"}},
+              "kernel.unprivileged_userns_clone was 7"),
+             (None, "the marker records no machine state")]
+    if here["bwrap"]:
+        cases.append((here | {"bwrap": here["bwrap"] | {"sha256": "0" * 64}},
+                      "bubblewrap changed from"))
+    prov = containment.providers()["bwrap"]
+    for was, says in cases:
+        entry = passed_entry(machine=was) if was is not None else {
+            k: v for k, v in passed_entry().items() if k != "machine"}
+        assert any(says in r for r in containment.stale_reasons(prov, entry)), (was, says)
+        with pytest.raises(AgentprovError) as e:
+            containment.resolve("bwrap", marker_with(entry), backend="agentdojo")
+        assert e.value.code == "cli.refused.containment" and e.value.exit_code == 4
+        assert "is stale" in e.value.message and says in e.value.message
+        assert "run agentprov backends build agentdojo (it re-runs the probe)" in e.value.message
+    assert containment.stale_reasons(prov, passed_entry()) == []  # this machine: it stands
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bwrap is Linux only")
+def test_a_build_knows_when_the_recorded_probe_must_run_again():
+    from agentprov_core import backends
+    from agentprov_core.marker import Marker
+
+    def m(entry):
+        return Marker(format="agentprov-env-marker/0.1", environment_id="agentdojo-00000000",
+                      backend="agentdojo", project="backends/agentdojo", built_at="x",
+                      agentprov="0", python="3.12.1", uv="uv", lock_sha256="0" * 64,
+                      exclude_newer=None, pinned_commit=None, distributions={},
+                      files_verified=0, guarded={}, defence_registry_sha256=None, hello={},
+                      probe=marker_with(entry)["probe"], identity_sha256="0" * 64)
+
+    here = probe.machine()
+    assert backends.probe_rerun(m(passed_entry())) == []
+    assert backends.probe_lines(m(passed_entry()))[0].startswith(
+        "  containment probe (recorded at build, not re-run): bwrap passed (11/11 checks")
+    assert backends.probe_rerun(m(None)) == ["no probe is recorded"]
+    failed = passed_entry(status="failed", passed=False, detail="the sandbox did not start")
+    assert backends.probe_rerun(m(failed)) == ["its last run failed"]
+    moved = passed_entry(machine=here | {"root": not here["root"]})
+    assert len(backends.probe_rerun(m(moved))) == 1 and "as root" in backends.probe_rerun(m(moved))[0]
+    line = backends.probe_lines(m(moved))[0]
+    assert line.startswith("  containment probe (recorded at build, stale: ")
+    assert line.endswith("; agentprov backends build agentdojo re-runs it): bwrap passed "
+                         f"(11/11 checks, profile {profile.profile_sha256()[:12]}…); "
+                         "sandbox-exec not applicable")
 
 
 @pytest.mark.req("R-19.2")
@@ -338,3 +429,131 @@ def test_the_real_worker_answers_hello_under_bwrap(agentdojo_env, tmp_path):
     with Worker(agentdojo_env.env_id, agentdojo_env.env_dir, tmp_path, containment=rec) as w:
         hello = w.request("hello")
     assert hello["distributions"] == m["hello"]["distributions"]
+
+
+# ------------------------------------------------------------- the probe follows the machine
+def _private_copy(agentdojo_env, tmp_path: Path) -> Path:
+    """The session's environment in a home of this test's own (hard links: the build
+    replaces the marker, never edits a file in place), so that its probe can be re-run
+    without touching the session's marker."""
+    home = tmp_path / "home"
+    shutil.copytree(agentdojo_env.env_dir, home / "envs" / agentdojo_env.env_id,
+                    symlinks=True, copy_function=os.link)
+    return home
+
+
+def _agentprov(home: Path, *args: str, path: str | None = None) -> subprocess.CompletedProcess:
+    env = child_env()
+    env |= {"AGENTPROV_HOME": str(home), "AGENTPROV_ERROR_FORMAT": "json"}
+    if path is not None:
+        env["PATH"] = path
+    return subprocess.run([sys.executable, "-m", "agentprov_core", *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=600)
+
+
+def _bwrap_entry(home: Path, env_id: str) -> dict:
+    return json.loads((home / "envs" / env_id / "AGENTPROV_ENV.json").read_text())["probe"]["bwrap"]
+
+
+@pytest.mark.slow
+@linux_bwrap
+@pytest.mark.req("R-19.2", "R-19.10")
+def test_the_probe_follows_bubblewrap_removed_installed_and_replaced(agentdojo_env, tmp_path):
+    from conftest import path_without
+
+    home, env_id = _private_copy(agentdojo_env, tmp_path), agentdojo_env.env_id
+    real = shutil.which("bwrap")
+    gone = path_without("bwrap", tmp_path / "no-bwrap")
+    built = f"agentprov backends build: {env_id} already built"
+
+    # removed: the next build re-runs the probe, which records it unavailable
+    r = _agentprov(home, "backends", "build", "agentdojo", path=gone)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"{built} (containment probe re-run: bubblewrap is no longer "
+                               f"installed (the probe ran {real})) at "), r.stdout
+    entry = _bwrap_entry(home, env_id)
+    assert (entry["status"], entry["machine"]["bwrap"]) == ("unavailable", None)
+    r = _agentprov(home, "backends", "build", "agentdojo", path=gone)
+    assert r.stdout.startswith(f"{built} at "), r.stdout  # nothing changed: not re-run
+    assert _bwrap_entry(home, env_id)["ran_at"] == entry["ran_at"]
+    r = _agentprov(home, "backends", "build", "agentdojo", "--offline-check", path=gone)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[1] == ("  containment probe (recorded at build, not re-run): "
+                                        "bwrap unavailable; sandbox-exec not applicable")
+
+    # installed again: the check says the record is stale (and re-runs nothing), a run
+    # refuses it naming the fix, and the next build re-runs the probe, which passes
+    marker_bytes = (home / "envs" / env_id / "AGENTPROV_ENV.json").read_bytes()
+    r = _agentprov(home, "backends", "build", "agentdojo", "--offline-check")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[1] == (
+        f"  containment probe (recorded at build, stale: bubblewrap is now installed at {real}; "
+        "agentprov backends build agentdojo re-runs it): bwrap unavailable; sandbox-exec not "
+        "applicable")
+    assert (home / "envs" / env_id / "AGENTPROV_ENV.json").read_bytes() == marker_bytes
+    corpus = tmp_path / "corpora" / "c"
+    r = _agentprov(home, "run", "agentdojo", "--dry-run", "--corpus", str(corpus), "--campaign",
+                   "c", "--suite", "banking", "--user-tasks", "0", "--endpoint", "ollama",
+                   "--model-id", "m", "--containment", "bwrap")
+    err = json.loads(r.stderr.strip().splitlines()[-1])
+    assert (r.returncode, err["error"]) == (4, "cli.refused.containment")
+    assert f"is stale: bubblewrap is now installed at {real}" in err["message"]
+    assert "run agentprov backends build agentdojo (it re-runs the probe)" in err["message"]
+    assert not corpus.parent.exists()
+    r = _agentprov(home, "backends", "build", "agentdojo")
+    assert r.stdout.startswith(f"{built} (containment probe re-run: bubblewrap is now installed "
+                               f"at {real}) at "), r.stdout
+    entry = _bwrap_entry(home, env_id)
+    assert entry["passed"] is True and entry["counts"]["checks"] == 11
+    assert entry["machine"] == probe.machine()
+
+    # a different binary (a wrapper that runs the real one): re-run, and it still passes
+    wrapper = tmp_path / "other-bwrap" / "bwrap"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    r = _agentprov(home, "backends", "build", "agentdojo",
+                   path=f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+    assert f"(containment probe re-run: bubblewrap changed from {real} " in r.stdout, r.stdout
+    assert f" to {wrapper} " in r.stdout
+    entry = _bwrap_entry(home, env_id)
+    assert entry["passed"] is True and entry["machine"]["bwrap"]["path"] == str(wrapper)
+    assert entry["machine"]["bwrap"]["sha256"] == file_sha256(wrapper)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bwrap is Linux only")
+def test_a_failed_probe_is_tried_again_and_an_absent_one_is_not(agentdojo_env, tmp_path):
+    """Runs on any Linux machine: a ``bwrap`` that cannot start anything (a broken
+    install) makes the real probe fail; every build tries a failed probe again (its cause
+    may lie outside what the probe records), while an unavailable one waits for bubblewrap
+    to appear."""
+    from conftest import path_without
+
+    home, env_id = _private_copy(agentdojo_env, tmp_path), agentdojo_env.env_id
+    gone = path_without("bwrap", tmp_path / "no-bwrap")
+    broken = tmp_path / "broken" / "bwrap"
+    broken.parent.mkdir()
+    broken.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    with_broken = f"{broken.parent}{os.pathsep}{gone}"
+    r = _agentprov(home, "backends", "build", "agentdojo", path=with_broken)
+    assert r.returncode == 0, r.stderr
+    assert "already built (containment probe re-run: bubblewrap " in r.stdout, r.stdout
+    entry = _bwrap_entry(home, env_id)
+    assert entry["status"] == "failed" and "Permission denied" in entry["detail"]
+    assert entry["machine"]["bwrap"]["path"] == str(broken)
+    r = _agentprov(home, "backends", "build", "agentdojo", path=with_broken)
+    assert "already built (containment probe re-run: its last run failed) at " in r.stdout
+    r = _agentprov(home, "run", "agentdojo", "--dry-run", "--corpus", str(tmp_path / "c"),
+                   "--campaign", "c", "--suite", "banking", "--user-tasks", "0", "--endpoint",
+                   "ollama", "--model-id", "m", "--containment", "bwrap", path=with_broken)
+    err = json.loads(r.stderr.strip().splitlines()[-1])
+    assert (r.returncode, err["error"]) == (4, "cli.refused.containment")
+    assert "its probe failed (the sandbox did not start" in err["message"]
+    r = _agentprov(home, "backends", "build", "agentdojo", path=gone)
+    assert (f"already built (containment probe re-run: bubblewrap is no longer installed "
+            f"(the probe ran {broken})) at ") in r.stdout, r.stdout
+    r = _agentprov(home, "backends", "build", "agentdojo", path=gone)
+    assert f"{env_id} already built at " in r.stdout, r.stdout
+    assert _bwrap_entry(home, env_id)["status"] == "unavailable"

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not cov.SPEC.is_file(), reason=f"{cov.SPEC} is m
 def test_every_requirement_is_proven_or_says_why_not():
     reqs, proven = cov.requirements(), cov.marks()
     assert cov.problems(reqs, proven) == []
-    rows = {m[1]: line for line in cov.page().splitlines()
+    rows = {m[1]: line for line in cov.page(reqs).splitlines()
             if (m := re.match(r"\| (R-\d+\.\d+) \|", line))}
     assert set(rows) == {rid for rid, _, _ in reqs}
     for rid, sec, _ in reqs:
@@ -41,3 +41,12 @@ def test_a_stale_or_missing_reason_is_reported(monkeypatch):
     assert cov.problems(reqs, proven) == ["R-13.2: no test proves it and no table says why"]
     monkeypatch.setitem(cov.PARTLY, "R-13.2", "something")
     assert "R-13.2: PARTLY needs a test that proves the rest" in cov.problems(reqs, proven)
+
+
+def test_the_page_lists_what_a_checkout_without_shared_checks_against():
+    """A clone elsewhere has no ../shared: ``--check`` then reads the requirements from the
+    committed page's rows, and must rebuild the very same page from them."""
+    from_page = cov.requirements_of_the_page()
+    assert [r for r, _, _ in from_page] == [r for r, _, _ in cov.requirements()]
+    assert cov.page(from_page) == cov.page(cov.requirements()) == cov.PAGE.read_text(
+        encoding="utf-8")

@@ -1,7 +1,11 @@
 """Every `$ agentprov …` transcript in docs/ is re-run and compared with its recorded output.
 
 Only digests (runs of 8 or more hex digits), times and paths are normalised, so a changed
-behaviour fails this test until the docs say so too. To re-record after an intended change:
+behaviour fails this test until the docs say so too. A transcript whose output depends on
+the machine is written once per machine state, each fence preceded by
+``<!-- transcript when: STATE -->`` (:data:`WHEN`: ``bwrap``, a working bubblewrap;
+``no-bwrap``, none installed); a transcript runs only where its state holds, and is
+skipped, with the reason, elsewhere. To re-record after an intended change:
 
     AGENTPROV_UPDATE_TRANSCRIPTS=1 pytest tests/test_transcripts.py
 """
@@ -11,21 +15,32 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, bwrap_unusable, child_env
 
 DOCS = sorted((ROOT / "docs").rglob("*.md"))
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+FENCE = re.compile(r"^(?:<!-- transcript when: ([\w-]+) -->\n)?```(\w*)\n(.*?)^```", re.S | re.M)
 HEX = re.compile(r"\b[0-9a-f]{8,}\b")
 TIME = re.compile(r"\b\d+(\.\d+)?s\b")
 
 
 BUILT = "<!-- transcripts: built-environment -->"
+
+
+def _no_bwrap() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return "bubblewrap is Linux only"
+    return None if shutil.which("bwrap") is None else "bubblewrap is installed here"
+
+
+#: Machine states a transcript may be written for: each gives None where it holds, else why not.
+WHEN = {"bwrap": bwrap_unusable, "no-bwrap": _no_bwrap}
 
 
 @dataclass
@@ -34,6 +49,7 @@ class Transcript:
     index: int
     command: str
     expected: str  # output lines, then "[exit N]" when N != 0
+    when: str | None = None  # the machine state it is written for (WHEN)
 
     @property
     def built(self) -> bool:
@@ -45,7 +61,8 @@ def parse(doc: Path) -> tuple[list[Transcript], dict[str, str]]:
     text = doc.read_text(encoding="utf-8")
     out, files = [], {}
     for m in FENCE.finditer(text):
-        lang, body = m.group(1), m.group(2)
+        when, lang, body = m.group(1), m.group(2), m.group(3)
+        assert when is None or when in WHEN, f"{doc}: unknown transcript state {when!r}"
         if lang == "toml" and body.startswith("# ") and body.split("\n", 1)[0].endswith(".toml"):
             files[body.split("\n", 1)[0][2:].strip()] = body
         if lang != "console":
@@ -64,7 +81,7 @@ def parse(doc: Path) -> tuple[list[Transcript], dict[str, str]]:
             start = i
             while i < len(lines) and not lines[i].startswith("$ "):
                 i += 1
-            out.append(Transcript(doc, len(out), cmd, "\n".join(lines[start:i])))
+            out.append(Transcript(doc, len(out), cmd, "\n".join(lines[start:i]), when))
     return out, files
 
 
@@ -73,6 +90,9 @@ def all_transcripts():
         ts, _ = parse(doc)
         for t in ts:
             marks = [pytest.mark.slow] if t.built else []
+            if t.when is not None and (why := WHEN[t.when]()) is not None:
+                marks.append(pytest.mark.skip(reason=f"written for a machine with state "
+                                                     f"{t.when!r}: {why}"))
             yield pytest.param(t, id=f"{doc.relative_to(ROOT)}#{t.index}", marks=marks)
 
 
@@ -94,7 +114,7 @@ def run(t: Transcript, tmp: Path, home: Path) -> str:
         cmd = cmd.replace(f"${k}", str(v))
     argv = shlex.split(cmd)
     assert argv[0] == "agentprov"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
+    env = child_env()
     env |= {"AGENTPROV_HOME": str(home), "PYTHONUNBUFFERED": "1", "COLUMNS": "100"}
     p = subprocess.run([sys.executable, "-m", "agentprov_core", *argv[1:]], cwd=tmp,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,

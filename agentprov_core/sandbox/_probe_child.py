@@ -47,6 +47,14 @@ def connect(port, token, timeout=5.0):
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     with s:
         s.sendall(token.encode() + b"\n")
+        # wait until the far side has read it and closed: a relay in this sandbox ends with
+        # it, and must not end before it has passed the token on
+        s.shutdown(socket.SHUT_WR)
+        try:
+            while s.recv(4096):
+                pass
+        except OSError:
+            pass
         return f"connected 127.0.0.1:{port} and sent the token"
 
 

