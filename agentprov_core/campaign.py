@@ -51,7 +51,7 @@ from typing import Any
 import click
 import msgspec
 
-from agentprov_core import __version__, capture_chain, environments, redaction
+from agentprov_core import __version__, capture_chain, environments, redaction, timing
 from agentprov_core.corpus.ledger import Attempt
 from agentprov_core.corpus.working import MANIFEST_FORMAT, WorkingCorpus, now, partial_dir, unit_key
 from agentprov_core.errors import AgentprovError
@@ -580,6 +580,7 @@ def run(p, consent: dict[str, Any] | None = None) -> int:
 def _run(p, consent: dict[str, Any] | None = None) -> int:
     o = p.request.options
     started = time.monotonic()
+    t_open = time.time()
     check_corpus(p)
     wc = WorkingCorpus(partial_dir(o["corpus"]))
     wc.lock()
@@ -603,11 +604,13 @@ def _run(p, consent: dict[str, Any] | None = None) -> int:
         click.echo(f"agentprov run {p.source.meta.name}: units={len(due)} plan={p.plan.units} "
                    f"unit(s) workers={jobs}")
         run_state: dict[str, Any] = {}
+        timing.emit("campaign.open", t_open)
         try:
             tally, stop = _campaign(p, wc, due, jobs, len(entries), live_ctx, acc, run_state)
         except AgentprovError:  # the preflight refused: keep what it recorded, then report
             _record_live(wc, live_ctx, acc, run_state)
             raise
+        t_finish = time.time()
         if stop == "interrupt":
             exit_code = 130
         elif stop in EARLY_STOPS or tally.failed or tally.quarantined or \
@@ -635,6 +638,7 @@ def _run(p, consent: dict[str, Any] | None = None) -> int:
         wc.unlock()
     _summary(p, wc, tally, stop, exit_code, started, done_before, len(due),
              acc.record() if acc_line_wanted(p) else None)
+    timing.emit("campaign.finish", t_finish)
     return exit_code
 
 
@@ -705,15 +709,17 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                               canarymod.Settings.from_run(o, live.params, live.wire))
     local_identity = getattr(p, "local_identity", None)
     try:
-        worker = live.start(wc.root / "staging")
+        with timing.span("live.start"):
+            worker = live.start(wc.root / "staging")
         limit = o.get("limit")
         queue = list(due)
         if queue and not live.scripted:  # the preflight probe, before the first cell
             why = acc.fits(0) if acc.caps.active else None
             if why is not None:
                 raise _CapStop("cap_reached", f"the next cell does not fit: {why}")
-            run_state["preflight"] = run_preflight(p, live, worker, wc.root / "staging", wc,
-                                                   acc, invocation)
+            with timing.span("preflight"):
+                run_state["preflight"] = run_preflight(p, live, worker, wc.root / "staging",
+                                                       wc, acc, invocation)
         progress = Progress(len(due))
         started_units = 0
         stagger = o.get("start_stagger") or 0.0
@@ -732,8 +738,9 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                 if local_identity is not None:  # A14, before each cell
                     from agentprov_core.local import identity as local_ident
 
-                    same, changed, seen = local_ident.reobserve(
-                        local_identity, p.resolved, getattr(p, "local_options", None))
+                    with timing.span("a14"):
+                        same, changed, seen = local_ident.reobserve(
+                            local_identity, p.resolved, getattr(p, "local_options", None))
                     if not same:  # no cell runs against another model than the plan's
                         tally.canary.append(canary.local_model_changed(queue[0].key, changed))
                         stop = "canary"
@@ -742,7 +749,8 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                 unit = queue.pop(0)
                 state["critical"] = True  # a launched cell is always tracked
                 try:
-                    fl = _launch(p, wc, worker, live, unit, local_note)
+                    with timing.span("launch"):
+                        fl = _launch(p, wc, worker, live, unit, local_note)
                     flights[fl.future] = fl
                 except AgentprovError as exc:  # the worker died: stop, re-run resumes
                     stop = "worker"
@@ -759,13 +767,17 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                 if queue and stop is None and limit is not None and started_units >= limit:
                     stop = "limit"
                 break
-            done, _ = wait(list(flights), timeout=0.25, return_when=FIRST_COMPLETED)
+            with timing.span("wait"):
+                done, _ = wait(list(flights), timeout=0.25, return_when=FIRST_COMPLETED)
             state["critical"] = bool(done)
             for fut in done:
                 fl = flights[fut]
                 result = _result(worker, fl)
-                entry = _ingest(p, wc, fl, result, invocation, seq, live)
-                _count(tally, entry, fl, _map(p, wc, entry, tally))
+                with timing.span("ingest", session=fl.session_id):
+                    entry = _ingest(p, wc, fl, result, invocation, seq, live)
+                with timing.span("map", session=fl.session_id):
+                    mapped = _map(p, wc, entry, tally)
+                _count(tally, entry, fl, mapped)
                 del flights[fut]  # ledgered: an interrupt from here on leaves it alone
                 if entry.setup_refusal and stop is None:
                     stop = "config"
@@ -815,6 +827,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
         if not state["signals"]:  # after an interrupt on_signal stays: another signal, even
             for s, h in previous.items():  # while the summary is written, exits 130 at once
                 signal.signal(s, h)
+        t_close = time.time()
         if worker is not None:
             if flights:  # the worker died, or T0 failed (a full disk), with cells in flight
                 worker.kill()
@@ -826,6 +839,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
             worker.close()
         live.stop()
         run_state["canary"] = canary.record()
+        timing.emit("campaign.close", t_close)
     return tally, stop
 
 
@@ -863,6 +877,7 @@ def _launch(p, wc: WorkingCorpus, worker, live: Live, unit: Unit,
     except AgentprovError:
         wc.drop_staging(session_id)  # nothing started in it
         raise
+    timing.emit("submit", time.time(), session=session_id)
     return Flight(unit, session_id, staging, now(), future)
 
 
@@ -879,7 +894,8 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
             seq: list[int], live: Live | None = None) -> Attempt:
     o = p.request.options
     cap = fl.staging / "capture.jsonl"
-    chain = capture_chain.read(cap)
+    with timing.span("ingest.chain"):
+        chain = capture_chain.read(cap)
     status = result.get("status", "errored")
     reason = result.get("reason") or result.get("error")
     end = chain.end
@@ -896,7 +912,8 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
     fl.quality = quality.from_records(chain.records, wire)
     fl.records = chain.records
     fl.charge = caps.charge_records(chain.records) if chain.records else caps.missing_log()
-    findings = redaction.scan(fl.staging, live.secrets() if live is not None else {})
+    with timing.span("ingest.scan"):
+        findings = redaction.scan(fl.staging, live.secrets() if live is not None else {})
     base = dict(seq=seq[0], invocation=invocation, unit=fl.unit.key, cell_key=fl.unit.cell.key,
                 defence=p.plan.defence, repeat=fl.unit.repeat, attempt=fl.unit.attempt,
                 session_id=fl.session_id, started_at=fl.started_at, ended_at=now(),
@@ -909,21 +926,25 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
                         reason="capture.quarantined: " + "; ".join(findings[:3]))
         wc.ledger.append(entry)
         return entry
+    t = time.time()
     cap_sha = wc.store.put_file(cap) if cap.exists() else None
     native_sha = native_path = None
     if result.get("native_log"):
         nl = fl.staging / result["native_log"]
         if nl.is_file():
             native_sha, native_path = wc.store.put_file(nl), result["native_log"]
+    timing.emit("ingest.store", t)
     entry = Attempt(**base, status=status, conclusive=status == "complete",
                     capture_sha256=cap_sha, capture_head_sha256=chain.head_sha256,
                     capture_records=len(chain.records), native_sha256=native_sha,
                     native_path=native_path, utility=result.get("utility"),
                     security=result.get("security"), setup_refusal=result.get("setup_refusal"),
                     reason=reason, calls=result.get("calls"))
-    wc.ledger.append(entry)
+    with timing.span("ingest.ledger"):
+        wc.ledger.append(entry)
     if not o.get("keep_staging"):
-        wc.drop_staging(fl.session_id)
+        with timing.span("ingest.drop"):
+            wc.drop_staging(fl.session_id)
     return entry
 
 

@@ -10,19 +10,27 @@ It also builds the client's TLS context once (``recording.warm_tls_context``): r
 trust store costs about 40 ms, which every forked cell would otherwise pay again.
 """
 
-import agentdojo.agent_pipeline  # noqa: F401
-import agentdojo.attacks.attack_registry  # noqa: F401
-import agentdojo.benchmark  # noqa: F401
-import agentdojo.task_suite.load_suites  # noqa: F401
-import h11  # noqa: F401
-import httpcore2  # noqa: F401
-import openai  # noqa: F401
-import openai.resources.chat.chat  # noqa: F401
-import openai.resources.chat.completions.completions  # noqa: F401
-import truststore  # noqa: F401
+import time
 
-import agentprov_backend.capture  # noqa: F401
-import agentprov_backend.cells  # noqa: F401
-import agentprov_backend.recording  # noqa: F401
+_t0 = time.time()
+
+import agentdojo.agent_pipeline  # noqa: F401, E402
+import agentdojo.attacks.attack_registry  # noqa: F401, E402
+import agentdojo.benchmark  # noqa: F401, E402
+import agentdojo.task_suite.load_suites  # noqa: F401, E402
+import h11  # noqa: F401, E402
+import httpcore2  # noqa: F401, E402
+import openai  # noqa: F401, E402
+import openai.resources.chat.chat  # noqa: F401, E402
+import openai.resources.chat.completions.completions  # noqa: F401, E402
+import truststore  # noqa: F401, E402
+
+import agentprov_backend.capture  # noqa: F401, E402
+import agentprov_backend.cells  # noqa: F401, E402
+import agentprov_backend.recording  # noqa: F401, E402
 
 agentprov_backend.recording.warm_tls_context()
+
+from agentprov_backend import timing  # noqa: E402
+
+timing.emit("forkserver.preload", _t0)

@@ -17,10 +17,11 @@ import json
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentprov_backend import identity
+from agentprov_backend import identity, timing
 
 _catalogues: dict[str, dict[str, Any]] = {}
 
@@ -115,8 +116,12 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     staging = Path(req["staging"])
     staging.mkdir(parents=True, exist_ok=True)
     proc = _forkserver().Process(target=cells.child_main, args=(req,), daemon=True)
+    t = time.time()
     proc.start()
+    timing.emit("worker.fork", t, session=req["session_id"])
+    t = time.time()
     proc.join(req.get("timeout_s"))
+    timing.emit("worker.join", t, session=req["session_id"])
     reason = None
     if proc.is_alive():
         proc.terminate()
@@ -164,6 +169,7 @@ def serve(inp: TextIO, out: TextIO) -> int:
             out.flush()
 
     def answer(req: dict[str, Any]) -> None:
+        t = time.time()
         try:
             reply = {"id": req.get("id"), "ok": True, "result": handle(req)}
         except RequestError as exc:
@@ -173,6 +179,7 @@ def serve(inp: TextIO, out: TextIO) -> int:
             reply = {"id": req.get("id"), "ok": False,
                      "error": {"code": "worker.internal", "message": f"{type(exc).__name__}: {exc}"}}
         send(reply)
+        timing.emit("worker.request", t, kind=req.get("type"), id=req.get("id"))
 
     for line in inp:
         if not line.strip():
@@ -197,6 +204,7 @@ def serve(inp: TextIO, out: TextIO) -> int:
 
 
 def main() -> int:
+    timing.emit("worker.main", time.time())
     # The protocol gets a private copy of fd 1; fd 1 itself becomes stderr, so nothing but
     # protocol lines reaches T0's pipe, not even a C extension's printf.
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
