@@ -26,6 +26,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -129,7 +130,30 @@ def _key_value(key: Any) -> str | None:
 
 def _open(endpoint: EndpointLike, options: ObserveOptions) -> kinds.Probe:
     return kinds.Probe(endpoint.base_url, key=_key_value(options.key),
-                       allow_lan=options.allow_lan, timeout=options.timeout)
+                       allow_lan=options.allow_lan, timeout=options.timeout,
+                       transport=_shared_transport())
+
+
+@cache
+def _shared_transport():
+    """One HTTP transport for every observation of this process: A14 re-observes the server
+    before every cell, and a client of its own each time would build a TLS context (reading
+    the trust store, about 15 ms) and open new connections. Each observation still has its
+    own :class:`kinds.Probe` (its own answers, headers and timeouts); only the connection
+    pool is shared, and kept open (a probe's ``close`` leaves it to the next)."""
+    import httpx
+
+    class Shared(httpx.BaseTransport):
+        def __init__(self) -> None:
+            self._inner = httpx.HTTPTransport()
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            return self._inner.handle_request(request)
+
+        def close(self) -> None:
+            pass
+
+    return Shared()
 
 
 class Served(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,0 +1,44 @@
+"""A14's re-observation before every cell (R-11.15) is cheap and still sees every change:
+one HTTP transport (one TLS context, kept-alive connections) for all observations of a
+process, while each observation asks the server again."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_local_models import Ep, FakeServer, llamacpp_routes
+
+
+@pytest.mark.req("R-11.15")
+def test_reobservations_share_one_transport_and_still_see_a_change(tmp_path, monkeypatch):
+    import httpx
+
+    from agentprov_core.local import identity as li
+
+    monkeypatch.setenv("AGENTPROV_HOME", str(tmp_path / "home"))
+    made: list[object] = []
+    real_init = httpx.HTTPTransport.__init__
+
+    def counting_init(self, *a, **k):
+        made.append(self)
+        real_init(self, *a, **k)
+
+    monkeypatch.setattr(httpx.HTTPTransport, "__init__", counting_init)
+    li._shared_transport.cache_clear()
+    routes = llamacpp_routes(tmp_path)
+    server = FakeServer(routes)
+    try:
+        ep = Ep("llamacpp", "llamacpp", server.base_url)
+        ident = li.observe(ep, "m")
+        for _ in range(3):
+            same, changed, seen = li.reobserve(ident, ep)
+            assert same and not changed and seen.digest == ident.digest
+        asked = len(server.requests)
+        routes[("GET", "/props")]["build_info"] = "b6001-other"  # another build, same port
+        same, changed, _ = li.reobserve(ident, ep)
+        assert not same and "server.version: b6000-abcdef0 -> b6001-other" in changed
+        assert len(server.requests) > asked  # asked again, not answered from a cache
+        assert len(made) == 1  # one transport for the five observations
+    finally:
+        server.close()
+        li._shared_transport.cache_clear()
