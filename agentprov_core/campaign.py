@@ -708,6 +708,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
     canary = canarymod.Canary(o.get("canary"), plan_units,
                               canarymod.Settings.from_run(o, live.params, live.wire))
     local_identity = getattr(p, "local_identity", None)
+    mappings = _Mappings(p, wc, tally)
     try:
         with timing.span("live.start"):
             worker = live.start(wc.root / "staging")
@@ -775,9 +776,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                 result = _result(worker, fl)
                 with timing.span("ingest", session=fl.session_id):
                     entry = _ingest(p, wc, fl, result, invocation, seq, live)
-                with timing.span("map", session=fl.session_id):
-                    mapped = _map(p, wc, entry, tally)
-                _count(tally, entry, fl, mapped)
+                mappings.submit(entry, fl)  # counted once mapped (harvest)
                 del flights[fut]  # ledgered: an interrupt from here on leaves it alone
                 if entry.setup_refusal and stop is None:
                     stop = "config"
@@ -796,6 +795,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                         stop = "canary"
                 fl.records = None
             state["critical"] = False
+            mappings.harvest()
             if state["pending"]:
                 raise Interrupted
             if stop is None and worker.proc.poll() is not None:  # it died, even on the last cell
@@ -819,7 +819,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                             invocation, seq, live)
             if fl.charge is not None:
                 acc.charge(fl.charge)
-            _count(tally, entry, fl, _map(p, wc, entry, tally))
+            mappings.submit(entry, fl)
         flights.clear()
     finally:
         if progress is not None:
@@ -838,6 +838,11 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                                        "session.worker_died")
             worker.close()
         live.stop()
+        t_drain = time.time()
+        state["critical"] = True  # a signal now waits for the last mappings
+        mappings.close()
+        state["critical"] = False
+        timing.emit("mappings.drain", t_drain)
         run_state["canary"] = canary.record()
         timing.emit("campaign.close", t_close)
     return tally, stop
@@ -961,16 +966,21 @@ def _inconsistent_units(wc: WorkingCorpus, entries: list[Attempt]) -> set[str]:
     return {u for u, v in by_unit.items() if v and all(x == "disagree" for x in v)}
 
 
-def _map(p, wc: WorkingCorpus, entry: Attempt, t: Tally):
-    """Map a ledgered attempt into its execution (None when it is not mapped, or when the
-    mapping raised: then it is counted failed and the error kept, never raised)."""
+def _map_attempt(p, wc: WorkingCorpus, entry: Attempt):
+    """The mapping of one ledgered attempt (its execution written; None when it is not
+    mapped); raises what the mapping raised."""
     from agentprov_core.evidence import live_mapping
 
-    try:
-        mapped = live_mapping.map_attempt(
+    with timing.span("map", session=entry.session_id):
+        return live_mapping.map_attempt(
             wc.root, entry, wc.manifest(), mapped_at=now(),
             skip_prov=bool(p.request.options.get("skip_prov_conformance")))
-    except Exception as exc:  # noqa: BLE001 - a mapping bug must not lose the campaign
+
+
+def _mapped(t: Tally, entry: Attempt, mapped, exc: BaseException | None = None):
+    """Count a mapping in the tally: the execution derived, or (``exc``) the mapping failed,
+    its error kept; returns the mapping (None when there is none)."""
+    if exc is not None:
         t.map_failed += 1
         t.map_failures.append({"session_id": entry.session_id, "unit": entry.unit,
                                "ledger_seq": str(entry.seq),
@@ -980,6 +990,59 @@ def _map(p, wc: WorkingCorpus, entry: Attempt, t: Tally):
         t.derived += 1
         t.issues.update(mapped.entry.issues)
     return mapped
+
+
+def _map(p, wc: WorkingCorpus, entry: Attempt, t: Tally):
+    """Map a ledgered attempt into its execution (None when it is not mapped, or when the
+    mapping raised: then it is counted failed and the error kept, never raised)."""
+    try:
+        mapped = _map_attempt(p, wc, entry)
+    except Exception as exc:  # noqa: BLE001 - a mapping bug must not lose the campaign
+        return _mapped(t, entry, None, exc)
+    return _mapped(t, entry, mapped)
+
+
+def _warm_mapping() -> None:
+    """What the first mapping would import and build (the capture mapper, AER, SEM, PROV,
+    validation), done while the worker's forkserver imports the benchmark."""
+    from agentprov_core.evidence import derive, live_mapping  # noqa: F401
+    from agentprov_core.mapping import mapper_for
+
+    mapper_for(live_mapping.CAPTURE_FORMAT)
+
+
+class _Mappings:
+    """Map the ledgered attempts in one background thread, in ledger order, while the next
+    cell runs: an attempt's ledger entry is written (and fsynced) before the next cell
+    starts, its mapping need not be. The tally is only updated on T0's main thread, in
+    ledger order (:meth:`harvest`). A mapping cut short by a kill leaves a ledgered attempt
+    without its execution, which a re-run of the same command maps."""
+
+    def __init__(self, p, wc: WorkingCorpus, tally: Tally) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.p, self.wc, self.tally = p, wc, tally
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentprov-map")
+        self._pending: list[tuple[Future, Attempt, Flight | None]] = []
+        self._pool.submit(_warm_mapping)
+
+    def submit(self, entry: Attempt, fl: Flight | None) -> None:
+        fut = self._pool.submit(_map_attempt, self.p, self.wc, entry)
+        self._pending.append((fut, entry, fl))
+
+    def harvest(self, block: bool = False) -> None:
+        """Count the finished mappings (all of them, waiting, with ``block``)."""
+        while self._pending and (block or self._pending[0][0].done()):
+            fut, entry, fl = self._pending.pop(0)
+            exc = fut.exception()
+            _count(self.tally, entry, fl,
+                   _mapped(self.tally, entry, None if exc else fut.result(), exc))
+
+    def close(self) -> None:
+        try:
+            self.harvest(block=True)
+        finally:
+            self._pool.shutdown(wait=True)
 
 
 def _count(t: Tally, e: Attempt, fl: Flight | None = None, mapped=None) -> None:
