@@ -276,7 +276,8 @@ class Live:
 
             self.endpoint = ScriptedEndpoint(load_script(Path(o["llm_script"])))
             self.endpoint.start()
-            return Worker(p.plan.environment_id, env_dir, staging_root, network=True)
+            return Worker(p.plan.environment_id, env_dir, staging_root, network=True,
+                          extra_env=self.warm_env())
         import tempfile
         from urllib.parse import urlsplit
 
@@ -284,7 +285,7 @@ class Live:
         from agentprov_core import egress, keys
 
         r = p.resolved
-        env: dict[str, str] = {}
+        env: dict[str, str] = self.warm_env()
         if r.key_variable:
             self.secret = keys.read_key(r.key_variable, o)
             env[r.key_variable] = self.secret.reveal()  # the one secret the worker gets
@@ -315,6 +316,15 @@ class Live:
         return Worker(p.plan.environment_id, env_dir, staging_root, network=True,
                       extra_env=env, containment=recorded,
                       allowed=cm.Allowed(loopback_ports=loopback, unix_sockets=routes))
+
+    def warm_env(self) -> dict[str, str]:
+        """What makes the campaign's worker start its forkserver at once, and what the
+        forkserver's warm-up reads: the benchmark version and the plan's suites (every cell
+        of a suite reads the same files; agentprov_backend.preload.warm_cells)."""
+        plan = self.p.plan
+        return {"AGENTPROV_WORKER_WARM": json.dumps(
+            {"benchmark_version": plan.benchmark_version,
+             "suites": sorted({c.suite for c in plan.cells if c.suite})})}
 
     def agent(self, session_id: str) -> dict[str, Any]:
         o = self.p.request.options

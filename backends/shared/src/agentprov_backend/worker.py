@@ -90,6 +90,13 @@ _ctx = None
 _ctx_lock = threading.Lock()
 
 
+#: Set by T0 for a campaign's worker (never for the check worker): the benchmark version and
+#: the plan's suites, as JSON. The worker then starts its forkserver at once, before the first
+#: run-cell request, and the forkserver's warm-up (``agentprov_backend.preload.warm_cells``)
+#: reads them from the environment it inherits.
+WARM_VARIABLE = "AGENTPROV_WORKER_WARM"
+
+
 def _forkserver():
     """The forkserver that imports the benchmark once and forks a process per cell."""
     global _ctx
@@ -203,14 +210,24 @@ def serve(inp: TextIO, out: TextIO) -> int:
     return 0
 
 
+def start_forkserver() -> None:
+    """Start the forkserver now (its preload runs while T0 prepares the first request)."""
+    from multiprocessing import forkserver
+
+    _forkserver()
+    forkserver.ensure_running()
+
+
 def main() -> int:
     timing.emit("worker.main", time.time())
     # The protocol gets a private copy of fd 1; fd 1 itself becomes stderr, so nothing but
     # protocol lines reaches T0's pipe, not even a C extension's printf.
-    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")  # not inherited by what it starts
     sys.stdout.flush()
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    if os.environ.get(WARM_VARIABLE):  # after the dup2: the forkserver and its cells get
+        start_forkserver()             # stderr as fd 1, never the protocol's pipe
     return serve(sys.stdin, out)
 
 
