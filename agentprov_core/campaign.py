@@ -436,12 +436,12 @@ def _probe_call(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus | N
             result = {"status": "aborted", "error": exc.message}
             capture_chain.seal(staging / "capture.jsonl", "aborted", exc.message,
                                "session.worker_failed")
-        cap = staging / "capture.jsonl"
-        data = cap.read_bytes() if cap.exists() else b""
+        files = redaction.staged(staging)  # read once: scanned and stored
+        data = files.get("capture.jsonl", b"")
         records = _records(data)
         charge = caps.charge_records(records) if records else caps.missing_log()
         acc.charge(charge, probe=True)
-        if redaction.scan(staging, live.secrets()):
+        if redaction.scan_files(files, live.secrets()):
             raise AgentprovError("cli.environment.preflight", endpoint=p.resolved.name,
                                  url=p.resolved.base_url,
                                  why="a staged file of the probe held a secret; its staging "
@@ -450,7 +450,8 @@ def _probe_call(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus | N
             from agentprov_core.corpus.store import RawStore
 
             sha = RawStore(wc.root / "preflight").put_bytes(data) if data else None
-            chain = capture_chain.read(cap) if cap.exists() else None
+            chain = (capture_chain.check(data, require_end=False)
+                     if "capture.jsonl" in files else None)
             entry = {"at": now(), "invocation": invocation, "session_id": session_id,
                      "call": n, "status": result.get("status"),
                      "capture_sha256": sha,
@@ -909,8 +910,12 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
             seq: list[int], live: Live | None = None) -> Attempt:
     o = p.request.options
     cap = fl.staging / "capture.jsonl"
+    with timing.span("ingest.read"):
+        files = redaction.staged(fl.staging)  # read once: checked, scanned and stored
+    data = files.get("capture.jsonl")
     with timing.span("ingest.chain"):
-        chain = capture_chain.read(cap)
+        chain = (capture_chain.check(data, require_end=False) if data is not None
+                 else capture_chain.read(cap))
     status = result.get("status", "errored")
     reason = result.get("reason") or result.get("error")
     end = chain.end
@@ -928,7 +933,7 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
     fl.records = chain.records
     fl.charge = caps.charge_records(chain.records) if chain.records else caps.missing_log()
     with timing.span("ingest.scan"):
-        findings = redaction.scan(fl.staging, live.secrets() if live is not None else {})
+        findings = redaction.scan_files(files, live.secrets() if live is not None else {})
     base = dict(seq=seq[0], invocation=invocation, unit=fl.unit.key, cell_key=fl.unit.cell.key,
                 defence=p.plan.defence, repeat=fl.unit.repeat, attempt=fl.unit.attempt,
                 session_id=fl.session_id, started_at=fl.started_at, ended_at=now(),
@@ -942,12 +947,11 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
         wc.ledger.append(entry)
         return entry
     t = time.time()
-    cap_sha = wc.store.put_file(cap) if cap.exists() else None
+    cap_sha = wc.store.put_bytes(data) if data is not None else None
     native_sha = native_path = None
-    if result.get("native_log"):
-        nl = fl.staging / result["native_log"]
-        if nl.is_file():
-            native_sha, native_path = wc.store.put_file(nl), result["native_log"]
+    native = result.get("native_log")
+    if isinstance(native, str) and native in files:  # a file in staging, as the worker named it
+        native_sha, native_path = wc.store.put_bytes(files[native]), native
     timing.emit("ingest.store", t)
     entry = Attempt(**base, status=status, conclusive=status == "complete",
                     capture_sha256=cap_sha, capture_head_sha256=chain.head_sha256,
