@@ -42,3 +42,22 @@ def test_reobservations_share_one_transport_and_still_see_a_change(tmp_path, mon
     finally:
         server.close()
         li._shared_transport.cache_clear()
+
+
+def test_the_observation_client_does_not_import_httpxs_command_line_client():
+    """httpx imports its CLI (rich's console, pygments) when click and rich are installed;
+    T0 blocks that one import, and httpx works without it."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from agentprov_core.local import identity\n"
+            "t = identity._shared_transport()\n"
+            "import httpx\n"
+            "assert isinstance(httpx.Client(transport=t), httpx.Client)\n"
+            "print(sorted(m for m in ('pygments', 'rich.console', 'httpx._main')"
+            " if sys.modules.get(m) is not None))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

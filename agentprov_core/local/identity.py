@@ -134,6 +134,19 @@ def _open(endpoint: EndpointLike, options: ObserveOptions) -> kinds.Probe:
                        transport=_shared_transport())
 
 
+def import_httpx():
+    """``httpx``, without its command-line client: ``import httpx`` also imports
+    ``httpx._main`` whenever click and rich are installed (they are, with agentprov), and that
+    brings in rich's console and pygments, 79 modules no part of agentprov uses, on the run's
+    critical path before the first cell. A ``None`` in ``sys.modules`` makes that one import
+    fail, and httpx then defines its ``main`` as a stub."""
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[assignment]
+    import httpx
+
+    return httpx
+
+
 @cache
 def _shared_transport():
     """One HTTP transport for every observation of this process: A14 re-observes the server
@@ -141,7 +154,7 @@ def _shared_transport():
     the trust store, about 15 ms) and open new connections. Each observation still has its
     own :class:`kinds.Probe` (its own answers, headers and timeouts); only the connection
     pool is shared, and kept open (a probe's ``close`` leaves it to the next)."""
-    import httpx
+    httpx = import_httpx()
 
     class Shared(httpx.BaseTransport):
         def __init__(self) -> None:
