@@ -61,3 +61,37 @@ def test_the_observation_client_does_not_import_httpxs_command_line_client():
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_plain_http_server_builds_no_tls_context_and_https_still_verifies(tmp_path,
+                                                                             monkeypatch):
+    """The shared transport builds its TLS context at the first https request only; an
+    https server whose certificate the trust store does not hold is refused, as before."""
+    import ssl
+
+    import trustme
+
+    from agentprov_core.errors import AgentprovError
+    from agentprov_core.local import identity as li
+
+    monkeypatch.setenv("AGENTPROV_HOME", str(tmp_path / "home"))
+    li._shared_transport.cache_clear()
+    plain = FakeServer(llamacpp_routes(tmp_path))
+    tls = FakeServer(llamacpp_routes(tmp_path))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    trustme.CA().issue_cert("127.0.0.1").configure_cert(ctx)
+    tls.httpd.socket = ctx.wrap_socket(tls.httpd.socket, server_side=True)
+    try:
+        li.observe(Ep("llamacpp", "llamacpp", plain.base_url), "m")
+        shared = li._shared_transport()
+        assert shared._plain is not None and shared._tls is None
+        with pytest.raises(AgentprovError) as e:
+            li.served(Ep("llamacpp", "llamacpp", tls.base_url.replace("http:", "https:")))
+        assert e.value.code == "run.local.unreachable"
+        assert "CERTIFICATE_VERIFY_FAILED" in e.value.message or "certificate" in \
+            e.value.message.lower()
+        assert shared._tls is not None
+    finally:
+        plain.close()
+        tls.close()
+        li._shared_transport.cache_clear()

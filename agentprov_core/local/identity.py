@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -151,17 +152,31 @@ def import_httpx():
 def _shared_transport():
     """One HTTP transport for every observation of this process: A14 re-observes the server
     before every cell, and a client of its own each time would build a TLS context (reading
-    the trust store, about 15 ms) and open new connections. Each observation still has its
-    own :class:`kinds.Probe` (its own answers, headers and timeouts); only the connection
-    pool is shared, and kept open (a probe's ``close`` leaves it to the next)."""
+    the trust store, 20-40 ms) and open new connections. Each observation still has its own
+    :class:`kinds.Probe` (its own answers, headers and timeouts); only the connection pools
+    are shared, and kept open (a probe's ``close`` leaves them to the next). A server on
+    ``http://`` (the usual local one) never needs the TLS context, so it is built at the
+    first ``https://`` request only, verifying as httpx does by default."""
     httpx = import_httpx()
 
     class Shared(httpx.BaseTransport):
         def __init__(self) -> None:
-            self._inner = httpx.HTTPTransport()
+            self._plain: httpx.HTTPTransport | None = None
+            self._tls: httpx.HTTPTransport | None = None
+            self._lock = threading.Lock()
+
+        def _pool(self, scheme: str) -> httpx.HTTPTransport:
+            with self._lock:
+                if scheme == "https":
+                    if self._tls is None:
+                        self._tls = httpx.HTTPTransport()
+                    return self._tls
+                if self._plain is None:  # plain http: no TLS handshake, nothing to verify
+                    self._plain = httpx.HTTPTransport(verify=False)
+                return self._plain
 
         def handle_request(self, request: httpx.Request) -> httpx.Response:
-            return self._inner.handle_request(request)
+            return self._pool(request.url.scheme).handle_request(request)
 
         def close(self) -> None:
             pass
