@@ -786,7 +786,8 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                 fl = flights[fut]
                 result = _result(worker, fl)
                 with timing.span("ingest", session=fl.session_id):
-                    entry = _ingest(p, wc, fl, result, invocation, seq, live)
+                    entry = _ingest(p, wc, fl, result, invocation, seq, live,
+                                    drop=mappings.drop_later)
                 mappings.submit(entry, fl)  # counted once mapped (harvest)
                 del flights[fut]  # ledgered: an interrupt from here on leaves it alone
                 if entry.setup_refusal and stop is None:
@@ -907,7 +908,9 @@ def _result(worker, fl: Flight) -> dict[str, Any]:
 
 
 def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation: str,
-            seq: list[int], live: Live | None = None) -> Attempt:
+            seq: list[int], live: Live | None = None, drop=None) -> Attempt:
+    """Ledger a finished attempt (chain check, redaction scan, raw store, ledger entry),
+    then remove its staging directory (``drop(session_id)``, by default at once)."""
     o = p.request.options
     cap = fl.staging / "capture.jsonl"
     with timing.span("ingest.read"):
@@ -963,7 +966,7 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
         wc.ledger.append(entry)
     if not o.get("keep_staging"):
         with timing.span("ingest.drop"):
-            wc.drop_staging(fl.session_id)
+            (drop or wc.drop_staging)(fl.session_id)
     return entry
 
 
@@ -1028,7 +1031,7 @@ def _warm_mapping() -> None:
 class _Mappings:
     """Map the ledgered attempts in one background thread, in ledger order, while the next
     cell runs: an attempt's ledger entry is written (and fsynced) before the next cell
-    starts, its mapping need not be. The tally is only updated on T0's main thread, in
+    starts, its mapping (and the removal of its staging directory) need not be. The tally is only updated on T0's main thread, in
     ledger order (:meth:`harvest`). A mapping cut short by a kill leaves a ledgered attempt
     without its execution, which a re-run of the same command maps."""
 
@@ -1039,6 +1042,10 @@ class _Mappings:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentprov-map")
         self._pending: list[tuple[Future, Attempt, Flight | None]] = []
         self._pool.submit(_warm_mapping)
+
+    def drop_later(self, session_id: str) -> None:
+        """Remove a ledgered attempt's staging directory in the background thread too."""
+        self._pool.submit(self.wc.drop_staging, session_id)
 
     def submit(self, entry: Attempt, fl: Flight | None) -> None:
         fut = self._pool.submit(_map_attempt, self.p, self.wc, entry)

@@ -48,3 +48,28 @@ def test_mappings_run_behind_the_loop_and_are_counted_in_ledger_order(monkeypatc
     assert tally.map_failures[0]["session_id"] == "s-1"
     assert "RuntimeError: a mapper bug" in tally.map_failures[0]["error"]
     assert dict(tally.issues) == {"code.0": 1, "code.2": 1}
+
+
+def test_staging_directories_are_removed_behind_the_loop_before_the_campaign_ends(
+        monkeypatch, tmp_path):
+    from agentprov_core.corpus.working import WorkingCorpus
+
+    monkeypatch.setattr(campaign, "_warm_mapping", lambda: None)
+    wc = WorkingCorpus(tmp_path / "c.partial")
+    dirs = [wc.staging(f"s-{i}") for i in range(3)]
+    for d in dirs:
+        (d / "capture.jsonl").write_text("x")
+    threads: list[str] = []
+    real = wc.drop_staging
+
+    def drop(sid):
+        threads.append(threading.current_thread().name)
+        real(sid)
+
+    wc.drop_staging = drop
+    m = campaign._Mappings(None, wc, campaign.Tally())
+    for i in range(3):
+        m.drop_later(f"s-{i}")
+    m.close()
+    assert not any(d.exists() for d in dirs)
+    assert threads and all(t.startswith("agentprov-map") for t in threads)
