@@ -361,6 +361,17 @@ class Live:
         return self.proxy.record() if self.proxy is not None else None
 
 
+def prewarm(p) -> None:
+    """What the campaign worker's containment will need, started in the background before
+    the check worker runs (T0 waits for that worker's hello meanwhile)."""
+    if p.request.scripted or not p.containment:
+        return
+    from agentprov_core import containment as cm
+
+    cm.prewarm(msgspec.convert(p.containment, cm.Recorded),
+               environments.environment_dir(p.plan.environment_id))
+
+
 PREFLIGHT_LEDGER = "preflight/ledger.jsonl"
 
 

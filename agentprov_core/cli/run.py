@@ -148,6 +148,7 @@ def run(ctx: click.Context, source: str, **options) -> int:
     from agentprov_core.session import dry_run
 
     # the preflight probe (a real model), then the campaign (agentprov_core/campaign.py)
+    campaign.prewarm(prepared)
     with timing.span("check"):
         checked = dry_run(prepared)
     return campaign.run(checked, consent=consented)
