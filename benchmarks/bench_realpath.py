@@ -39,7 +39,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -52,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_backend import Skip, agentprov_argv, env_python_env, t0_env  # noqa: E402
-from bench_campaign import build, fs_of, load_avg, run_cli  # noqa: E402
+from bench_campaign import ChildServer, build, fs_of, load_avg, run_cli  # noqa: E402
 from bench_cli_start import p90  # noqa: E402
 
 ROOT = HERE.parent
@@ -80,30 +79,13 @@ def _stats(values: list[float]) -> dict[str, Any]:
             "p90": p90(values) if len(values) > 1 else values[0], "values": values}
 
 
-class StandIn:
-    """standin_server.py in its own process of this interpreter."""
+class StandIn(ChildServer):
+    """standin_server.py in its own process of this interpreter; :meth:`close` returns the
+    requests it answered, by route and by what each chat completion was."""
 
     def __init__(self, latency: float, weights: Path, cwd: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(STANDIN), "--kind", ENDPOINT, "--latency", str(latency),
-             "--weights", str(weights)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(cwd))
-        self.port = int(self.proc.stdout.readline())
-        self.counts: dict[str, int] = {}
-
-    def close(self) -> dict[str, int]:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            line = self.proc.stdout.readline()
-            self.counts = json.loads(line) if line.strip() else {}
-            self.proc.wait(timeout=30)
-        return self.counts
-
-    def __enter__(self) -> StandIn:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().__init__([sys.executable, str(STANDIN), "--kind", ENDPOINT, "--latency",
+                          str(latency), "--weights", str(weights)], None, str(cwd))
 
 
 def check_counts(counts: dict[str, int], what: str, probe: int, listing: int | None) -> None:
@@ -466,8 +448,8 @@ def _md_breakdown(lat: float, bd: dict[str, Any], n: int) -> list[str]:
     out = [f"Where (b)'s time goes at {lat * 1000:.0f} ms: {n} further runs with "
            "`AGENTPROV_DEBUG_TIMING` (T0's debug timer: spans of T0, of the worker, its "
            "forkserver and its cells), joined with the native logs' `duration`; medians. "
-           "The rows add up to the run's wall time "
-           f"({_s(bd['wall'])} s).", "",
+           "In each run the rows add up to its wall time; their medians need not add up to "
+           f"the median wall time ({_s(bd['wall'])} s).", "",
            "| phase | s | share |", "|---|---:|---:|"]
     wall = bd["wall"]
     for name, v in bd["rows"]:
@@ -476,7 +458,7 @@ def _md_breakdown(lat: float, bd: dict[str, Any], n: int) -> list[str]:
     c = bd["cell"]
     out += ["", f"Per cell at {lat * 1000:.0f} ms (the median cell, and the 16 cells' sum): "
             "the segments of T0's loop from a cell's A14 to the next cell's, which add up "
-            "to the cell phase.", "",
+            "to the cell phase (the last cell's, to the worker's shutdown).", "",
             "| segment | median cell ms | 16 cells s |", "|---|---:|---:|"]
     for key, label in CELL_ROWS:
         out.append(f"| {label} | {_ms(c[key]['median'])} | {_s(c[key]['sum'])} |")

@@ -36,6 +36,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -120,21 +121,19 @@ class StandIn:
 def serve(s: StandIn) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
-        # TCP_NODELAY, as the servers it stands in for (uvicorn, llama.cpp's) answer: the
-        # headers and the body go out as two writes, and with Nagle's algorithm the second
-        # waits for the client's delayed ACK (40 ms a request on Linux)
+        # TCP_NODELAY, as the servers it stands in for (uvicorn, llama.cpp's) set; and each
+        # answer goes out in one write (_send): a body written after its headers would wait
+        # for the client's delayed ACK under Nagle's algorithm (40 ms a request on Linux)
         disable_nagle_algorithm = True
 
         def log_message(self, *a: Any) -> None:
             pass
 
         def _send(self, status: int, body: Any) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            data = json.dumps(body).encode()  # the status line, headers and body: one write
+            head = (f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n")
+            self.wfile.write(head.encode() + data)
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
