@@ -432,7 +432,7 @@ def _probe_call(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus | N
         session_id = f"pf-{uuid.uuid4().hex[:16]}"
         staging = staging_root / session_id
         staging.mkdir(parents=True)
-        req = {"session_id": session_id, "staging": str(staging),
+        req = {"session_id": session_id, "staging": os.path.abspath(staging),
                "source": p.source.meta.name, "benchmark_version": p.plan.benchmark_version,
                "defence": "none",
                "cell": {"suite": None, "user_task_id": None, "attack": None,
@@ -889,7 +889,8 @@ def _launch(p, wc: WorkingCorpus, worker, live: Live, unit: Unit,
     cell = unit.cell
     agent = live.agent(session_id)
     req = {
-        "session_id": session_id, "staging": str(staging), "source": p.source.meta.name,
+        "session_id": session_id, "staging": os.path.abspath(staging),
+        "source": p.source.meta.name,
         "benchmark_version": p.plan.benchmark_version, "defence": p.plan.defence,
         "cell": {"suite": cell.suite, "user_task_id": cell.user_task_id, "attack": cell.attack,
                  "injection_task_id": cell.injection_task_id, "kind": cell.kind,

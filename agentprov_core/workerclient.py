@@ -87,6 +87,7 @@ class Worker:
                  containment: Recorded | None = None, allowed: Allowed | None = None) -> None:
         self.env_id = env_id
         self.timeout = timeout
+        staging = Path(os.path.abspath(staging))  # its cwd, HOME and the cells' paths
         self._next = 0
         self._lock = threading.Lock()
         self._pending: dict[int, Future] = {}
