@@ -53,8 +53,9 @@ def _text(m: dict[str, Any]) -> str:
 
 
 class StandIn:
-    def __init__(self, kind: str, latency: float, weights: str | None) -> None:
-        self.kind, self.latency, self.weights = kind, latency, weights
+    def __init__(self, kind: str, latency: float, weights: str | None,
+                 split: bool = False) -> None:
+        self.kind, self.latency, self.weights, self.split = kind, latency, weights, split
         self.replies = [{k: v for k, v in r.items() if k != "note"}
                         for r in json.loads(DEMO.read_text(encoding="utf-8"))]
         self.counts: Counter = Counter()
@@ -121,19 +122,24 @@ class StandIn:
 def serve(s: StandIn) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
-        # TCP_NODELAY, as the servers it stands in for (uvicorn, llama.cpp's) set; and each
-        # answer goes out in one write (_send): a body written after its headers would wait
-        # for the client's delayed ACK under Nagle's algorithm (40 ms a request on Linux)
+        # TCP_NODELAY, as the servers it stands in for (uvicorn, llama.cpp's) set: with
+        # Nagle's algorithm a body written after its headers (--split) would wait for the
+        # client's delayed ACK (40 ms a request on Linux)
         disable_nagle_algorithm = True
 
         def log_message(self, *a: Any) -> None:
             pass
 
         def _send(self, status: int, body: Any) -> None:
-            data = json.dumps(body).encode()  # the status line, headers and body: one write
+            data = json.dumps(body).encode()
             head = (f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
-                    f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n")
-            self.wfile.write(head.encode() + data)
+                    f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+                    "\r\n").encode()
+            if s.split:  # as h11-based servers (uvicorn) write: the head, then the body
+                self.wfile.write(head)
+                self.wfile.write(data)
+            else:
+                self.wfile.write(head + data)
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
@@ -169,8 +175,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--kind", default="llamacpp", choices=["llamacpp", "vllm", "openai_compat"])
     ap.add_argument("--latency", type=float, default=0.0, help="seconds added per chat call")
     ap.add_argument("--weights", help="llamacpp: the model_path /props names")
+    ap.add_argument("--split", action="store_true",
+                    help="write each answer's head and body separately")
     args = ap.parse_args(argv)
-    s = StandIn(args.kind, args.latency, args.weights)
+    s = StandIn(args.kind, args.latency, args.weights, args.split)
     httpd = serve(s)
     print(httpd.server_address[1], flush=True)
     sys.stdin.read()
