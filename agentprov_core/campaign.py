@@ -731,6 +731,10 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                               canarymod.Settings.from_run(o, live.params, live.wire))
     local_identity = getattr(p, "local_identity", None)
     mappings = _Mappings(p, wc, tally)
+    # T0's threads that wait on sockets (the bridge's relays, the worker's reader) must not
+    # wait the default 5 ms for the GIL while a mapping runs
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(min(switch, 0.0005))
     try:
         with timing.span("live.start"):
             worker = live.start(wc.root / "staging")
@@ -790,6 +794,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                 if queue and stop is None and limit is not None and started_units >= limit:
                     stop = "limit"
                 break
+            mappings.start()  # the last cell's mapping, now that the next one is launched
             with timing.span("wait"):
                 done, _ = wait(list(flights), timeout=0.25, return_when=FIRST_COMPLETED)
             state["critical"] = bool(done)
@@ -866,6 +871,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
         mappings.close()
         state["critical"] = False
         timing.emit("mappings.drain", t_drain)
+        sys.setswitchinterval(switch)
         run_state["canary"] = canary.record()
         timing.emit("campaign.close", t_close)
     return tally, stop
@@ -1043,8 +1049,9 @@ def _warm_mapping() -> None:
 class _Mappings:
     """Map the ledgered attempts in one background thread, in ledger order, while the next
     cell runs: an attempt's ledger entry is written (and fsynced) before the next cell
-    starts, its mapping (and the removal of its staging directory) need not be. The tally is only updated on T0's main thread, in
-    ledger order (:meth:`harvest`). A mapping cut short by a kill leaves a ledgered attempt
+    starts, its mapping (and the removal of its staging directory) need not be; both are
+    handed to the thread once the next cell is launched (:meth:`start`). The tally is only
+    updated on T0's main thread, in ledger order (:meth:`harvest`). A mapping cut short by a kill leaves a ledgered attempt
     without its execution, which a re-run of the same command maps."""
 
     def __init__(self, p, wc: WorkingCorpus, tally: Tally) -> None:
@@ -1053,15 +1060,30 @@ class _Mappings:
         self.p, self.wc, self.tally = p, wc, tally
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentprov-map")
         self._pending: list[tuple[Future, Attempt, Flight | None]] = []
+        self._queued: list[tuple[Any, tuple]] = []
         self._pool.submit(_warm_mapping)
 
     def drop_later(self, session_id: str) -> None:
         """Remove a ledgered attempt's staging directory in the background thread too."""
-        self._pool.submit(self.wc.drop_staging, session_id)
+        self._queued.append((self.wc.drop_staging, (session_id,)))
 
     def submit(self, entry: Attempt, fl: Flight | None) -> None:
-        fut = self._pool.submit(_map_attempt, self.p, self.wc, entry)
+        fut: Future = Future()
+        self._queued.append((self._run_into, (fut, entry)))
         self._pending.append((fut, entry, fl))
+
+    def _run_into(self, fut: Future, entry: Attempt) -> None:
+        try:
+            fut.set_result(_map_attempt(self.p, self.wc, entry))
+        except BaseException as exc:  # noqa: BLE001 - counted by harvest
+            fut.set_exception(exc)
+
+    def start(self) -> None:
+        """Hand what was queued to the thread. The loop calls it once the next cell is
+        launched, so that A14 and the launch do not share T0 with a mapping."""
+        for fn, args in self._queued:
+            self._pool.submit(fn, *args)
+        self._queued.clear()
 
     def harvest(self, block: bool = False) -> None:
         """Count the finished mappings (all of them, waiting, with ``block``)."""
@@ -1073,6 +1095,7 @@ class _Mappings:
 
     def close(self) -> None:
         try:
+            self.start()
             self.harvest(block=True)
         finally:
             self._pool.shutdown(wait=True)

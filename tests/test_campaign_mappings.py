@@ -38,7 +38,8 @@ def test_mappings_run_behind_the_loop_and_are_counted_in_ledger_order(monkeypatc
     tally = campaign.Tally()
     m = campaign._Mappings(None, None, tally)
     for seq in range(3):
-        m.submit(attempt(seq), None)  # returns at once, the first mapping still running
+        m.submit(attempt(seq), None)  # queued: handed to the thread by start()
+    m.start()
     m.harvest()
     assert tally.attempts == 0 and order == []  # nothing is counted ahead of the first
     release.set()
@@ -70,6 +71,8 @@ def test_staging_directories_are_removed_behind_the_loop_before_the_campaign_end
     m = campaign._Mappings(None, wc, campaign.Tally())
     for i in range(3):
         m.drop_later(f"s-{i}")
+    assert all(d.exists() for d in dirs)  # queued until the loop has launched the next cell
+    m.start()
     m.close()
     assert not any(d.exists() for d in dirs)
     assert threads and all(t.startswith("agentprov-map") for t in threads)
