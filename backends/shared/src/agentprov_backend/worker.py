@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentprov_backend import identity, timing
+from agentprov_backend import timing
 
 _catalogues: dict[str, dict[str, Any]] = {}
 
@@ -156,6 +156,10 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
 def handle(req: dict[str, Any]) -> Any:
     kind = req.get("type")
     if kind == "hello":
+        # imported here: a campaign's worker never says hello, and importlib.metadata would
+        # cost it 30 ms before its forkserver starts
+        from agentprov_backend import identity
+
         return identity.hello()
     if kind == "catalogue":
         return _catalogue(req["source"])
