@@ -58,7 +58,7 @@ from typing import Any
 import click
 import msgspec
 
-from agentprov_core import __version__, capture_chain, environments, redaction
+from agentprov_core import __version__, capture_chain, environments, redaction, timing
 from agentprov_core import endpoints as epmod
 from agentprov_core.corpus import selfdigest
 from agentprov_core.corpus.ledger import Attempt
@@ -356,7 +356,8 @@ class Live:
 
             self.endpoint = ScriptedEndpoint(load_script(Path(o["llm_script"])))
             self.endpoint.start()
-            return Worker(p.plan.environment_id, env_dir, staging_root, network=True)
+            return Worker(p.plan.environment_id, env_dir, staging_root, network=True,
+                          extra_env=self.warm_env())
         import tempfile
         from urllib.parse import urlsplit
 
@@ -364,7 +365,7 @@ class Live:
         from agentprov_core import egress, keys
 
         r = p.resolved
-        env: dict[str, str] = {}
+        env: dict[str, str] = self.warm_env()
         if r.key_variable:
             self.secret = keys.read_key(r.key_variable, o)
             env[r.key_variable] = self.secret.reveal()  # the one secret the worker gets
@@ -395,6 +396,15 @@ class Live:
         return Worker(p.plan.environment_id, env_dir, staging_root, network=True,
                       extra_env=env, containment=recorded,
                       allowed=cm.Allowed(loopback_ports=loopback, unix_sockets=routes))
+
+    def warm_env(self) -> dict[str, str]:
+        """What makes the campaign's worker start its forkserver at once, and what the
+        forkserver's warm-up reads: the benchmark version and the plan's suites (every cell
+        of a suite reads the same files; agentprov_backend.preload.warm_cells)."""
+        plan = self.p.plan
+        return {"AGENTPROV_WORKER_WARM": json.dumps(
+            {"benchmark_version": plan.benchmark_version,
+             "suites": sorted({c.suite for c in plan.cells if c.suite})})}
 
     def agent(self, session_id: str) -> dict[str, Any]:
         o = self.p.request.options
@@ -429,6 +439,17 @@ class Live:
 
     def egress_record(self) -> dict[str, Any] | None:
         return self.proxy.record() if self.proxy is not None else None
+
+
+def prewarm(p) -> None:
+    """What the campaign worker's containment will need, started in the background before
+    the check worker runs (T0 waits for that worker's hello meanwhile)."""
+    if p.request.scripted or not p.containment:
+        return
+    from agentprov_core import containment as cm
+
+    cm.prewarm(msgspec.convert(p.containment, cm.Recorded),
+               environments.environment_dir(p.plan.environment_id))
 
 
 PREFLIGHT_LEDGER = "preflight/ledger.jsonl"
@@ -496,7 +517,7 @@ def _probe_call(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus | N
         session_id = f"pf-{uuid.uuid4().hex[:16]}"
         staging = staging_root / session_id
         staging.mkdir(parents=True)
-        req = {"session_id": session_id, "staging": str(staging),
+        req = {"session_id": session_id, "staging": os.path.abspath(staging),
                "source": p.source.meta.name, "benchmark_version": p.plan.benchmark_version,
                "defence": "none",
                "cell": {"suite": None, "user_task_id": None, "attack": None,
@@ -511,12 +532,12 @@ def _probe_call(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus | N
             result = {"status": "aborted", "error": exc.message}
             capture_chain.seal(staging / "capture.jsonl", "aborted", exc.message,
                                "session.worker_failed")
-        cap = staging / "capture.jsonl"
-        data = cap.read_bytes() if cap.exists() else b""
+        files = redaction.staged(staging)  # read once: scanned and stored
+        data = files.get("capture.jsonl", b"")
         records = _records(data)
         charge = caps.charge_records(records) if records else caps.missing_log()
         acc.charge(charge, probe=True)
-        if redaction.scan(staging, live.secrets()) or redaction.scan_value(
+        if redaction.scan_files(files, live.secrets()) or redaction.scan_value(
                 "the worker's result", result, live.secrets()):
             raise AgentprovError("cli.environment.preflight", endpoint=p.resolved.name,
                                  url=epmod.shown(p.resolved.base_url),
@@ -526,7 +547,8 @@ def _probe_call(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus | N
             from agentprov_core.corpus.store import RawStore
 
             sha = RawStore(wc.root / "preflight").put_bytes(data) if data else None
-            chain = capture_chain.read(cap) if cap.exists() else None
+            chain = (capture_chain.check(data, require_end=False)
+                     if "capture.jsonl" in files else None)
             entry = {"at": now(), "invocation": invocation, "session_id": session_id,
                      "call": n, "status": result.get("status"),
                      "capture_sha256": sha,
@@ -705,6 +727,7 @@ def finish_unmapped(p, wc: WorkingCorpus, entries: list[Attempt]) -> Tally:
 def _run(p, consent: dict[str, Any] | None = None) -> int:
     o = p.request.options
     started = time.monotonic()
+    t_open = time.time()
     check_corpus(p)
     wc = WorkingCorpus(partial_dir(o["corpus"]))
     wc.lock()
@@ -739,6 +762,7 @@ def _run(p, consent: dict[str, Any] | None = None) -> int:
         click.echo(f"agentprov run {p.source.meta.name}: units={len(due)} plan={p.plan.units} "
                    f"unit(s) workers={jobs}")
         run_state: dict[str, Any] = {}
+        timing.emit("campaign.open", t_open)
         try:
             tally, stop = _campaign(p, wc, due, jobs, len(entries), live_ctx, acc, run_state)
         except AgentprovError:  # the preflight refused: keep what it recorded, then report
@@ -747,6 +771,7 @@ def _run(p, consent: dict[str, Any] | None = None) -> int:
         tally.derived += finished.derived  # executions this invocation wrote
         tally.map_failed += finished.map_failed
         tally.issues.update(finished.issues)
+        t_finish = time.time()
         if stop == "interrupt":
             exit_code = 130
         elif stop in EARLY_STOPS or tally.failed or tally.quarantined or \
@@ -774,6 +799,7 @@ def _run(p, consent: dict[str, Any] | None = None) -> int:
         wc.unlock()
     _summary(p, wc, tally, stop, exit_code, started, done_before, len(due),
              acc.record() if acc_line_wanted(p) else None)
+    timing.emit("campaign.finish", t_finish)
     return exit_code
 
 
@@ -843,16 +869,23 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
     canary = canarymod.Canary(o.get("canary"), plan_units,
                               canarymod.Settings.from_run(o, live.params, live.wire))
     local_identity = getattr(p, "local_identity", None)
+    mappings = _Mappings(p, wc, tally)
+    # T0's threads that wait on sockets (the bridge's relays, the worker's reader) must not
+    # wait the default 5 ms for the GIL while a mapping runs
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(min(switch, 0.0005))
     try:
-        worker = live.start(wc.root / "staging")
+        with timing.span("live.start"):
+            worker = live.start(wc.root / "staging")
         limit = o.get("limit")
         queue = list(due)
         if queue and not live.scripted:  # the preflight probe, before the first cell (R-18)
             why = acc.fits(0) if acc.caps.active else None
             if why is not None:
                 raise _CapStop("cap_reached", f"the next cell does not fit: {why}")
-            run_state["preflight"] = run_preflight(p, live, worker, wc.root / "staging", wc,
-                                                   acc, invocation)
+            with timing.span("preflight"):
+                run_state["preflight"] = run_preflight(p, live, worker, wc.root / "staging",
+                                                       wc, acc, invocation)
         progress = Progress(len(due))
         started_units = 0
         stagger = o.get("start_stagger") or 0.0
@@ -871,8 +904,9 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                 if local_identity is not None:  # A14, before each cell
                     from agentprov_core.local import identity as local_ident
 
-                    same, changed, seen = local_ident.reobserve(
-                        local_identity, p.resolved, getattr(p, "local_options", None))
+                    with timing.span("a14"):
+                        same, changed, seen = local_ident.reobserve(
+                            local_identity, p.resolved, getattr(p, "local_options", None))
                     if not same:  # no cell runs against another model than the plan's
                         tally.canary.append(canary.local_model_changed(queue[0].key, changed))
                         stop = "canary"
@@ -881,7 +915,8 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                 unit = queue.pop(0)
                 state["critical"] = True  # a launched cell is always tracked
                 try:
-                    fl = _launch(p, wc, worker, live, unit, local_note)
+                    with timing.span("launch"):
+                        fl = _launch(p, wc, worker, live, unit, local_note)
                     flights[fl.future] = fl
                 except AgentprovError as exc:  # the worker died: stop, re-run resumes
                     stop = "worker"
@@ -898,13 +933,17 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                 if queue and stop is None and limit is not None and started_units >= limit:
                     stop = "limit"
                 break
-            done, _ = wait(list(flights), timeout=0.25, return_when=FIRST_COMPLETED)
+            mappings.start()  # the last cell's mapping, now that the next one is launched
+            with timing.span("wait"):
+                done, _ = wait(list(flights), timeout=0.25, return_when=FIRST_COMPLETED)
             state["critical"] = bool(done)
             for fut in done:
                 fl = flights[fut]
                 result = _result(worker, fl)
-                entry = _ingest(p, wc, fl, result, invocation, seq, live)
-                _count(tally, entry, fl, _map(p, wc, entry, tally))
+                with timing.span("ingest", session=fl.session_id):
+                    entry = _ingest(p, wc, fl, result, invocation, seq, live,
+                                    drop=mappings.drop_later)
+                mappings.submit(entry, fl)  # counted once mapped (harvest)
                 del flights[fut]  # ledgered: an interrupt from here on leaves it alone
                 if entry.setup_refusal and stop is None:
                     stop = "config"
@@ -923,6 +962,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                         stop = "canary"
                 fl.records = None
             state["critical"] = False
+            mappings.harvest()
             if state["pending"]:
                 raise Interrupted
             if stop is None and worker.proc.poll() is not None:  # it died, even on the last cell
@@ -946,7 +986,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                             invocation, seq, live)
             if fl.charge is not None:
                 acc.charge(fl.charge)
-            _count(tally, entry, fl, _map(p, wc, entry, tally))
+            mappings.submit(entry, fl)
         flights.clear()
     finally:
         if progress is not None:
@@ -954,6 +994,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
         if not state["signals"]:  # after an interrupt on_signal stays: another signal, even
             for s, h in previous.items():  # while the summary is written, exits 130 at once
                 signal.signal(s, h)
+        t_close = time.time()
         if worker is not None:
             if flights:  # the worker died, or T0 failed (a full disk), with cells in flight
                 worker.kill()
@@ -964,7 +1005,14 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                                        "session.worker_died")
             worker.close()
         live.stop()
+        t_drain = time.time()
+        state["critical"] = True  # a signal now waits for the last mappings
+        mappings.close()
+        state["critical"] = False
+        timing.emit("mappings.drain", t_drain)
+        sys.setswitchinterval(switch)
         run_state["canary"] = canary.record()
+        timing.emit("campaign.close", t_close)
     return tally, stop
 
 
@@ -988,7 +1036,8 @@ def _launch(p, wc: WorkingCorpus, worker, live: Live, unit: Unit,
     cell = unit.cell
     agent = live.agent(session_id)
     req = {
-        "session_id": session_id, "staging": str(staging), "source": p.source.meta.name,
+        "session_id": session_id, "staging": os.path.abspath(staging),
+        "source": p.source.meta.name,
         "benchmark_version": p.plan.benchmark_version, "defence": p.plan.defence,
         "cell": {"suite": cell.suite, "user_task_id": cell.user_task_id, "attack": cell.attack,
                  "injection_task_id": cell.injection_task_id, "kind": cell.kind,
@@ -1007,6 +1056,7 @@ def _launch(p, wc: WorkingCorpus, worker, live: Live, unit: Unit,
     except AgentprovError:
         wc.drop_staging(session_id)  # nothing started in it
         raise
+    timing.emit("submit", time.time(), session=session_id)
     return Flight(unit, session_id, staging, now(), future)
 
 
@@ -1020,10 +1070,17 @@ def _result(worker, fl: Flight) -> dict[str, Any]:
 
 
 def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation: str,
-            seq: list[int], live: Live | None = None) -> Attempt:
+            seq: list[int], live: Live | None = None, drop=None) -> Attempt:
+    """Ledger a finished attempt (chain check, redaction scan, raw store, ledger entry),
+    then remove its staging directory (``drop(session_id)``, by default at once)."""
     o = p.request.options
     cap = fl.staging / "capture.jsonl"
-    chain = capture_chain.read(cap)
+    with timing.span("ingest.read"):
+        files = redaction.staged(fl.staging)  # read once: checked, scanned and stored
+    data = files.get("capture.jsonl")
+    with timing.span("ingest.chain"):
+        chain = (capture_chain.check(data, require_end=False) if data is not None
+                 else capture_chain.read(cap))
     status = result.get("status", "errored")
     reason = result.get("reason") or result.get("error")
     end = chain.end
@@ -1042,9 +1099,10 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
     fl.charge = caps.charge_records(chain.records) if chain.records \
         else caps.missing_log(p.plan.defence)
     secrets = live.secrets() if live is not None else {}
-    # what the worker returned goes into the ledger: scanned like what it staged
-    findings = redaction.scan(fl.staging, secrets) + redaction.scan_value(
-        "the worker's result", result, secrets)
+    with timing.span("ingest.scan"):
+        # what the worker returned goes into the ledger: scanned like what it staged
+        findings = redaction.scan_files(files, secrets) + redaction.scan_value(
+            "the worker's result", result, secrets)
     base = dict(seq=seq[0], invocation=invocation, unit=fl.unit.key, cell_key=fl.unit.cell.key,
                 defence=p.plan.defence, repeat=fl.unit.repeat, attempt=fl.unit.attempt,
                 session_id=fl.session_id, started_at=fl.started_at, ended_at=now(),
@@ -1059,12 +1117,13 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
                         reason="capture.quarantined: " + "; ".join(findings[:3]))
         _ledger_append(wc, entry)
         return entry
-    cap_sha = wc.store.put_file(cap) if cap.exists() else None
+    t = time.time()
+    cap_sha = wc.store.put_bytes(data) if data is not None else None
     native_sha = native_path = None
-    if result.get("native_log"):
-        nl = fl.staging / result["native_log"]
-        if nl.is_file():
-            native_sha, native_path = wc.store.put_file(nl), result["native_log"]
+    native = result.get("native_log")
+    if isinstance(native, str) and native in files:  # a file in staging, as the worker named it
+        native_sha, native_path = wc.store.put_bytes(files[native]), native
+    timing.emit("ingest.store", t)
     books = accounting(chain.records)
     if status == "complete" and books != "consistent" and books != "unverifiable":
         reason = f"{reason}; {books}" if reason else books
@@ -1075,9 +1134,11 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
                     native_path=native_path, utility=result.get("utility"),
                     security=result.get("security"), setup_refusal=result.get("setup_refusal"),
                     reason=reason, calls=result.get("calls"))
-    _ledger_append(wc, entry)
+    with timing.span("ingest.ledger"):
+        _ledger_append(wc, entry)
     if not o.get("keep_staging"):
-        wc.drop_staging(fl.session_id)
+        with timing.span("ingest.drop"):
+            (drop or wc.drop_staging)(fl.session_id)
     return entry
 
 
@@ -1140,16 +1201,22 @@ def _inconsistent_units(wc: WorkingCorpus, entries: list[Attempt], uid) -> set[s
     return {u for u, v in by_unit.items() if v and all(x == "disagree" for x in v)}
 
 
-def _map(p, wc: WorkingCorpus, entry: Attempt, t: Tally, finish: bool = False):
-    """Map a ledgered attempt into its execution (None when it is not mapped, or when the
-    mapping raised: then it is counted failed and the error kept, never raised)."""
+def _map_attempt(p, wc: WorkingCorpus, entry: Attempt, finish: bool = False):
+    """The mapping of one ledgered attempt (its execution written; None when it is not
+    mapped); raises what the mapping raised. ``finish``: an attempt an earlier run left
+    unmapped, whose cut-short files are kept where they hold the bytes it writes now."""
     from agentprov_core.evidence import live_mapping
 
-    try:
-        mapped = live_mapping.map_attempt(
+    with timing.span("map", session=entry.session_id):
+        return live_mapping.map_attempt(
             wc.root, entry, wc.manifest(), mapped_at=now(), finish=finish,
             skip_prov=bool(p.request.options.get("skip_prov_conformance")))
-    except Exception as exc:  # noqa: BLE001 - a mapping bug must not lose the campaign
+
+
+def _mapped(t: Tally, entry: Attempt, mapped, exc: BaseException | None = None):
+    """Count a mapping in the tally: the execution derived, or (``exc``) the mapping failed,
+    its error kept; returns the mapping (None when there is none)."""
+    if exc is not None:
         t.map_failed += 1
         t.map_failures.append({"session_id": entry.session_id, "unit": entry.unit,
                                "ledger_seq": str(entry.seq),
@@ -1159,6 +1226,80 @@ def _map(p, wc: WorkingCorpus, entry: Attempt, t: Tally, finish: bool = False):
         t.derived += 1
         t.issues.update(mapped.entry.issues)
     return mapped
+
+
+def _map(p, wc: WorkingCorpus, entry: Attempt, t: Tally, finish: bool = False):
+    """Map a ledgered attempt into its execution (None when it is not mapped, or when the
+    mapping raised: then it is counted failed and the error kept, never raised)."""
+    try:
+        mapped = _map_attempt(p, wc, entry, finish)
+    except Exception as exc:  # noqa: BLE001 - a mapping bug must not lose the campaign
+        return _mapped(t, entry, None, exc)
+    return _mapped(t, entry, mapped)
+
+
+def _warm_mapping() -> None:
+    """What the first mapping would import and build (the capture mapper, AER, SEM, PROV,
+    validation), done while the worker's forkserver imports the benchmark."""
+    from agentprov_core.evidence import derive, live_mapping  # noqa: F401
+    from agentprov_core.mapping import mapper_for
+
+    mapper_for(live_mapping.CAPTURE_FORMAT)
+
+
+class _Mappings:
+    """Map the ledgered attempts in one background thread, in ledger order, while the next
+    cell runs: an attempt's ledger entry is written (and fsynced) before the next cell
+    starts, its mapping (and the removal of its staging directory) need not be; both are
+    handed to the thread once the next cell is launched (:meth:`start`). The tally is only
+    updated on T0's main thread, in ledger order (:meth:`harvest`). A mapping cut short by a kill leaves a ledgered attempt
+    without its execution, which a re-run of the same command maps."""
+
+    def __init__(self, p, wc: WorkingCorpus, tally: Tally) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.p, self.wc, self.tally = p, wc, tally
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentprov-map")
+        self._pending: list[tuple[Future, Attempt, Flight | None]] = []
+        self._queued: list[tuple[Any, tuple]] = []
+        self._pool.submit(_warm_mapping)
+
+    def drop_later(self, session_id: str) -> None:
+        """Remove a ledgered attempt's staging directory in the background thread too."""
+        self._queued.append((self.wc.drop_staging, (session_id,)))
+
+    def submit(self, entry: Attempt, fl: Flight | None) -> None:
+        fut: Future = Future()
+        self._queued.append((self._run_into, (fut, entry)))
+        self._pending.append((fut, entry, fl))
+
+    def _run_into(self, fut: Future, entry: Attempt) -> None:
+        try:
+            fut.set_result(_map_attempt(self.p, self.wc, entry))
+        except BaseException as exc:  # noqa: BLE001 - counted by harvest
+            fut.set_exception(exc)
+
+    def start(self) -> None:
+        """Hand what was queued to the thread. The loop calls it once the next cell is
+        launched, so that A14 and the launch do not share T0 with a mapping."""
+        for fn, args in self._queued:
+            self._pool.submit(fn, *args)
+        self._queued.clear()
+
+    def harvest(self, block: bool = False) -> None:
+        """Count the finished mappings (all of them, waiting, with ``block``)."""
+        while self._pending and (block or self._pending[0][0].done()):
+            fut, entry, fl = self._pending.pop(0)
+            exc = fut.exception()
+            _count(self.tally, entry, fl,
+                   _mapped(self.tally, entry, None if exc else fut.result(), exc))
+
+    def close(self) -> None:
+        try:
+            self.start()
+            self.harvest(block=True)
+        finally:
+            self._pool.shutdown(wait=True)
 
 
 def _count(t: Tally, e: Attempt, fl: Flight | None = None, mapped=None) -> None:

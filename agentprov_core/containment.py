@@ -184,6 +184,16 @@ def enforced(recorded: Recorded | None) -> bool:
     return recorded is not None and recorded.declared_by == "probe"
 
 
+def prewarm(recorded: Recorded | None, env_dir: Path) -> None:
+    """Start, in the background, what :func:`wrap_argv` will need for ``recorded`` (bwrap:
+    the walk of the environment and its Python install for ``.env`` files to mask), so that
+    the worker's start does not wait for it."""
+    if enforced(recorded) and recorded.kind == "bwrap":
+        from agentprov_core.sandbox import profile
+
+        profile.prewalk(env_dir)
+
+
 def wrap_argv(recorded: Recorded | None, argv: list[str], staging: Path, home: Path,
               allowed: dict[int, str], *, env_dir: Path, tmp: Path) -> list[str]:
     """The worker's argv under ``recorded``. ``allowed`` maps each port the worker may

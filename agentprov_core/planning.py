@@ -451,7 +451,10 @@ def prepare(req: RunRequest) -> Prepared:
     # ---- step 4: a local server: list, fingerprint, observe the model's identity
     local_identity = None
     if ep is not None and ep.local and resolved is not None:
-        local_identity, local_record, local_options = observe_local(req, ep, resolved)
+        from agentprov_core import timing
+
+        with timing.span("prepare.observe_local"):
+            local_identity, local_record, local_options = observe_local(req, ep, resolved)
     else:
         local_record = local_options = None
     # ---- step 6: the plan

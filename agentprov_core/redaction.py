@@ -18,15 +18,24 @@ KEY_SHAPES = {
 }
 
 
+def staged(root: Path) -> dict[str, bytes]:
+    """Every file under ``root``, read once: ``{relative POSIX path: bytes}``, sorted. T0
+    scans these bytes and stores the same ones (a file is never read again between the
+    scan and the store)."""
+    return {p.relative_to(root).as_posix(): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
 def scan(root: Path, secrets: dict[str, str]) -> list[str]:
     """Findings as ``relative/path: what`` (``what`` names the variable or the shape)."""
+    return scan_files(staged(root), secrets)
+
+
+def scan_files(files: dict[str, bytes], secrets: dict[str, str]) -> list[str]:
+    """:func:`scan` of files already read (:func:`staged`)."""
     findings = []
     values = {name: v.encode() for name, v in secrets.items() if v}
-    for p in sorted(root.rglob("*")):
-        if not p.is_file():
-            continue
-        data = p.read_bytes()
-        rel = p.relative_to(root)
+    for rel, data in files.items():
         for name, v in values.items():
             if v in data:
                 findings.append(f"{rel}: the value of {name}")

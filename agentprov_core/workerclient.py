@@ -22,12 +22,14 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentprov_core import timing
 from agentprov_core.errors import AgentprovError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -85,14 +87,17 @@ class Worker:
                  containment: Recorded | None = None, allowed: Allowed | None = None) -> None:
         self.env_id = env_id
         self.timeout = timeout
+        staging = Path(os.path.abspath(staging))  # its cwd, HOME and the cells' paths
         self._next = 0
         self._lock = threading.Lock()
         self._pending: dict[int, Future] = {}
+        self._t_start = time.time()
         argv = [str(env_dir / "bin" / "python"), "-m", "agentprov_backend.worker"]
         import tempfile
 
         self._tmp = Path(tempfile.mkdtemp(prefix="agentprov-w-"))
-        env = scrubbed_env(env_dir, staging, self._tmp) | (extra_env or {})
+        env = scrubbed_env(env_dir, staging, self._tmp) | (extra_env or {}) | \
+            timing.worker_env(self._tmp)
         self._bridge: Bridge | None = None
         self.argv = self._argv(argv, env_dir, staging, network, containment, allowed)
         self.stderr_path = staging / "worker.stderr"
@@ -108,6 +113,8 @@ class Worker:
                                  detail=f"cannot start: {exc}") from None
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        timing.emit("worker.start", self._t_start, network=network,
+                    contained=containment is not None)
 
     def _argv(self, argv: list[str], env_dir: Path, staging: Path, network: bool,
               containment: Recorded | None, allowed: Allowed | None) -> list[str]:
@@ -192,7 +199,8 @@ class Worker:
         return reply["result"]
 
     def request(self, kind: str, **fields: Any) -> Any:
-        return self.result(self.submit(kind, **fields))
+        with timing.span("worker.call", kind=kind):
+            return self.result(self.submit(kind, **fields))
 
     def kill(self) -> None:
         """End the worker and every process it started (its own process group)."""
@@ -201,6 +209,7 @@ class Worker:
         self.proc.wait()
 
     def close(self) -> None:
+        t = time.time()
         try:
             if self.proc.poll() is None:
                 try:
@@ -213,6 +222,8 @@ class Worker:
         finally:
             self._reader.join(timeout=5)
             self._stderr.close()
+            timing.emit("worker.close", t)
+            timing.absorb(self._tmp)
             self._release()
 
     def __enter__(self) -> Worker:

@@ -333,32 +333,41 @@ def write_script(path: Path, latency_s: float, cells: int = 1) -> Path:
     return path
 
 
-class Endpoint:
-    """The scripted endpoint in its own process of T0's interpreter."""
+class ChildServer:
+    """A loopback server in a process of its own: it prints its port on its first line of
+    stdout, stops when its stdin closes and then prints one JSON line of what it answered
+    (:meth:`close` returns it)."""
 
-    def __init__(self, script: Path, mode: str, env: dict[str, str], cwd: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", ENDPOINT_CHILD, str(script), mode],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     env=env, cwd=cwd)
+    def __init__(self, argv: list[str], env: dict[str, str] | None, cwd: str) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env, cwd=cwd)
         self.port = int(self.proc.stdout.readline())
-        self.sessions: dict[str, int] = {}
-
-    def base_url(self, session_id: str) -> str:
-        return f"http://127.0.0.1:{self.port}/s/{session_id}/v1"
+        self.answered: dict[str, int] = {}
 
     def close(self) -> dict[str, int]:
         if self.proc.poll() is None:
             self.proc.stdin.close()
             line = self.proc.stdout.readline()
-            self.sessions = json.loads(line) if line.strip() else {}
+            self.answered = json.loads(line) if line.strip() else {}
             self.proc.wait(timeout=30)
-        return self.sessions
+        return self.answered
 
-    def __enter__(self) -> Endpoint:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Endpoint(ChildServer):
+    """The scripted endpoint in its own process of T0's interpreter; :meth:`close` returns
+    the requests per session."""
+
+    def __init__(self, script: Path, mode: str, env: dict[str, str], cwd: str) -> None:
+        super().__init__([sys.executable, "-c", ENDPOINT_CHILD, str(script), mode], env, cwd)
+
+    def base_url(self, session_id: str) -> str:
+        return f"http://127.0.0.1:{self.port}/s/{session_id}/v1"
 
 
 class Harness:

@@ -33,6 +33,7 @@ sys.path.insert(0, str(HERE))
 import bench_backend  # noqa: E402
 import bench_cli_start  # noqa: E402
 import bench_planning_scale  # noqa: E402
+import bench_realpath  # noqa: E402
 from benchutil import display, load_avg  # noqa: E402
 
 
@@ -100,6 +101,12 @@ def report(args: argparse.Namespace) -> str:
         if "skipped" in res:
             print(f"run_all: the backend benchmark is skipped: {res['skipped']}", file=sys.stderr)
         parts.append(bench_backend.markdown(res))
+    if args.only in (None, "realpath"):
+        res = bench_realpath.run(args.realpath_rounds, args.realpath_instrumented)
+        if "skipped" in res:
+            print(f"run_all: the real-endpoint benchmark is skipped: {res['skipped']}",
+                  file=sys.stderr)
+        parts.append(bench_realpath.markdown(res))
     took = time.perf_counter() - started
     head = [
         f"Measured on {info['date']} by `python benchmarks/run_all.py` in {took:.0f} s.",
@@ -128,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", action="store_true",
                     help=f"rewrite the results section of {DOC.relative_to(ROOT)}")
-    ap.add_argument("--only", choices=["cli", "planning", "backend"],
+    ap.add_argument("--only", choices=["cli", "planning", "backend", "realpath"],
                     help="run one benchmark only")
     ap.add_argument("--rounds", type=int, default=30, help="CLI start-up rounds [30]")
     ap.add_argument("--importtime-runs", type=int, default=5)
@@ -139,6 +146,10 @@ def main(argv: list[str] | None = None) -> None:
                     help="backend: rounds of the offline check and the dry run [10]")
     ap.add_argument("--worker-rounds", type=int, default=8,
                     help="backend: rounds of the worker and catalogue rows [8]")
+    ap.add_argument("--realpath-rounds", type=int, default=5,
+                    help="real endpoint against agentdojo's runner: rounds [5]")
+    ap.add_argument("--realpath-instrumented", type=int, default=3,
+                    help="real endpoint: runs with the debug timer, for the breakdown [3]")
     args = ap.parse_args(argv)
     if args.write and args.only:
         ap.error("--write rewrites the whole results section: run every benchmark")

@@ -110,6 +110,9 @@ def run(ctx: click.Context, source: str, **options) -> int:
     from agentprov_core.runrequest import RunRequest
 
     started = time.monotonic()
+    from agentprov_core import timing
+
+    timing.emit("t0.run", time.time())
     given = {name for name in options
              if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
     req = RunRequest(source=source, options=options, given=given)
@@ -126,10 +129,12 @@ def run(ctx: click.Context, source: str, **options) -> int:
         return 0
     from agentprov_core import campaign
 
-    prepared = planning.prepare(req)
+    with timing.span("prepare"):
+        prepared = planning.prepare(req)
     if not options["preflight_only"]:  # the probe alone writes no corpus
-        campaign.check_corpus(prepared)
-        campaign.read_progress(prepared)
+        with timing.span("corpus.checks"):
+            campaign.check_corpus(prepared)
+            campaign.read_progress(prepared)
     if options["dry_run"]:
         from agentprov_core.cli.dryrun import print_dry_run
 
@@ -146,5 +151,8 @@ def run(ctx: click.Context, source: str, **options) -> int:
     # the preflight probe (a real model), then the campaign (agentprov_core/campaign.py),
     # holding the environment's lock shared throughout: other runs share the environment,
     # a build or an offline check of it is refused until the run ends
+    campaign.prewarm(prepared)
     with hold(prepared.plan.environment_id, shared=True):
-        return campaign.run(dry_run(prepared), consent=consented)
+        with timing.span("check"):
+            checked = dry_run(prepared)
+        return campaign.run(checked, consent=consented)

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -134,7 +136,57 @@ def _key_value(key: Any) -> str | None:
 
 def _open(endpoint: EndpointLike, options: ObserveOptions) -> kinds.Probe:
     return kinds.Probe(endpoint.base_url, key=_key_value(options.key),
-                       allow_lan=options.allow_lan, timeout=options.timeout)
+                       allow_lan=options.allow_lan, timeout=options.timeout,
+                       transport=_shared_transport())
+
+
+def import_httpx():
+    """``httpx``, without its command-line client: ``import httpx`` also imports
+    ``httpx._main`` whenever click and rich are installed (they are, with agentprov), and that
+    brings in rich's console and pygments, 79 modules no part of agentprov uses, on the run's
+    critical path before the first cell. A ``None`` in ``sys.modules`` makes that one import
+    fail, and httpx then defines its ``main`` as a stub."""
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[assignment]
+    import httpx
+
+    return httpx
+
+
+@cache
+def _shared_transport():
+    """One HTTP transport for every observation of this process: A14 re-observes the server
+    before every cell, and a client of its own each time would build a TLS context (reading
+    the trust store, 20-40 ms) and open new connections. Each observation still has its own
+    :class:`kinds.Probe` (its own answers, headers and timeouts); only the connection pools
+    are shared, and kept open (a probe's ``close`` leaves them to the next). A server on
+    ``http://`` (the usual local one) never needs the TLS context, so it is built at the
+    first ``https://`` request only, verifying as httpx does by default."""
+    httpx = import_httpx()
+
+    class Shared(httpx.BaseTransport):
+        def __init__(self) -> None:
+            self._plain: httpx.HTTPTransport | None = None
+            self._tls: httpx.HTTPTransport | None = None
+            self._lock = threading.Lock()
+
+        def _pool(self, scheme: str) -> httpx.HTTPTransport:
+            with self._lock:
+                if scheme == "https":
+                    if self._tls is None:
+                        self._tls = httpx.HTTPTransport()
+                    return self._tls
+                if self._plain is None:  # plain http: no TLS handshake, nothing to verify
+                    self._plain = httpx.HTTPTransport(verify=False)
+                return self._plain
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            return self._pool(request.url.scheme).handle_request(request)
+
+        def close(self) -> None:
+            pass
+
+    return Shared()
 
 
 class Served(msgspec.Struct, frozen=True, kw_only=True):

@@ -39,6 +39,9 @@ def _join(a, b):
 def _serve(listener, path):
     while True:
         conn, _ = listener.accept()
+        # a relay forwards each read as it comes: with Nagle's algorithm a second write
+        # waits for the peer's delayed ACK (up to 40 ms on Linux)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             up.connect(path)

@@ -435,5 +435,13 @@ def run_probe(req: dict[str, Any]) -> dict[str, Any]:
 
 def child_main(req: dict[str, Any]) -> None:
     """The forked child's entry point."""
+    import time
+
+    from agentprov_backend import timing
+
+    t = time.time()
     os.chdir(req["staging"])
-    run_cell(req)
+    try:
+        run_cell(req)
+    finally:
+        timing.emit("cell.child", t, session=req["session_id"])

@@ -17,10 +17,11 @@ import json
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentprov_backend import identity
+from agentprov_backend import timing
 
 _catalogues: dict[str, dict[str, Any]] = {}
 
@@ -89,6 +90,13 @@ _ctx = None
 _ctx_lock = threading.Lock()
 
 
+#: Set by T0 for a campaign's worker (never for the check worker): the benchmark version and
+#: the plan's suites, as JSON. The worker then starts its forkserver at once, before the first
+#: run-cell request, and the forkserver's warm-up (``agentprov_backend.preload.warm_cells``)
+#: reads them from the environment it inherits.
+WARM_VARIABLE = "AGENTPROV_WORKER_WARM"
+
+
 def _forkserver():
     """The forkserver that imports the benchmark once and forks a process per cell."""
     global _ctx
@@ -115,8 +123,12 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     staging = Path(req["staging"])
     staging.mkdir(parents=True, exist_ok=True)
     proc = _forkserver().Process(target=cells.child_main, args=(req,), daemon=True)
+    t = time.time()
     proc.start()
+    timing.emit("worker.fork", t, session=req["session_id"])
+    t = time.time()
     proc.join(req.get("timeout_s"))
+    timing.emit("worker.join", t, session=req["session_id"])
     reason = None
     if proc.is_alive():
         proc.terminate()
@@ -144,6 +156,10 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
 def handle(req: dict[str, Any]) -> Any:
     kind = req.get("type")
     if kind == "hello":
+        # imported here: a campaign's worker never says hello, and importlib.metadata would
+        # cost it 30 ms before its forkserver starts
+        from agentprov_backend import identity
+
         return identity.hello()
     if kind == "catalogue":
         return _catalogue(req["source"])
@@ -164,6 +180,7 @@ def serve(inp: TextIO, out: TextIO) -> int:
             out.flush()
 
     def answer(req: dict[str, Any]) -> None:
+        t = time.time()
         try:
             reply = {"id": req.get("id"), "ok": True, "result": handle(req)}
         except RequestError as exc:
@@ -173,6 +190,7 @@ def serve(inp: TextIO, out: TextIO) -> int:
             reply = {"id": req.get("id"), "ok": False,
                      "error": {"code": "worker.internal", "message": f"{type(exc).__name__}: {exc}"}}
         send(reply)
+        timing.emit("worker.request", t, kind=req.get("type"), id=req.get("id"))
 
     for line in inp:
         if not line.strip():
@@ -196,13 +214,24 @@ def serve(inp: TextIO, out: TextIO) -> int:
     return 0
 
 
+def start_forkserver() -> None:
+    """Start the forkserver now (its preload runs while T0 prepares the first request)."""
+    from multiprocessing import forkserver
+
+    _forkserver()
+    forkserver.ensure_running()
+
+
 def main() -> int:
+    timing.emit("worker.main", time.time())
     # The protocol gets a private copy of fd 1; fd 1 itself becomes stderr, so nothing but
     # protocol lines reaches T0's pipe, not even a C extension's printf.
-    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")  # not inherited by what it starts
     sys.stdout.flush()
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    if os.environ.get(WARM_VARIABLE):  # after the dup2: the forkserver and its cells get
+        start_forkserver()             # stderr as fd 1, never the protocol's pipe
     return serve(sys.stdin, out)
 
 

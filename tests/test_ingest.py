@@ -1,0 +1,67 @@
+"""T0's ingest of a finished attempt (``campaign._ingest``): each staged file is read once
+(the chain check, the redaction scan and the raw store see the same bytes), and a native
+log is stored only when it is a file in the attempt's staging directory, whatever path the
+worker names (the worker is hostile)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.test_mapping import complete_session, native_log
+
+
+def setup(tmp_path: Path):
+    from agentprov_core import campaign
+    from agentprov_core.corpus.working import WorkingCorpus
+
+    wc = WorkingCorpus(tmp_path / "c.partial")
+    staging = wc.staging("s-1")
+    complete_session(staging / "capture.jsonl")
+    (staging / "native").mkdir()
+    (staging / "native" / "log.json").write_bytes(native_log())
+    (tmp_path / "outside.json").write_bytes(b'{"not": "staged"}')
+    unit = campaign.Unit(SimpleNamespace(key="banking/user_task_0/none/none"), 0, "u", 1)
+    fl = campaign.Flight(unit, "s-1", staging, "2026-11-29T00:00:00Z", None)
+    p = SimpleNamespace(request=SimpleNamespace(options={}),
+                        plan=SimpleNamespace(defence="none", plan_sha256="p", config_digest="c"))
+    return campaign, wc, fl, p
+
+
+def test_each_staged_file_is_read_once_and_stored_as_read(tmp_path, monkeypatch):
+    campaign, wc, fl, p = setup(tmp_path)
+    cap = (fl.staging / "capture.jsonl").read_bytes()
+    reads: list[str] = []
+    real = Path.read_bytes
+
+    def counting(self):
+        reads.append(self.name)
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counting)
+    result = {"status": "complete", "native_log": "native/log.json", "calls": 2}
+    entry = campaign._ingest(p, wc, fl, result, "inv", [0])
+    monkeypatch.undo()
+    assert reads.count("capture.jsonl") == 1 and reads.count("log.json") == 1, reads
+    assert entry.status == "complete" and entry.capture_sha256 == hashlib.sha256(cap).hexdigest()
+    assert wc.store.path(entry.capture_sha256).read_bytes() == cap
+    assert entry.native_path == "native/log.json"
+    assert wc.store.path(entry.native_sha256).read_bytes() == native_log()
+    assert not fl.staging.exists()  # dropped after the ledger entry
+
+
+@pytest.mark.parametrize("named", ["../../outside.json", "/abs/outside.json",
+                                   ["native/log.json"], "native/../native/log.json"])
+def test_a_native_log_is_stored_only_as_a_file_of_its_staging(tmp_path, named):
+    campaign, wc, fl, p = setup(tmp_path)
+    if isinstance(named, str) and named.startswith("/abs/"):
+        named = str(tmp_path / "outside.json")
+    entry = campaign._ingest(p, wc, fl, {"status": "complete", "native_log": named,
+                                         "calls": 2}, "inv", [0])
+    assert entry.capture_sha256 is not None
+    assert entry.native_sha256 is None and entry.native_path is None
+    stored = b"".join(x.read_bytes() for x in (wc.root / "raw").rglob("*") if x.is_file())
+    assert b"not" not in stored
