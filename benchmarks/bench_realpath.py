@@ -57,7 +57,7 @@ from benchutil import load_avg  # noqa: E402
 
 ROOT = HERE.parent
 STANDIN = HERE / "standin_server.py"
-TARGET = 1.15          # the issue: within 1.15x of agentdojo's runner
+TARGET = 1.15          # within 1.15x of agentdojo's runner, at 0 ms and at 200 ms a call
 CELLS = 16
 CALLS = 3
 LATENCIES = (0.0, 0.2)
@@ -431,7 +431,7 @@ def markdown(res: dict[str, Any]) -> str:
             out.append(f"| {lat * 1000:.0f} ms | {lab} | {name} | {_s(r['median'])} | "
                        f"{_s(r['p90'])} | {_s(r['timer']['median'])} | "
                        f"{_s(r['median'] - r['timer']['median'])} | {ratio} | {paired} |")
-    out += ["", f"Target (the issue): (b) within {TARGET}x of (a) at 0 ms and at 200 ms."]
+    out += ["", f"Target: (b) within {TARGET}x of (a) at 0 ms and at 200 ms."]
     for lat in LATENCIES:
         ratio = res["paired"][lat]
         out.append(f"- {lat * 1000:.0f} ms: (b) ÷ (a) = **{ratio:.2f}** (the median of the "
