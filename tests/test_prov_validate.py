@@ -415,3 +415,41 @@ def test_prov_graph_shape(tmp_path: Path):
         assert g[kind], kind
     _, files = _files(make_aer("s-n"), tmp_path)
     assert not any("/defence/" in a for a in json.loads(files["prov"])["agent"])
+
+
+def test_only_the_prov_librarys_own_warnings_are_problems_of_the_graph(tmp_path: Path,
+                                                                       monkeypatch):
+    """A warning the prov library raises reading prov.json is a warning of the prov tier;
+    any other warning raised meanwhile (a ResourceWarning of an object collected then, or
+    another thread's) is not the graph's and leaves the validation as it was."""
+    import gc
+
+    from prov.model import ProvDocument
+
+    from agentprov_core.evidence import validation
+
+    b, files = _files(make_aer("s-x"), tmp_path)
+    store = RawStore(tmp_path / "raw")
+    for log in logs("s-x"):
+        store.put_bytes(log)
+    clean = validation.validate(b, files["sem"], files["prov"], tmp_path)
+    assert clean.status == "passed" and clean.tier("prov").problems == []
+
+    real = ProvDocument.deserialize
+
+    def collects_an_unclosed_file(*a, **kw):
+        open(__file__, "rb")  # noqa: SIM115 - unclosed on purpose: its collection warns
+        gc.collect()
+        return real(*a, **kw)
+
+    monkeypatch.setattr(ProvDocument, "deserialize", staticmethod(collects_an_unclosed_file))
+    noisy = validation.validate(b, files["sem"], files["prov"], tmp_path)
+    assert noisy.tier("prov").problems == [] and noisy == clean
+    monkeypatch.undo()
+
+    graph = json.loads(files["prov"])
+    graph["entity"]["apid:s-x/aer.json"]["agentprov:note"] = {"$": "x", "lang": "not a tag!!"}
+    v = validation.validate(b, files["sem"], json.dumps(graph).encode(), tmp_path)
+    (problem,) = v.tier("prov").problems
+    assert problem.level == "warning" and problem.what.startswith(
+        "prov library warning: the language tag 'not a tag!!'"), problem

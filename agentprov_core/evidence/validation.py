@@ -167,7 +167,7 @@ def _attr(record: Any, name: str) -> Any:
 def _deserialise(prov_bytes: bytes) -> tuple[Any, list[Problem]]:
     """The ProvDocument and the problems met reading and unifying it."""
     from prov import Error as ProvError
-    from prov.model import ProvDocument
+    from prov.model import ProvDocument, ProvWarning
 
     problems: list[Problem] = []
     with warnings.catch_warnings(record=True) as caught:
@@ -190,9 +190,12 @@ def _deserialise(prov_bytes: bytes) -> tuple[Any, list[Problem]]:
         except ProvError as exc:
             problems.append(Problem(file="prov.json", what=(
                 f"violates PROV-CONSTRAINTS (unification): {exc}")))
+    # the prov library's own warnings only: catch_warnings records every warning raised
+    # meanwhile, a ResourceWarning of an object collected then or another thread's among them
     for w in caught:
-        problems.append(Problem(file="prov.json", level="warning",
-                                what=f"prov library warning: {w.message}"))
+        if issubclass(w.category, ProvWarning):
+            problems.append(Problem(file="prov.json", level="warning",
+                                    what=f"prov library warning: {w.message}"))
     return doc, problems
 
 
