@@ -9,7 +9,7 @@ PROV, validation; :mod:`agentprov_core.evidence.live_mapping`), failed attempts 
 failed execution is kept, never discarded. Mapping never stops the campaign; an attempt whose
 mapping raised counts as "failed" in the summary and the error is kept in the manifest.
 
-A real model (issue 6) adds, around the same loop (:class:`Live`): the endpoint's key in
+A real model adds, around the same loop (:class:`Live`): the endpoint's key in
 the worker's environment under its variable's name (never in argv, never written); for a
 non-loopback endpoint the egress proxy (allowlist: exactly the endpoint's host:port),
 reached through ``HTTPS_PROXY`` or, under an enforced containment, through the proxy's Unix
@@ -278,7 +278,8 @@ def check_supported(p) -> None:
                                     "record an element that never ran (a dry run plans it).")
     why = None
     if not p.request.scripted and p.source.meta.kind != "suites":
-        what, why = f"of {name}", "an Inspect task runs through Inspect's own model, not wired yet."
+        what, why = f"of {name}", ("an Inspect task runs through Inspect's own model, which this "
+                                   "build does not drive.")
     if why is not None:
         raise AgentprovError("run.unsupported.campaign", source=name, what=what, why=why)
 

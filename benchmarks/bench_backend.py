@@ -15,7 +15,7 @@ odd) after an untimed warm-up round:
   --offline-check``; (b) ``sha256sum`` over exactly the files the check re-hashes (every
   file with a hash in every RECORD of the environment's site-packages, resolved as
   ``agentprov_core.envidentity`` does) and (b′) ``openssl dgst -sha256`` over the same;
-  the ratio a/b is the result (the issue's target: within 2x). Where (a)'s time goes: the
+  the ratio a/b is the result (the target: within 2x). Where (a)'s time goes: the
   network-blocked hello (``Worker(...)`` to ``close()`` around ``request("hello")``, timed
   inside a fresh process of T0's interpreter, the probe for a way to block the network
   apart) and T0's recomputation of the identity (``envidentity.compute(env)``, timed
@@ -56,7 +56,7 @@ from bench_cli_start import console_script, p90, run_once
 from benchutil import child_env
 
 BACKEND = "agentdojo"
-TARGET_RATIO = 2.0  # the issue's target: --offline-check within 2x of hashing the same files
+TARGET_RATIO = 2.0  # the target: --offline-check within 2x of hashing the same files
 
 # Run by T0's interpreter in a fresh process: the network-block probe, then the worker's
 # lifetime as T0 sees it (start, hello, optionally the catalogue, shutdown), timed inside.
@@ -484,7 +484,7 @@ def markdown(res: dict[str, Any]) -> str:
                  r["e"], *cols("e"))]
     rest = a - r["c"]["median"] - r["c-probe"]["median"] - r["d"]["median"]
     out += [f"| | the rest of (a): (a) − (c) − (c′) − (d) | {_ms(rest)} | | | {rest / a:.0%} |",
-            "", f"Target (the issue): `--offline-check` within {res['target_ratio']:g}x of "
+            "", f"Target: `--offline-check` within {res['target_ratio']:g}x of "
             "hashing the same files."]
     for key, label in (("b", "(b) `sha256sum`"), ("b2", "(b′) `openssl`")):
         if key in r:

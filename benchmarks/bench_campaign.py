@@ -62,9 +62,9 @@ SHARED_SRC = ROOT / "backends" / "shared" / "src"
 DEMO_SCRIPT = ROOT / "examples" / "scripts" / "live-demo.json"
 BACKEND = "agentdojo"
 
-RECORDING_TARGET = 0.05   # the issue: recording under 5% of a cell's wall time
-CONCURRENCY_TARGET = 3.5  # the issue: --jobs 4 at least 3.5x --jobs 1
-RUNNER_TARGET = 1.15      # the issue: agentprov --jobs 1 within 1.15x of agentdojo's runner
+RECORDING_TARGET = 0.05   # the target: recording under 5% of a cell's wall time
+CONCURRENCY_TARGET = 3.5  # the target: --jobs 4 at least 3.5x --jobs 1
+RUNNER_TARGET = 1.15      # the target: agentprov --jobs 1 within 1.15x of agentdojo's runner
 CALLS_PER_CELL = 3
 
 # ----------------------------------------------------------------------------- children
@@ -1052,7 +1052,7 @@ def _md_concurrency(c: dict[str, Any]) -> list[str]:
             "command's; the cell phase runs from the first attempt's start to the last one's "
             "end (the ledger's `started_at` and `ended_at`). The slack cells call the script's "
             "banking tools, which AgentDojo answers with a tool-not-found result: still 3 "
-            f"calls a cell. The issue asks for `--jobs 4`; this host has {c['cores']} cores "
+            f"calls a cell. The target is for `--jobs 4`; this host has {c['cores']} cores "
             "and its maximum `--jobs` (4 per CPU, bounded by memory: "
             "`agentprov_core/hostlimits.py`) allows it, so "
             + ("`--jobs 4` was measured." if j == 4 else
@@ -1124,7 +1124,7 @@ def _md_runner(r: dict[str, Any]) -> list[str]:
         out.append(f"| {lab} | {what} | {_s(row['median'])} | {_s(row['p90'])} | {_s(sd)} | "
                    f"{_s(row['median'] - sd)} | {row['median'] / a:.2f} |")
     bm = rows["agentprov"]["median"]
-    out += ["", f"Target (the issue): (b) within {RUNNER_TARGET}x of agentdojo's runner."]
+    out += ["", f"Target: (b) within {RUNNER_TARGET}x of agentdojo's runner."]
     verdict = "met" if bm / a <= RUNNER_TARGET else "**missed**"
     timer_b = rows["agentprov"]["sum_duration"]["median"]
     timer_a = rows["runner"]["sum_duration"]["median"]

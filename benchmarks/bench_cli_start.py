@@ -32,7 +32,7 @@ from typing import Any
 
 from benchutil import child_env, display, forked, gnu_time, read_peak_mib
 
-TARGET_RATIO = 2.0  # the issue's target: `agentprov --help` and `agentprov info` within 2x of (b)
+TARGET_RATIO = 2.0  # the target: `agentprov --help` and `agentprov info` within 2x of (b)
 
 BARE_APP = '''\
 """A bare click app of the same shape as agentprov's group: click, pluggy and msgspec
@@ -290,7 +290,7 @@ def markdown(res: dict[str, Any]) -> str:
         rss = f"{r['rss_median']:.1f}" if r["rss_median"] is not None else "–"
         out.append(f"| ({key}) | {r['label']} | {_ms(r['median'])} | {_ms(r['p90'])} "
                    f"| {r['vs_b']:.2f} | {r['vs_a']:.2f} | {own} | {cpu} | {rss} |")
-    out += ["", f"Target (the issue): `agentprov --help` and `agentprov info` within "
+    out += ["", f"Target: `agentprov --help` and `agentprov info` within "
                 f"{res['target_ratio']:g}x of (b)."]
     for key in ("c", "d", "c-m", "d-m"):
         if key in rows:

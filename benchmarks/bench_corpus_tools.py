@@ -4,7 +4,7 @@ executions.
 
 - ``verify`` against ``sha256sum`` over the same bytes (every file under the corpus root:
   the raw store, the executions, the ledger, the index, the manifest), interleaved, median
-  of the rounds. Target (issue 5): within 2x.
+  of the rounds. Target: within 2x.
 - ``validate --strict`` and ``recompute --dry-run``: executions per second on this machine,
   and the peak RSS (GNU ``time``) at both sizes: streaming means memory flat in corpus size.
 

@@ -45,7 +45,7 @@ from typing import Any
 from benchutil import child_env, forked, read_peak_mib
 
 SOURCE = "autodojo"
-TARGET_SECONDS = 10.0  # the issue's targets for the full plan
+TARGET_SECONDS = 10.0  # the targets for the full plan
 TARGET_MIB = 500.0
 
 
@@ -388,7 +388,7 @@ def markdown(res: dict[str, Any]) -> str:
     worst_s = max(r[n]["process_wall_s"] for n in ("main/prepare", "main/dry run"))
     worst_m = max(max(r[n]["tracemalloc_peak_mib"], r[n]["rss_peak_mib"])
                   for n in ("main/prepare", "main/dry run"))
-    out += [f"Targets (the issue): under {t:g} s and under {m:g} MB for the full plan. "
+    out += [f"Targets: under {t:g} s and under {m:g} MB for the full plan. "
             f"Slowest whole process (dry run included): {worst_s:.2f} s, "
             f"{'met' if worst_s < t else '**missed**'}; highest memory (tracemalloc peak or "
             f"process peak RSS): {worst_m:.1f} MiB, {'met' if worst_m < m else '**missed**'}.",

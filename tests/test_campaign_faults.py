@@ -1,4 +1,4 @@
-"""Bad input and faults in live runs (issue 4): a worker or T0 killed mid-cell, signals,
+"""Bad input and faults in live runs: a worker or T0 killed mid-cell, signals,
 damaged raw logs, a full disk, a scripted endpoint that fails, hangs or closes, two runs on
 one corpus, a different configuration, two runs sharing one environment, and T0 killed
 between an attempt's ledger line and its execution.

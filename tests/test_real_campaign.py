@@ -1,4 +1,4 @@
-"""Real-model campaigns end to end (issue 6), against a loopback TLS stand-in of an API.
+"""Real-model campaigns end to end, against a loopback TLS stand-in of an API.
 
 The stand-in is an OpenAI-style Chat Completions server behind TLS, with a certificate for
 ``openrouter.ai`` from a test CA (trustme). The run is configured exactly as a real
