@@ -25,7 +25,8 @@ def child_env(home: str) -> dict[str, str]:
     """The environment of every measured process: no AGENTPROV_* setting of the caller
     (all plugins load, the checkout's registry), a private home, and bytecode caching on
     (tox sets PYTHONDONTWRITEBYTECODE; without a cache every run would recompile click)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_") and k not in DROP}
+    env = {k: v for k, v in os.environ.items()
+           if (not k.startswith("AGENTPROV_") or k == "AGENTPROV_PYTHON") and k not in DROP}
     env["AGENTPROV_HOME"] = home
     return env
 

@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, snapshot
+from conftest import ROOT, child_env, snapshot
 
 from agentprov_core.testing.procs import group_members, workers_of
 
@@ -75,7 +75,7 @@ class Runs:
     killed T0 and its process group) is killed at the end, by id."""
 
     def __init__(self, env_home: Path, tmp: Path) -> None:
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
+        self.env = child_env()
         self.env["AGENTPROV_HOME"] = str(env_home)
         self.tmp = tmp
         self.procs: list[subprocess.Popen] = []

@@ -7,7 +7,6 @@ loaded with the hub offline, and a rebuild that drops an asset (slow: two uv bui
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import fixture_defence as fx
 import pytest
-from conftest import ROOT, Result, snapshot
+from conftest import ROOT, Result, child_env, snapshot
 from test_campaign import executions, ledger, raw
 
 pytestmark = pytest.mark.slow
@@ -37,7 +36,7 @@ def built(tmp_path_factory):
            "AGENTPROV_BACKENDS": str(backends)}
 
     def cli(*args: str, json_errors: bool = True) -> Result:
-        e = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")} | env
+        e = child_env() | env
         if json_errors:
             e["AGENTPROV_ERROR_FORMAT"] = "json"
         p = subprocess.run([sys.executable, "-m", "agentprov_core", *map(str, args)],

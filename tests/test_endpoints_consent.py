@@ -21,7 +21,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import ROOT, fake_identity, make_marker, snapshot
+from conftest import ROOT, child_env, fake_identity, make_marker, snapshot
 
 from agentprov_core import endpoints as epmod
 from agentprov_core import environments, planning
@@ -455,7 +455,7 @@ def audited(cli, log: Path, watch: Path, *args, env=None, cwd=None):
     connection or name lookup."""
     runner = log.with_suffix(".py")
     runner.write_text(AUDIT_RUNNER)
-    e = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
+    e = child_env()
     e |= {"AGENTPROV_HOME": os.environ.get("TEST_HOME", ""), "AGENTPROV_ERROR_FORMAT": "json",
           "AUDIT_WATCH": str(watch), "AUDIT_LOG": str(log), "PYTHONPATH": str(ROOT)}
     e |= env or {}
@@ -541,7 +541,7 @@ def _pty_run(args: list[str], answer: bytes | None, home: Path) -> tuple[int, st
     """Run the CLI with stdin, stdout and stderr on a real pseudo-terminal; answer the
     prompt with ``answer`` once it appears."""
     master, slave = pty.openpty()
-    e = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
+    e = child_env()
     e |= {"AGENTPROV_HOME": str(home), "AGENTPROV_ERROR_FORMAT": "json"}
     proc = subprocess.Popen([sys.executable, "-m", "agentprov_core", *args], stdin=slave,
                             stdout=slave, stderr=slave, env=e, cwd=ROOT, close_fds=True)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from agentprov_core.errors import AgentprovError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, child_env
 
 # --- fake servers --------------------------------------------------------------------------
 
@@ -451,7 +451,7 @@ def _pty_run(args: list[str], answer: bytes, env: dict[str, str], timeout: float
 @pytest.mark.req("R-11.5")
 def test_numbered_pick_on_a_real_terminal(serve, tmp_path, home):
     s = serve("lmstudio")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTPROV_")}
+    env = child_env()
     env.update(sub_env(tmp_path), AGENTPROV_HOME=str(home))
     code, out = _pty_run(["models", "--endpoint", "lmstudio", "--base-url", s.base_url,
                           "--pick", "--no-hash-weights"], b"2\n", env)

@@ -25,6 +25,7 @@ from types import ModuleType, SimpleNamespace
 
 import pluggy
 import pytest
+from conftest import MACHINE_VARS
 
 from agentprov_core import plugins as plugins_mod
 from agentprov_core.plugins import hookimpl
@@ -167,8 +168,8 @@ def _python(venv: Path) -> Path:
 
 def _clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("AGENTPROV_") and k not in {"VIRTUAL_ENV", "PYTHONPATH",
-                                                             "PYTHONHOME"}}
+           if (not k.startswith("AGENTPROV_") or k in MACHINE_VARS)
+           and k not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"}}
     env["UV_PYTHON_DOWNLOADS"] = "never"
     env.update(extra)
     return env
