@@ -1,0 +1,207 @@
+"""T0 treats what the worker stages and returns as hostile input (docs/containment.md, "What
+T0 refuses from staging"): a real cell in the real worker stages a symlink to a host file or
+to the corpus's ledger, a hard link, a FIFO, a socket, a sparse file of 8 GiB, or returns a
+native log path that is absolute, climbs out with ``..``, holds a NUL byte or is 10,000
+characters long (the test-only hook ``AGENTPROV_TEST_HOSTILE``, done by the cell's own
+process after it ended, declared as ``test_fault@1``). Each run goes through the real CLI,
+under the default containment and under ``--containment bwrap`` (a local endpoint on
+loopback; skipped where bubblewrap cannot run).
+
+For each: the session is ``errored`` with ``map.staging_refused`` and the refusal in its
+ledger entry (and in its AER when its capture log was kept); the campaign exits 1 and the
+next cell runs and completes; the host file's content (a key-shaped sentinel) is in no byte
+of the corpus, of stdout or of stderr, and the host file is unchanged; the ledger holds
+exactly one line per attempt (nothing appended through a link)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, bwrap_unusable
+
+from agentprov_core import campaign
+from agentprov_core.corpus import staged
+
+LIVE_DEMO = ROOT / "examples" / "scripts" / "live-demo.json"
+
+#: kind -> what the refusal in the session's ledger entry says
+CASES = {
+    "capture_symlink_host": "capture.jsonl: a symlink, not a regular file",
+    "capture_symlink_ledger": "capture.jsonl: a symlink, not a regular file",
+    "native_symlink_host": "none.json: a symlink, not a regular file",
+    "native_dotdot": "native_log ../",
+    "native_absolute": "is an absolute path",
+    "native_nul": "holds a NUL byte",
+    "native_long_name": "is 10000 characters long (at most 1024)",
+    "fifo": "none.json: a FIFO, not a regular file",
+    "socket": "agentprov-test.sock: a socket, not a regular file",
+    "hardlink": "none.json: a hard link (2 names for one file)",
+    "huge_sparse": f"none.json: {8 << 30} bytes, over the cap of {staged.NATIVE_MAX} bytes",
+}
+#: the kinds whose refused file is the native log (the others' native log is kept)
+NATIVE_REFUSED = {"native_symlink_host", "native_dotdot", "native_absolute", "native_nul",
+                  "native_long_name", "fifo", "hardlink", "huge_sparse",
+                  "symlink_other_session"}
+
+
+def corpus_bytes(root: Path) -> dict[str, bytes]:
+    """Every regular file under ``root`` with its bytes, never following a link (a link
+    left in the corpus is itself reported, by its target)."""
+    out: dict[str, bytes] = {}
+    for d, dirs, files in os.walk(root, followlinks=False):
+        for name in dirs + files:
+            p = Path(d) / name
+            st = p.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                out[str(p.relative_to(root))] = b"symlink -> " + os.readlink(p).encode()
+            elif stat.S_ISREG(st.st_mode):
+                out[str(p.relative_to(root))] = p.read_bytes()
+    return out
+
+
+def ledger(work: Path) -> list[dict]:
+    return [json.loads(x) for x in (work / "ledger.jsonl").read_text().splitlines()]
+
+
+def raw(work: Path, sha: str) -> bytes:
+    return (work / "raw" / "sha256" / sha[:2] / sha).read_bytes()
+
+
+def host_file(tmp_path: Path) -> tuple[Path, str]:
+    """A host file outside staging holding a unique key-shaped sentinel (the operator's)."""
+    sentinel = "sk-proj-SENTINEL" + uuid.uuid4().hex + uuid.uuid4().hex
+    d = tmp_path / "operator"
+    d.mkdir()
+    f = d / "credentials.env"
+    f.write_text(f"OPENAI_API_KEY={sentinel}\n")
+    return f, sentinel
+
+
+@pytest.fixture
+def local_server(tmp_path):
+    """A loopback llama.cpp stand-in that answers like a model following instructions."""
+    from tests.test_local_models import FakeServer, llamacpp_routes
+    from tests.test_real_campaign import answer
+
+    routes = llamacpp_routes(tmp_path)
+    routes[("POST", "/v1/chat/completions")] = lambda body: (200, answer(json.loads(body)))
+    server = FakeServer(routes)
+    yield server
+    server.close()
+
+
+def run_args(containment: str, corpus: Path, tasks: str, request) -> list[str]:
+    """The run's arguments; ``--canary 0``: an errored attempt among the canary's cells
+    stops a campaign (A11) whatever made it errored, and these tests show the next cell
+    runs."""
+    args = ["run", "agentdojo", "--corpus", str(corpus), "--campaign", "hostile",
+            "--suite", "banking", "--user-tasks", tasks, "--canary", "0"]
+    if containment == "default":
+        return [*args, "--llm-script", str(LIVE_DEMO)]
+    why = bwrap_unusable()
+    if why is None:
+        from tests.test_real_campaign import bwrap_ok
+
+        why = bwrap_ok(request.getfixturevalue("agentdojo_env"))
+    if why is not None:
+        pytest.skip(why)
+    server = request.getfixturevalue("local_server")
+    return [*args, "--endpoint", "llamacpp", "--base-url", server.base_url, "--model-id", "m",
+            "--containment", "bwrap", "--i-consent-to-local-run"]
+
+
+def check_refused(work: Path, entry: dict, why: str, native_refused: bool) -> None:
+    """The refused session: errored with map.staging_refused, its refusal on record; its
+    native log not stored when it was what was refused."""
+    assert (entry["status"], entry["conclusive"]) == ("errored", False)
+    assert entry["reason"].startswith("map.staging_refused: "), entry["reason"]
+    assert any(why in r for r in entry["staging_refused"]), entry["staging_refused"]
+    if native_refused:
+        assert entry["native_sha256"] is None and entry["native_path"] is None
+    assert entry["utility"] is None and entry["security"] is None
+    rows = {r["ledger_seq"]: r for r in map(json.loads, (work / "executions.jsonl")
+                                              .read_text().splitlines())}
+    if entry["capture_sha256"] is None:  # the capture log was refused: nothing to map
+        assert entry["seq"] not in rows
+        return
+    header = json.loads(raw(work, entry["capture_sha256"]).splitlines()[0])
+    assert any(i.startswith("test_fault@1 hostile: ")
+               for i in header["declared_instrumentation"])  # the fault is on the record
+    row = rows[entry["seq"]]
+    assert row["status"] == "failed" and "map.staging_refused" in row["issues"]
+    aer = json.loads((work / "executions" / row["execution_id"] / "aer.json").read_text())
+    assert aer["outcome"]["reason"] == entry["reason"]
+    assert any(i["code"] == "map.staging_refused" and why in i["detail"]
+               for i in aer["outcome"]["issues"])
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-2.3", "R-21.19", "R-21.32")
+@pytest.mark.parametrize("containment", ["default", "bwrap"])
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_hostile_staging_is_refused_and_the_campaign_goes_on(e2e_cli, tmp_path, request,
+                                                             kind, containment):
+    target, sentinel = host_file(tmp_path)
+    before = target.read_bytes()
+    corpus = tmp_path / "h"
+    work = corpus.with_name("h.partial")
+    r = e2e_cli(*run_args(containment, corpus, "0-1", request),
+                env={campaign.TEST_HOSTILE: f"{kind}:{target}"}, json_errors=False)
+    assert r.code == 1, r.out + r.err  # one errored session: exit 1, never 70
+    assert "Traceback" not in r.err
+    first, second = ledger(work)  # exactly one line per attempt: none through a link
+    assert [first["seq"], second["seq"]] == [0, 1]
+    check_refused(work, first, CASES[kind], kind in NATIVE_REFUSED)
+    assert (second["status"], second["conclusive"]) == ("complete", True)  # the next cell ran
+    assert second["native_sha256"] is not None
+    assert "map.staging_refused x1" in r.err
+    assert "1 conclusive, 0 inconsistent, 1 inconclusive" in r.out
+    assert target.read_bytes() == before  # nothing written into the host file
+    for name, data in corpus_bytes(work).items():
+        assert sentinel.encode() not in data, name
+    assert sentinel not in r.out and sentinel not in r.err
+    assert not (work / "quarantine").exists()  # refused, never read: nothing to quarantine
+    assert not list((work / "staging").glob("s-*"))  # the refused session's staging removed
+    manifest = json.loads((work / "manifest.json").read_text())
+    assert any(o.startswith(f"{campaign.TEST_HOSTILE}: ")
+               for o in manifest["live"]["test_overrides"])
+    if containment == "bwrap":  # the cell staged it inside the sandbox
+        assert manifest["producer"]["sandbox"]["kind"] == "bwrap"
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-2.3", "R-21.19")
+@pytest.mark.parametrize("containment", ["default", "bwrap"])
+def test_a_link_to_another_sessions_staging_is_refused(e2e_cli, tmp_path, request,
+                                                       containment):
+    corpus = tmp_path / "o"
+    work = corpus.with_name("o.partial")
+    args = run_args(containment, corpus, "0-2", request)
+    r = e2e_cli(*args, "--limit", "1", "--keep-staging", json_errors=False)
+    assert r.code == 0, r.out + r.err
+    (kept,) = ledger(work)
+    other = work / "staging" / kept["session_id"] / "capture.jsonl"
+    assert other.is_file()  # the first session's staging, kept
+    blobs = set(corpus_bytes(work / "raw"))
+    r = e2e_cli(*args, env={campaign.TEST_HOSTILE: f"symlink_other_session:{other}"},
+                json_errors=False)
+    assert r.code == 1, r.out + r.err
+    first, refused, last = ledger(work)
+    assert first == kept
+    check_refused(work, refused, "none.json: a symlink, not a regular file", True)
+    assert last["status"] == "complete"
+    stored = {refused["capture_sha256"], last["capture_sha256"], last["native_sha256"]}
+    new = {Path(n).name for n in set(corpus_bytes(work / "raw")) - blobs}
+    assert new == stored  # nothing of the other session was stored again for this one
+
+
+def test_the_worker_and_t0_name_the_same_hostile_faults():
+    from conftest import load_backend_module
+
+    assert load_backend_module("cells").HOSTILE_FAULTS == campaign.HOSTILE_FAULTS
+    assert set(CASES) | {"symlink_other_session"} == set(campaign.HOSTILE_FAULTS)
