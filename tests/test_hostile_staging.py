@@ -205,3 +205,111 @@ def test_the_worker_and_t0_name_the_same_hostile_faults():
 
     assert load_backend_module("cells").HOSTILE_FAULTS == campaign.HOSTILE_FAULTS
     assert set(CASES) | {"symlink_other_session"} == set(campaign.HOSTILE_FAULTS)
+
+
+# ---------------------------------------------------------------- T0's reader, in process
+def session(tmp_path: Path) -> Path:
+    s = tmp_path / "c.partial" / "staging" / "s-1"
+    (s / "native" / "p").mkdir(parents=True)
+    (s / "capture.jsonl").write_bytes(b'{"kind":"header","seq":0}\n')
+    (s / "native" / "p" / "none.json").write_bytes(b"{}")
+    return s
+
+
+@pytest.mark.req("R-2.3")
+def test_the_reader_refuses_every_non_regular_entry_without_reading_it(tmp_path):
+    s = session(tmp_path)
+    target, sentinel = host_file(tmp_path)
+    (s / "link").symlink_to(target)
+    (s / "native" / "up").symlink_to("../../..")  # a link to a directory: not walked
+    os.mkfifo(s / "fifo")
+    os.link(target, s / "hard")
+    with open(s / "sparse", "wb") as f:
+        f.truncate(8 << 30)
+    (s / "bad\nname").write_bytes(b"x")
+    got = staged.read(s, native="native/p/none.json")
+    assert set(got.files) == {"capture.jsonl", "native/p/none.json"}
+    assert sorted(got.refused) == sorted([
+        "bad\\nname: a name that holds a control character",
+        "fifo: a FIFO, not a regular file",
+        "hard: a hard link (2 names for one file)",
+        "link: a symlink, not a regular file",
+        "native/up: a symlink, not a regular file",
+        f"sparse: {8 << 30} bytes, over the cap of {staged.OTHER_MAX} bytes"])
+    assert all(sentinel.encode() not in b for b in got.files.values())
+
+
+def test_the_session_directory_itself_is_never_followed(tmp_path):
+    s = session(tmp_path)
+    other = s.with_name("s-2")
+    other.symlink_to(s)  # another session's directory under this one's name
+    got = staged.read(other)
+    assert got.files == {} and len(got.refused) == 1 and "is a symlink" in got.refused[0]
+
+
+def test_a_fifo_swapped_in_after_lstat_is_refused_on_its_descriptor(tmp_path):
+    """What the descriptor check catches: the open never blocks on a FIFO (O_NONBLOCK) and
+    fstat refuses it, whatever lstat saw before."""
+    s = session(tmp_path)
+    os.mkfifo(s / "late")
+    fd = os.open(s, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(staged.Refused, match="a FIFO, not a regular file"):
+            staged.open_file(fd, "late", os.O_RDONLY, staged.OTHER_MAX)
+        (s / "lnk").symlink_to(s / "capture.jsonl")
+        with pytest.raises(staged.Refused, match="a symlink"):
+            staged.open_file(fd, "lnk", os.O_RDONLY, staged.OTHER_MAX)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.req("R-21.20")
+def test_seal_never_writes_through_a_link(tmp_path):
+    from agentprov_core import capture_chain
+
+    s = session(tmp_path)
+    ledger_file = s.parent.parent / "ledger.jsonl"
+    ledger_file.write_bytes(b'{"seq":0,"kind":"header","t":0}\n')
+    before = ledger_file.read_bytes()
+    (s / "capture.jsonl").unlink()
+    (s / "capture.jsonl").symlink_to("../../ledger.jsonl")
+    assert capture_chain.seal(s / "capture.jsonl", "aborted", "x", "session.worker_failed") \
+        is False
+    assert ledger_file.read_bytes() == before
+    (s / "capture.jsonl").unlink()
+    os.mkfifo(s / "capture.jsonl")  # never blocks, never written
+    assert capture_chain.seal(s / "capture.jsonl", "aborted", "x", "session.worker_failed") \
+        is False
+    (s / "capture.jsonl").unlink()
+    (s / "capture.jsonl").write_bytes(
+        b'{"format":"capture/0.1","kind":"header","prev":null,"seq":0,"t":1}\n')
+    assert capture_chain.seal(s / "capture.jsonl", "aborted", "x", "session.worker_failed")
+    data = (s / "capture.jsonl").read_bytes()
+    assert capture_chain.check(data).ok and capture_chain.check(data).end["status"] == "aborted"
+
+
+@pytest.mark.parametrize("name,why", [
+    ("../../ledger.jsonl", "has a '..' component"), ("/etc/passwd", "is an absolute path"),
+    ("native/\x00x", "holds a NUL byte"), ("n" * 10_000, "is 10000 characters long"),
+    ("native//x.json", "has an empty or '.' component"), ("./x", "has an empty or '.' component"),
+    ("x" * 256, "has a component of 256 bytes"), (["x"], "is a list, not a path")])
+def test_a_returned_path_outside_staging_is_refused(name, why):
+    assert why in staged.bad_name(name)
+    result, refused = staged.returned({"status": "complete", "native_log": name})
+    assert "native_log" not in result and len(refused) == 1 and why in refused[0]
+
+
+def test_the_results_fields_are_taken_by_type():
+    result, refused = staged.returned({
+        "status": "quarantined", "utility": "yes", "security": False, "calls": True,
+        "reason": "r" * 5000, "setup_refusal": {"message": 1},
+        "native_log": "native/p/none.json"})
+    assert result == {"status": "errored", "security": False, "reason": "r" * 2000 + "…",
+                      "native_log": "native/p/none.json"}
+    assert [r.split(": ", 1)[1].split(" ")[0] for r in refused] == [
+        "status", "utility", "calls", "setup_refusal"]
+    assert staged.returned(["not", "an", "object"])[0] == {"status": "errored"}
+
+
+def test_a_name_shown_in_a_refusal_holds_no_key():
+    assert "sk-" not in staged.shown("sk-proj-" + "A" * 40)

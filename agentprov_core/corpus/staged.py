@@ -74,9 +74,7 @@ def shown(name: str) -> str:
     replaced (a name is the worker's text, and a refusal is written to the ledger)."""
     from agentprov_core.redaction import redact_text
 
-    text = name.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace") \
-        if not name.isprintable() or not name.isascii() else name
-    text = redact_text(text.replace("\x00", "\\x00"))
+    text = redact_text("".join(c if c.isprintable() else repr(c)[1:-1] for c in name[:200]))
     return text if len(text) <= 80 else text[:60] + f"… ({len(name)} characters)"
 
 
