@@ -172,6 +172,8 @@ def test_hostile_staging_is_refused_and_the_campaign_goes_on(e2e_cli, tmp_path, 
                for o in manifest["live"]["test_overrides"])
     if containment == "bwrap":  # the cell staged it inside the sandbox
         assert manifest["producer"]["sandbox"]["kind"] == "bwrap"
+    v = e2e_cli("verify", "--corpus", corpus, json_errors=False)  # the corpus still holds
+    assert v.code == 0 and " 0 failed" in v.out + v.err, v.out + v.err
 
 
 @pytest.mark.slow
@@ -237,6 +239,16 @@ def test_the_reader_refuses_every_non_regular_entry_without_reading_it(tmp_path)
         "native/up: a symlink, not a regular file",
         f"sparse: {8 << 30} bytes, over the cap of {staged.OTHER_MAX} bytes"])
     assert all(sentinel.encode() not in b for b in got.files.values())
+
+
+def test_a_session_of_more_entries_than_the_cap_is_refused_past_it(tmp_path):
+    s = session(tmp_path)
+    for i in range(staged.MAX_ENTRIES):
+        (s / f"f{i:04d}").write_bytes(b"")
+    got = staged.read(s)
+    assert got.refused == [f"the session: more than {staged.MAX_ENTRIES} entries (the rest "
+                           "were not read)"]
+    assert len(got.files) <= staged.MAX_ENTRIES
 
 
 def test_the_session_directory_itself_is_never_followed(tmp_path):

@@ -24,6 +24,7 @@ caller seals the session ``errored`` with ``map.staging_refused`` (docs/containm
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import stat
 from collections.abc import Iterator
@@ -208,13 +209,18 @@ def read(path: Path, native: str | None = None) -> Staged:
         out.refused.append(str(exc))
     except FileNotFoundError:
         pass  # nothing staged: the capture log is missing
+    except OSError as exc:  # a directory the worker made unreadable (chmod 000, …)
+        out.refused.append(f"{shown(path.name)}: the session's directory could not be read "
+                           f"({exc.strerror})")
     out.files = dict(sorted(out.files.items()))
     return out
 
 
 def _walk(fd: int, prefix: str, depth: int, native: str | None, out: Staged,
           budget: dict[str, int]) -> None:
-    for name in sorted(os.listdir(fd)):
+    with os.scandir(fd) as it:  # lazily: never more names than the cap in memory
+        names = sorted(e.name for e in itertools.islice(it, MAX_ENTRIES + 1 - budget["entries"]))
+    for name in names:
         rel = prefix + name
         budget["entries"] += 1
         if budget["entries"] > MAX_ENTRIES:
@@ -257,6 +263,8 @@ def _walk(fd: int, prefix: str, depth: int, native: str | None, out: Staged,
             out.refused.append(f"{shown(rel)}: {exc}")
         except FileNotFoundError:
             continue  # removed while T0 read the directory: not staged
+        except OSError as exc:  # made unreadable by the worker (chmod 000, …)
+            out.refused.append(f"{shown(rel)}: could not be read ({exc.strerror})")
 
 
 @contextmanager

@@ -213,7 +213,10 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
         if not writer._ended:
             writer.end("errored", reason=result["error"])
     if hostile is not None:
-        _stage_hostile(hostile, staging, result)
+        try:
+            _stage_hostile(hostile, staging, result)
+        except OSError as exc:  # said in the result, so that the test sees it
+            result["error"] = f"test_fault hostile {hostile['hostile']} not staged: {exc}"
     (staging / "result.json").write_text(json.dumps(result, sort_keys=True), encoding="utf-8")
     if hostile is not None and hostile["hostile"] == "capture_symlink_ledger":
         (staging / "result.json").write_text("{", encoding="utf-8")  # the worker's request fails
