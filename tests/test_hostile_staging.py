@@ -325,3 +325,11 @@ def test_the_results_fields_are_taken_by_type():
 
 def test_a_name_shown_in_a_refusal_holds_no_key():
     assert "sk-" not in staged.shown("sk-proj-" + "A" * 40)
+
+
+def test_a_staged_name_that_is_not_utf8_is_refused(tmp_path):
+    s = session(tmp_path)
+    (s / os.fsdecode(b"bad\xff")).write_bytes(b"x")
+    got = staged.read(s)
+    assert got.refused == ["bad\\udcff: a name that is not UTF-8"]
+    assert "bad\udcff" not in got.files

@@ -115,12 +115,12 @@ def bad_name(value: Any) -> str | None:
     if any(p in ("", ".") for p in parts):
         return "has an empty or '.' component"
     for p in parts:
-        if not p.isprintable():
-            return "holds a control character"
         try:
             size = len(p.encode("utf-8"))
-        except UnicodeEncodeError:
+        except UnicodeEncodeError:  # a name of bytes that are not UTF-8 (surrogate-escaped)
             return "is not UTF-8"
+        if not p.isprintable():
+            return "holds a control character"
         if size > NAME_MAX:
             return f"has a component of {size} bytes (at most {NAME_MAX})"
     return None
