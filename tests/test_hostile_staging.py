@@ -333,3 +333,23 @@ def test_a_staged_name_that_is_not_utf8_is_refused(tmp_path):
     got = staged.read(s)
     assert got.refused == ["bad\\udcff: a name that is not UTF-8"]
     assert "bad\udcff" not in got.files
+
+
+@pytest.mark.req("R-21.21")
+def test_a_key_only_in_the_native_log_quarantines_the_session(tmp_path):
+    """The redaction scan covers every file T0 stores, the native log among them."""
+    from tests.test_ingest import setup
+
+    campaign_, wc, fl, p = setup(tmp_path)
+    sentinel = "sk-proj-SENTINEL" + uuid.uuid4().hex
+    log = fl.staging / "native" / "log.json"
+    log.write_bytes(log.read_bytes().replace(b"{", json.dumps(
+        {"leak": sentinel}).encode()[:-1] + b",", 1))
+    assert sentinel.encode() not in (fl.staging / "capture.jsonl").read_bytes()
+    entry = campaign_._ingest(p, wc, fl, {"status": "complete", "native_log":
+                                          "native/log.json", "calls": 2}, "inv", [0])
+    assert entry.status == "quarantined" and entry.capture_sha256 is None
+    assert "native/log.json: a key-shaped string" in entry.reason
+    assert not (wc.root / "raw").exists() or not any(
+        sentinel.encode() in f.read_bytes() for f in (wc.root / "raw").rglob("*") if f.is_file())
+    assert sentinel not in (wc.root / "ledger.jsonl").read_text()
