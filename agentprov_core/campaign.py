@@ -35,7 +35,12 @@ attempt's execution is written: the fault that a re-run's first step finishes
 (:func:`finish_unmapped`). ``AGENTPROV_TEST_NATIVE_LOG=remove|truncate`` asks the worker to
 remove the benchmark's native log, or cut it to its first half, once the cell has run and
 before its end is judged (the session then ends ``incomplete``; the capture header
-declares ``test_fault@1``). Never set them for a real run.
+declares ``test_fault@1``). ``AGENTPROV_TEST_HOSTILE=KIND[:TARGET]`` asks the first cell
+this invocation launches to stage hostile input once it has ended (a symlink, a hard link, a
+FIFO, a socket or a sparse file of several GB in its staging, or a native log path outside
+it; TARGET a host file; ``agentprov_backend.cells.HOSTILE_FAULTS``), which T0 refuses
+(``map.staging_refused``; the capture header declares ``test_fault@1``). Never set them for
+a real run.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ import msgspec
 
 from agentprov_core import __version__, capture_chain, environments, redaction, timing
 from agentprov_core import endpoints as epmod
-from agentprov_core.corpus import selfdigest
+from agentprov_core.corpus import selfdigest, staged
 from agentprov_core.corpus.ledger import Attempt
 from agentprov_core.corpus.working import (
     MANIFEST_FORMAT,
@@ -79,6 +84,11 @@ TEST_RESOLVE = "AGENTPROV_TEST_EGRESS_RESOLVE"
 TEST_CA = "AGENTPROV_TEST_CA_FILE"
 TEST_KILL = "AGENTPROV_TEST_KILL_T0"
 TEST_NATIVE_LOG = "AGENTPROV_TEST_NATIVE_LOG"
+TEST_HOSTILE = "AGENTPROV_TEST_HOSTILE"
+#: the worker's cells.HOSTILE_FAULTS (T0 never imports the worker library)
+HOSTILE_FAULTS = ("capture_symlink_host", "capture_symlink_ledger", "native_symlink_host",
+                  "native_dotdot", "native_absolute", "native_nul", "native_long_name",
+                  "fifo", "socket", "hardlink", "huge_sparse", "symlink_other_session")
 #: stops that leave the corpus partial (R-21.31) and exit 1
 EARLY_STOPS = ("config", "worker", "canary", "cap_reached", "cap_bound_exceeded")
 
@@ -318,6 +328,19 @@ def native_log_fault() -> str | None:
     return raw
 
 
+def hostile_fault() -> dict[str, str] | None:
+    """``AGENTPROV_TEST_HOSTILE`` (test-only; see the module docstring), checked."""
+    raw = os.environ.get(TEST_HOSTILE)
+    if not raw:
+        return None
+    kind, _, target = raw.partition(":")
+    if kind not in HOSTILE_FAULTS:
+        raise AgentprovError("cli.usage.option_value", option=TEST_HOSTILE, value=raw,
+                             what=" | ".join(HOSTILE_FAULTS) + ", then :TARGET "
+                                  "(a test-only fault)")
+    return {"hostile": kind, "target": target}
+
+
 class Live:
     """The endpoint side of one invocation: the scripted endpoint, or a real endpoint's key,
     egress proxy and containment; and the worker started with them."""
@@ -388,11 +411,13 @@ class Live:
         else:  # a loopback endpoint is reached directly (R-20.4)
             u = urlsplit(r.base_url)
             loopback = (u.port or (443 if u.scheme == "https" else 80),)
-        if ca:
-            import shutil
-
+        if ca:  # into the staging root an earlier worker could write: a fresh file, never
+            #     through what it left there (a link is removed, not followed)
             pem = staging_root / "agentprov-test-ca.pem"
-            shutil.copyfile(ca, pem)
+            pem.unlink(missing_ok=True)
+            fd = os.open(pem, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "wb") as f:
+                f.write(Path(ca).read_bytes())
             env["SSL_CERT_FILE"] = str(pem)
         return Worker(p.plan.environment_id, env_dir, staging_root, network=True,
                       extra_env=env, containment=recorded,
@@ -533,7 +558,18 @@ def _probe_call(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus | N
             result = {"status": "aborted", "error": exc.message}
             capture_chain.seal(staging / "capture.jsonl", "aborted", exc.message,
                                "session.worker_failed")
-        files = redaction.staged(staging)  # read once: scanned and stored
+        if not isinstance(result, dict):  # the worker's: hostile input
+            result = {"status": "errored", "error": "the worker's result is not an object"}
+        if not isinstance(result.get("error"), str | None):
+            result = dict(result, error=None)
+        got = staged.read(staging)  # read once, through descriptors: scanned and stored
+        files = got.files
+        if got.refused:
+            raise AgentprovError("cli.environment.preflight", endpoint=p.resolved.name,
+                                 url=epmod.shown(p.resolved.base_url),
+                                 why="T0 refused what the probe's worker staged "
+                                     "(map.staging_refused: " + "; ".join(got.refused[:3])
+                                     + f"); its staging directory {staging} was kept")
         data = files.get("capture.jsonl", b"")
         records = _records(data)
         charge = caps.charge_records(records) if records else caps.missing_log()
@@ -748,6 +784,10 @@ def _run(p, consent: dict[str, Any] | None = None) -> int:
         if native_log_fault() is not None:
             faults.add(f"{TEST_NATIVE_LOG}: the worker was asked to {native_log_fault()} "
                        "the native log of every cell (a test fault)")
+        if hostile_fault() is not None:
+            faults.add(f"{TEST_HOSTILE}: the worker was asked to stage hostile input "
+                       f"({hostile_fault()['hostile']}) in the first cell of an invocation "
+                       "(a test fault)")
         if faults:
             manifest["live"]["test_overrides"] = sorted(
                 set(manifest["live"].get("test_overrides", [])) | faults)
@@ -917,7 +957,8 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                 state["critical"] = True  # a launched cell is always tracked
                 try:
                     with timing.span("launch"):
-                        fl = _launch(p, wc, worker, live, unit, local_note)
+                        fl = _launch(p, wc, worker, live, unit, local_note,
+                                     first=not started_units)
                     flights[fl.future] = fl
                 except AgentprovError as exc:  # the worker died: stop, re-run resumes
                     stop = "worker"
@@ -1030,7 +1071,7 @@ def _drain_requested(o) -> bool:
 
 
 def _launch(p, wc: WorkingCorpus, worker, live: Live, unit: Unit,
-            local_model: dict[str, Any] | None = None) -> Flight:
+            local_model: dict[str, Any] | None = None, first: bool = False) -> Flight:
     o = p.request.options
     session_id = f"s-{uuid.uuid4().hex[:16]}"
     staging = wc.staging(session_id)
@@ -1052,6 +1093,9 @@ def _launch(p, wc: WorkingCorpus, worker, live: Live, unit: Unit,
     fault = native_log_fault()
     if fault is not None:
         req["test_fault"] = fault
+    hostile = hostile_fault() if first else None
+    if hostile is not None:
+        req["test_fault"] = hostile
     try:
         future = worker.submit("run-cell", **req)
     except AgentprovError:
@@ -1075,13 +1119,22 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
     """Ledger a finished attempt (chain check, redaction scan, raw store, ledger entry),
     then remove its staging directory (``drop(session_id)``, by default at once)."""
     o = p.request.options
-    cap = fl.staging / "capture.jsonl"
+    secrets = live.secrets() if live is not None else {}
+    raw_result = result
+    # what the worker returned and staged is hostile input: a field of the wrong type, a
+    # returned path outside staging, a staged link, FIFO, device or oversized file is
+    # refused (never read) and the session is errored (map.staging_refused)
+    result, refused = staged.returned(result)
     with timing.span("ingest.read"):
-        files = redaction.staged(fl.staging)  # read once: checked, scanned and stored
-    data = files.get("capture.jsonl")
+        got = staged.read(fl.staging, native=result.get("native_log"))
+    files = got.files  # read once: checked, scanned and stored
+    refused = [redaction.redact_text(r, secrets.values()) for r in refused + got.refused]
+    data = files.get(staged.CAPTURE)
     with timing.span("ingest.chain"):
         chain = (capture_chain.check(data, require_end=False) if data is not None
-                 else capture_chain.read(cap))
+                 else capture_chain.Chain(0, None, ["the capture log is missing" if not any(
+                     r.startswith(staged.CAPTURE + ":") for r in refused)
+                     else "the capture log was refused"], None, None, []))
     status = result.get("status", "errored")
     reason = result.get("reason") or result.get("error")
     end = chain.end
@@ -1092,6 +1145,10 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
         status, reason = "aborted", "the capture log has no end record"
     elif end.get("status") != status:
         status = end.get("status")
+    if refused:
+        why = "map.staging_refused: " + "; ".join(refused[:3]) + (
+            f"; and {len(refused) - 3} more" if len(refused) > 3 else "")
+        status, reason = "errored", f"{why}; {reason}" if reason else why
     from agentprov_core import caps, quality
 
     wire = live.wire if live is not None else "openai"
@@ -1099,11 +1156,10 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
     fl.records = chain.records
     fl.charge = caps.charge_records(chain.records) if chain.records \
         else caps.missing_log(p.plan.defence)
-    secrets = live.secrets() if live is not None else {}
     with timing.span("ingest.scan"):
         # what the worker returned goes into the ledger: scanned like what it staged
         findings = redaction.scan_files(files, secrets) + redaction.scan_value(
-            "the worker's result", result, secrets)
+            "the worker's result", raw_result, secrets)
     base = dict(seq=seq[0], invocation=invocation, unit=fl.unit.key, cell_key=fl.unit.cell.key,
                 defence=p.plan.defence, repeat=fl.unit.repeat, attempt=fl.unit.attempt,
                 session_id=fl.session_id, started_at=fl.started_at, ended_at=now(),
@@ -1115,14 +1171,15 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
         fl.charge, fl.records = caps.missing_log(p.plan.defence), None
         wc.quarantine(fl.session_id, fl.unit.key, findings)
         entry = Attempt(**base, status="quarantined", conclusive=False,
-                        reason="capture.quarantined: " + "; ".join(findings[:3]))
+                        reason="capture.quarantined: " + "; ".join(findings[:3]),
+                        **({"staging_refused": refused} if refused else {}))
         _ledger_append(wc, entry)
         return entry
     t = time.time()
     cap_sha = wc.store.put_bytes(data) if data is not None else None
     native_sha = native_path = None
     native = result.get("native_log")
-    if isinstance(native, str) and native in files:  # a file in staging, as the worker named it
+    if native in files:  # a file read from staging, under the name the worker returned
         native_sha, native_path = wc.store.put_bytes(files[native]), native
     timing.emit("ingest.store", t)
     books = accounting(chain.records)
@@ -1132,9 +1189,12 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
                     conclusive=status == "complete" and books in ("consistent", "unverifiable"),
                     capture_sha256=cap_sha, capture_head_sha256=chain.head_sha256,
                     capture_records=len(chain.records), native_sha256=native_sha,
-                    native_path=native_path, utility=result.get("utility"),
-                    security=result.get("security"), setup_refusal=result.get("setup_refusal"),
-                    reason=reason, calls=result.get("calls"))
+                    native_path=native_path,
+                    utility=None if refused else result.get("utility"),
+                    security=None if refused else result.get("security"),
+                    setup_refusal=result.get("setup_refusal"), reason=reason,
+                    calls=result.get("calls"),
+                    **({"staging_refused": refused} if refused else {}))
     with timing.span("ingest.ledger"):
         _ledger_append(wc, entry)
     if not o.get("keep_staging"):
@@ -1309,6 +1369,8 @@ def _count(t: Tally, e: Attempt, fl: Flight | None = None, mapped=None) -> None:
     if fl is not None:
         quality.merge(t.quality, fl.quality)
     t.attempts += 1
+    if e.staging_refused and (mapped is None or "map.staging_refused" not in mapped.entry.issues):
+        t.issues["map.staging_refused"] += 1  # an attempt whose capture log was not stored
     if e.status == "quarantined":
         t.quarantined += 1
         t.issues["capture.quarantined"] += 1

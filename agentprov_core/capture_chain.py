@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,28 +174,52 @@ def read(path: Path) -> Chain:
 def seal(path: Path, status: str, reason: str, code: str) -> bool:
     """Append a note and the end record (``sealed_by: parent``) to an intact log that has
     not ended. A missing, ended or damaged log (a torn last line) is left exactly as it is:
-    the log is append-only, and the damage is evidence. Returns whether it appended."""
-    data = path.read_bytes() if path.exists() else b""
+    the log is append-only, and the damage is evidence. ``path`` is a session's staged
+    ``capture.jsonl``: it is opened through the session directory's descriptor, never
+    through a link, and only a regular file is written
+    (:func:`agentprov_core.corpus.staged.appending`); anything else is left as it is and
+    refused when the session is ingested. Returns whether it appended."""
+    from agentprov_core.corpus import staged
+
+    try:
+        with staged.appending(path.parent, path.name) as found:
+            if found is None:
+                return False
+            fd, data = found
+            tail = _end_after(data, status, reason, code)
+            if tail is None:
+                return False
+            os.write(fd, tail)
+            os.fsync(fd)
+            return True
+    except (staged.Refused, FileNotFoundError, PermissionError):  # not one T0 writes
+        return False
+
+
+def _end_after(data: bytes, status: str, reason: str, code: str) -> bytes | None:
+    """The note and end record that seal the log ``data``, or None when it is not sealed
+    (empty, ended, or damaged)."""
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     records, keep = [], 0
     for i, line in enumerate(lines):
         try:
-            records.append(json.loads(line))
-            keep = i + 1
+            rec = json.loads(line)
         except (ValueError, RecursionError):
             break
+        if not isinstance(rec, dict) or not isinstance(rec.get("seq"), int):
+            break
+        records.append(rec)
+        keep = i + 1
     if not records or records[-1].get("kind") == "end" or keep < len(lines):
-        return False
-    prev = hashlib.sha256(lines[keep - 1]).hexdigest() if records else None
-    seq = records[-1]["seq"] + 1 if records else 0
-    t = records[-1].get("t", 0.0) if records else 0.0
+        return None
+    prev = hashlib.sha256(lines[keep - 1]).hexdigest()
+    seq = records[-1]["seq"] + 1
+    t = records[-1].get("t", 0.0)
+    if not isinstance(t, int | float) or isinstance(t, bool) or not math.isfinite(t):
+        t = 0.0
     note = {"seq": seq, "prev": prev, "kind": "note", "t": t, "code": code, "text": reason}
     end = {"seq": seq + 1, "prev": hashlib.sha256(canonical(note)).hexdigest(), "kind": "end",
            "t": t, "status": status, "reason": reason, "sealed_by": "parent"}
-    with open(path, "ab") as f:
-        f.write(canonical(note) + b"\n" + canonical(end) + b"\n")
-        f.flush()
-        os.fsync(f.fileno())
-    return True
+    return canonical(note) + b"\n" + canonical(end) + b"\n"

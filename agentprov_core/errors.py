@@ -452,6 +452,7 @@ REGISTER_CODES: dict[str, str] = {
     "map.capture_error": "the capture log records that the session did not complete: errored or aborted (a setup refusal, an exception, a dead worker, a timeout)",
     "map.capture_damaged": "the capture log failed its chain check, or is missing from the raw store",
     "map.no_execution_observed": "no model call and no tool call was recorded: the benchmark never ran the agent",
+    "map.staging_refused": "T0 refused a file the worker staged (a symlink, a hard link, a FIFO, a device or another non-regular file, a file over its size cap) or a path it returned (absolute, with '..', a NUL byte, too long): the session is errored, the refused file was never read nor stored (docs/containment.md)",
     "map.native_missing": "the session completed but the benchmark's native log is missing or unreadable (session incomplete)",
     "map.live_native_disagree": "the capture's view and the native log's view of the session differ (the live-versus-native check)",
     "map.unverifiable_accounting": "the calls the capture counts could not be checked against the worker's own count",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from pathlib import Path
 
 KEY_SHAPES = {
     "openai-style key": re.compile(rb"sk-(?!ant-)[A-Za-z0-9_-]{20,}"),
@@ -18,21 +17,10 @@ KEY_SHAPES = {
 }
 
 
-def staged(root: Path) -> dict[str, bytes]:
-    """Every file under ``root``, read once: ``{relative POSIX path: bytes}``, sorted. T0
-    scans these bytes and stores the same ones (a file is never read again between the
-    scan and the store)."""
-    return {p.relative_to(root).as_posix(): p.read_bytes()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def scan(root: Path, secrets: dict[str, str]) -> list[str]:
-    """Findings as ``relative/path: what`` (``what`` names the variable or the shape)."""
-    return scan_files(staged(root), secrets)
-
-
 def scan_files(files: dict[str, bytes], secrets: dict[str, str]) -> list[str]:
-    """:func:`scan` of files already read (:func:`staged`)."""
+    """Findings in files T0 read (:func:`agentprov_core.corpus.staged.read`: every staged
+    file it reads, the capture and native logs it stores among them, none exempt) as
+    ``relative/path: what`` (``what`` names the variable or the shape)."""
     findings = []
     values = {name: v.encode() for name, v in secrets.items() if v}
     for rel, data in files.items():

@@ -1,11 +1,13 @@
 """T0's ingest of a finished attempt (``campaign._ingest``): each staged file is read once
 (the chain check, the redaction scan and the raw store see the same bytes), and a native
 log is stored only when it is a file in the attempt's staging directory, whatever path the
-worker names (the worker is hostile)."""
+worker names (the worker is hostile): a path outside it errors the session
+(``map.staging_refused``)."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -35,13 +37,13 @@ def test_each_staged_file_is_read_once_and_stored_as_read(tmp_path, monkeypatch)
     campaign, wc, fl, p = setup(tmp_path)
     cap = (fl.staging / "capture.jsonl").read_bytes()
     reads: list[str] = []
-    real = Path.read_bytes
+    real = os.open
 
-    def counting(self):
-        reads.append(self.name)
-        return real(self)
+    def counting(path, flags, *args, **kwargs):  # every staged file is opened to be read
+        reads.append(os.path.basename(path))
+        return real(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", counting)
+    monkeypatch.setattr(os, "open", counting)
     result = {"status": "complete", "native_log": "native/log.json", "calls": 2}
     entry = campaign._ingest(p, wc, fl, result, "inv", [0])
     monkeypatch.undo()
@@ -63,5 +65,7 @@ def test_a_native_log_is_stored_only_as_a_file_of_its_staging(tmp_path, named):
                                          "calls": 2}, "inv", [0])
     assert entry.capture_sha256 is not None
     assert entry.native_sha256 is None and entry.native_path is None
+    assert entry.status == "errored" and entry.reason.startswith("map.staging_refused: ")
+    assert len(entry.staging_refused) == 1 and "native_log" in entry.staging_refused[0]
     stored = b"".join(x.read_bytes() for x in (wc.root / "raw").rglob("*") if x.is_file())
     assert b"not" not in stored

@@ -43,6 +43,10 @@ class Attempt(msgspec.Struct, kw_only=True):
     #: absent (never written as null) in an entry written before units had one, so such a
     #: line reads and re-encodes to the same bytes
     unit_digest: str | msgspec.UnsetType = msgspec.UNSET
+    #: what T0 refused of what the worker staged or returned (``name: why``;
+    #: agentprov_core/corpus/staged.py): the attempt is ``errored`` with
+    #: ``map.staging_refused``; absent (never written as null) when nothing was refused
+    staging_refused: list[str] | msgspec.UnsetType = msgspec.UNSET
     #: the sha256 of this line with this value empty (agentprov_core/corpus/selfdigest.py);
     #: kept last, and filled in by :meth:`Ledger.append`
     line_sha256: str = ""

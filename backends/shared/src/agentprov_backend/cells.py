@@ -182,6 +182,10 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     if req.get("test_fault") in NATIVE_LOG_FAULTS:  # a test's fault, declared as such
         declared.append(f"test_fault@1 native_log: {req['test_fault']} "
                         "(AGENTPROV_TEST_NATIVE_LOG; a test, never a real run)")
+    hostile = _hostile_fault(req.get("test_fault"))
+    if hostile is not None:
+        declared.append(f"test_fault@1 hostile: {hostile['hostile']} "
+                        "(AGENTPROV_TEST_HOSTILE; a test, never a real run)")
     writer = CaptureWriter(staging / "capture.jsonl", {
         "session_id": req["session_id"], "cell": cell, "unit": req.get("unit"),
         "attempt": req.get("attempt"), "backend": req.get("backend", {}),
@@ -208,7 +212,14 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
         result.update(status="errored", error=f"{type(exc).__name__}: {exc}")
         if not writer._ended:
             writer.end("errored", reason=result["error"])
+    if hostile is not None:
+        try:
+            _stage_hostile(hostile, staging, result)
+        except OSError as exc:  # said in the result, so that the test sees it
+            result["error"] = f"test_fault hostile {hostile['hostile']} not staged: {exc}"
     (staging / "result.json").write_text(json.dumps(result, sort_keys=True), encoding="utf-8")
+    if hostile is not None and hostile["hostile"] == "capture_symlink_ledger":
+        (staging / "result.json").write_text("{", encoding="utf-8")  # the worker's request fails
     return result
 
 
@@ -345,6 +356,74 @@ def _native_log_fault(fault: Any, log: Path) -> None:
     elif fault == "truncate" and log.is_file():
         data = log.read_bytes()
         log.write_bytes(data[: len(data) // 2])
+
+
+#: test-only hostile input (T0 passes ``{"hostile": KIND, "target": PATH}`` for the first
+#: cell of an invocation only when AGENTPROV_TEST_HOSTILE is set, and the header declares
+#: it): once the cell has ended, its own process stages what a hostile worker could, for T0
+#: to refuse. TARGET is a host file outside staging (its content must never reach T0's
+#: corpus). ``capture_symlink_ledger`` also makes the worker's request fail (a result that
+#: is no JSON), so that T0 seals the session its worker could not end.
+HOSTILE_FAULTS = ("capture_symlink_host", "capture_symlink_ledger", "native_symlink_host",
+                  "native_dotdot", "native_absolute", "native_nul", "native_long_name",
+                  "fifo", "socket", "hardlink", "huge_sparse", "symlink_other_session")
+#: the size of ``huge_sparse``'s native log (sparse: no block is written)
+HUGE_SPARSE = 8 << 30
+
+
+def _hostile_fault(fault: Any) -> dict[str, Any] | None:
+    if isinstance(fault, dict) and fault.get("hostile") in HOSTILE_FAULTS:
+        return fault
+    return None
+
+
+def _stage_hostile(fault: dict[str, Any], staging: Path, result: dict[str, Any]) -> None:
+    kind, target = fault["hostile"], fault.get("target") or ""
+    native_name = result.get("native_log") or "native/none.json"
+    native = staging / native_name
+    native.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "capture_symlink_host":
+        _replace_with_link(staging / "capture.jsonl", target)
+    elif kind == "capture_symlink_ledger":  # staging/<session>/ -> the corpus's ledger
+        _replace_with_link(staging / "capture.jsonl", "../../ledger.jsonl")
+    elif kind == "native_symlink_host":
+        _replace_with_link(native, target)
+    elif kind == "symlink_other_session":  # another session's file, by a relative link
+        _replace_with_link(native, os.path.relpath(target, native.parent))
+    elif kind == "native_dotdot":
+        result["native_log"] = os.path.relpath(target, staging)
+    elif kind == "native_absolute":
+        result["native_log"] = target
+    elif kind == "native_nul":
+        result["native_log"] = native_name + "\x00.json"
+    elif kind == "native_long_name":
+        result["native_log"] = "n" * 10_000
+    elif kind == "fifo":
+        native.unlink(missing_ok=True)
+        os.mkfifo(native)
+        result["native_log"] = native_name
+    elif kind == "socket":
+        import socket
+
+        s = socket.socket(socket.AF_UNIX)
+        s.bind("agentprov-test.sock")  # relative: the cell's working directory is staging
+        s.close()
+    elif kind == "hardlink":  # a second name for a host file; where the sandbox hides the
+        native.unlink(missing_ok=True)  # host file, a second name for a staged one
+        try:
+            os.link(target, native)
+        except OSError:
+            os.link(staging / "capture.jsonl", native)
+        result["native_log"] = native_name
+    elif kind == "huge_sparse":
+        with open(native, "wb") as f:
+            f.truncate(HUGE_SPARSE)
+        result["native_log"] = native_name
+
+
+def _replace_with_link(path: Path, target: str) -> None:
+    path.unlink(missing_ok=True)
+    os.symlink(target, path)
 
 
 PROBE_FUNCTION = "report_probe"

@@ -388,14 +388,20 @@ class CaptureMapper:
                                           detail="; ".join(lvn.differences[:3])))
         else:
             lvn = A.LiveVsNative(checked=False, reason="the session did not complete")
+        refused = ev.attempt.staging_refused or []
+        if refused:  # T0 sealed the session errored: what the worker staged was refused
+            issues.append(A.Issue(code="map.staging_refused", detail="; ".join(refused[:3])))
         codes = {i.code for i in issues}
-        if codes & {"map.capture_damaged", "map.capture_error", "map.defence_mismatch"}:
+        if codes & {"map.capture_damaged", "map.capture_error", "map.defence_mismatch",
+                    "map.staging_refused"}:
             status = "failed"
         elif issues:
             status = "ok_with_issues"
         else:
             status = "ok"
         reason = (end or {}).get("reason") if end else (problems[0] if problems else None)
+        if refused:
+            reason = ev.attempt.reason
         outcome = A.Outcome(status=status, session_status=session, execution_observed=observed,
                             utility=_bool((end or {}).get("utility")),
                             security=_bool((end or {}).get("security")), issues=issues,
