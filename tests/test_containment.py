@@ -97,13 +97,24 @@ def test_the_core_registers_its_providers_through_the_hook():
                                                               profile.profile_sha256())
 
 
-def test_the_profile_digest_is_deterministic_and_covers_the_launcher():
+def test_the_profile_digest_is_deterministic_and_covers_the_launcher_and_the_seccomp_bytes(
+        monkeypatch):
     a = profile.profile_sha256()
     assert a == profile.profile_sha256() and len(a) == 64
     from agentprov_core.digests import digest, sha256_hex
+    from agentprov_core.sandbox import seccomp
 
-    assert a == digest(profile.PROFILE | {"launcher_sha256": sha256_hex(
-        profile.launcher_source().encode())})
+    assert a == digest(profile.PROFILE | {
+        "launcher_sha256": sha256_hex(profile.launcher_source().encode()),
+        "seccomp_sha256": sha256_hex(seccomp.filter_bytes())})
+    # another program (one instruction more) is another profile
+    monkeypatch.setattr(seccomp, "filter_bytes", lambda: seccomp.encode(
+        seccomp.program() + (seccomp.program()[-1],), "little"))
+    profile.profile_sha256.cache_clear()
+    try:
+        assert profile.profile_sha256() != a
+    finally:
+        profile.profile_sha256.cache_clear()
 
 
 # ------------------------------------------------------------------- resolve with the marker
@@ -211,7 +222,17 @@ def test_a_build_knows_when_the_recorded_probe_must_run_again():
     here = probe.machine()
     assert backends.probe_rerun(m(passed_entry())) == []
     assert backends.probe_lines(m(passed_entry()))[0].startswith(
-        "  containment probe (recorded at build, not re-run): bwrap passed (11/11 checks")
+        "  containment probe (recorded at build, not re-run): bwrap passed (17/17 checks")
+    isolated = passed_entry(hardening={"staging_isolation": "landlock ABI 7"})
+    assert "checks, profile " in backends.probe_lines(m(isolated))[0]
+    assert "…; staging isolation: Landlock); " in backends.probe_lines(m(isolated))[0]
+    no_ll = passed_entry(status="failed", passed=False,
+                         hardening={"staging_isolation": "not available (not available)"},
+                         checks=[{"name": n, "passed": n != "write_other_session"}
+                                 for n in probe.DENIALS + probe.ALLOWANCES])
+    assert ("bwrap failed (16/17 checks, profile " in backends.probe_lines(m(no_ll))[0]
+            and "…; failed: write_other_session; staging isolation: not available); "
+            in backends.probe_lines(m(no_ll))[0])
     assert backends.probe_rerun(m(None)) == ["no probe is recorded"]
     failed = passed_entry(status="failed", passed=False, detail="the sandbox did not start")
     assert backends.probe_rerun(m(failed)) == ["its last run failed"]
@@ -220,7 +241,7 @@ def test_a_build_knows_when_the_recorded_probe_must_run_again():
     line = backends.probe_lines(m(moved))[0]
     assert line.startswith("  containment probe (recorded at build, stale: ")
     assert line.endswith("; agentprov backends build agentdojo re-runs it): bwrap passed "
-                         f"(11/11 checks, profile {profile.profile_sha256()[:12]}…); "
+                         f"(17/17 checks, profile {profile.profile_sha256()[:12]}…); "
                          "sandbox-exec not applicable")
 
 
@@ -242,10 +263,10 @@ def test_bwrap_is_refused_off_linux():
 # ------------------------------------------------------------------------------- the probe
 @linux_bwrap
 @pytest.mark.req("R-19.9", "R-19.7", "R-19.8")
-def test_the_probe_passes_here_with_11_checks(probed):
+def test_the_probe_passes_here_with_17_checks(probed):
     assert probed["status"] == "passed" and probed["passed"] is True, probed
     assert probed["profile_sha256"] == profile.profile_sha256()
-    assert probed["counts"] == {"checks": 11, "denials": 6, "allowances": 5}
+    assert probed["counts"] == {"checks": 17, "denials": 12, "allowances": 5}
     assert [c["name"] for c in probed["checks"]] == list(probe.DENIALS + probe.ALLOWANCES)
 
 
@@ -358,8 +379,12 @@ def test_the_worker_runs_under_bwrap_and_reaches_only_its_allowed_port(small_env
         (tmp_path / "t").mkdir()
         from agentprov_core.workerclient import scrubbed_env
 
-        out = subprocess.run(argv, cwd=staging, capture_output=True, text=True, timeout=60,
-                             env=scrubbed_env(small_env, staging, tmp_path / "t"))
+        try:
+            out = subprocess.run(argv, cwd=staging, capture_output=True, text=True, timeout=60,
+                                 env=scrubbed_env(small_env, staging, tmp_path / "t"),
+                                 pass_fds=profile.pass_fds(argv))
+        finally:
+            profile.close_fds(argv)
     assert out.stdout.strip(), out.stderr
     seen = eval(out.stdout.strip().splitlines()[-1])  # noqa: S307 - our own printed dict
     assert seen["allowed"] == "echo:hi"
@@ -394,7 +419,11 @@ def test_routes_to_a_unix_socket_reach_the_egress_proxy_shape(small_env, tmp_pat
                                  tmp_path / "st", tmp_path / "st/home",
                                  dict(Allowed(unix_sockets=((3128, str(path)),)).unix_sockets),
                                  env_dir=small_env, tmp=tmp_path / "t")
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                             pass_fds=profile.pass_fds(argv))
+    finally:
+        profile.close_fds(argv)
     assert "200 Connection established" in out.stdout, out.stderr
     assert got == [b"CONNECT api.example:443 HTTP/1.1\r\n"]
 
@@ -411,8 +440,10 @@ def test_the_build_records_a_passed_probe_and_offline_check_reports_it(agentdojo
     assert m["probe"]["sandbox_exec"]["status"] == "not applicable"
     r = e2e_cli("backends", "build", "agentdojo", "--offline-check")
     assert r.code == 0, r.err
-    assert ("containment probe (recorded at build, not re-run): bwrap passed (11/11 checks"
+    assert ("containment probe (recorded at build, not re-run): bwrap passed (17/17 checks"
             in r.out)
+    assert "; staging isolation: Landlock)" in r.out
+    assert entry["hardening"]["seccomp_in_force"] is True
     again = json.loads((agentdojo_env.env_dir / "AGENTPROV_ENV.json").read_text())
     assert again["probe"]["bwrap"]["ran_at"] == entry["ran_at"]  # not re-run
     assert containment.resolve("bwrap", m).profile_sha256 == profile.profile_sha256()
@@ -504,7 +535,7 @@ def test_the_probe_follows_bubblewrap_removed_installed_and_replaced(agentdojo_e
     assert r.stdout.startswith(f"{built} (containment probe re-run: bubblewrap is now installed "
                                f"at {real}) at "), r.stdout
     entry = _bwrap_entry(home, env_id)
-    assert entry["passed"] is True and entry["counts"]["checks"] == 11
+    assert entry["passed"] is True and entry["counts"]["checks"] == 17
     assert entry["machine"] == probe.machine()
 
     # a different binary (a wrapper that runs the real one): re-run, and it still passes
