@@ -311,6 +311,95 @@ def test_the_probe_catches_a_weakened_profile(small_env, monkeypatch):
                       "read_dotenv", "write_outside_staging"}
 
 
+def _drop(argv: list[str], *tokens_with_args: tuple[str, int]) -> list[str]:
+    """``argv`` without each option of ``tokens_with_args`` (name, how many arguments)."""
+    out, i = [], 0
+    while i < len(argv):
+        hit = next((n for t, n in tokens_with_args if argv[i] == t), None)
+        if hit is None:
+            out.append(argv[i])
+            i += 1
+        else:
+            i += 1 + hit
+    return out
+
+
+def _no_proc_masks(argv: list[str]) -> list[str]:
+    at, end = argv.index("/proc") + 1, argv.index("--dev")  # after --proc /proc
+    return argv[:at] + argv[end:]
+
+
+def _weak_env(small_env: Path, tmp_path: Path) -> Path:
+    """The small environment with a worker library whose cells are not confined."""
+    weak = tmp_path / "weak-env"
+    shutil.copytree(small_env, weak, symlinks=True)
+    site = next(weak.glob("lib/python3*/site-packages"))
+    ll = site / "agentprov_backend" / "landlock.py"
+    ll.write_text(ll.read_text() + "\n\ndef confine_cell(session_dir):\n    return None\n")
+    for f in weak.glob("bin/*"):  # the venv's scripts name their own directory
+        if f.is_file() and not f.is_symlink():
+            f.write_text(f.read_text().replace(str(small_env), str(weak)))
+    cfg = weak / "pyvenv.cfg"
+    cfg.write_text(cfg.read_text().replace(str(small_env), str(weak)))
+    return weak
+
+
+WEAKENINGS = {
+    # name: (what is dropped, the checks it must fail)
+    "proc_masks": ("the /proc masks", {"write_kernel_settings"}),
+    "seccomp": ("the seccomp filter", {"open_foreign_sockets", "use_io_uring_or_foreign_abi"}),
+    "disable_userns": ("--disable-userns", {"create_user_namespace"}),
+    "safe_path": ("-P and PYTHONSAFEPATH", {"import_from_staging"}),
+    "landlock": ("the cells' Landlock ruleset", {"write_other_session"}),
+}
+
+
+@linux_bwrap
+@pytest.mark.req("R-4.11", "R-19.9")
+@pytest.mark.parametrize("weakening", sorted(WEAKENINGS))
+def test_each_new_check_fails_on_a_profile_weakened_for_it(small_env, tmp_path, monkeypatch,
+                                                           weakening):
+    """A negative control for each hardening: the probe against a profile (or worker start,
+    or cell confinement) without it fails exactly the checks that watch it."""
+    from agentprov_core import workerclient
+
+    if weakening == "proc_masks" and os.geteuid() != 0:
+        pytest.skip("unprivileged, the kernel refuses the write without the mask too")
+    if weakening == "disable_userns" and "--disable-userns" not in profile.realise(
+            ["x"], env_dir=small_env, staging=tmp_path, home=tmp_path, tmp=tmp_path,
+            routes={}, seccomp_fd=-1):
+        pytest.skip("this bubblewrap has no --disable-userns")
+    real, env_dir = profile.realise, small_env
+
+    def weak(argv, **kw):
+        out = real(argv, **kw)
+        if weakening == "proc_masks":
+            return _no_proc_masks(out)
+        if weakening == "seccomp":
+            profile.close_fds(out)
+            return _drop(out, ("--seccomp", 1))
+        if weakening == "disable_userns":
+            return _drop(out, ("--disable-userns", 0))
+        return out
+
+    if weakening == "safe_path":
+        plain_argv, plain_env = workerclient.worker_argv, workerclient.scrubbed_env
+        monkeypatch.setattr(workerclient, "worker_argv",
+                            lambda e: [a for a in plain_argv(e) if a != "-P"])
+        monkeypatch.setattr(workerclient, "scrubbed_env", lambda *a, **k: {
+            k2: v for k2, v in plain_env(*a, **k).items() if k2 != "PYTHONSAFEPATH"})
+    if weakening == "landlock":
+        env_dir = _weak_env(small_env, tmp_path)
+    monkeypatch.setattr(probe.profile, "realise", weak)
+    r = probe.run(env_dir, modules=["agentprov_backend.worker"])
+    assert r["passed"] is False and "checks" in r, r
+    failed = {c["name"] for c in r["checks"] if not c["passed"]}
+    assert failed == WEAKENINGS[weakening][1], r["checks"]
+    for c in r["checks"]:
+        if c["name"] in failed:
+            assert c["inside"] == "allowed" or c["outside"], c
+
+
 def test_the_probe_is_not_applicable_off_linux(small_env, monkeypatch):
     monkeypatch.setattr(probe.sys, "platform", "darwin")
     assert probe.run(small_env)["status"] == "not applicable"

@@ -304,7 +304,7 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
     own, sibling = staging / "probe-session-own", staging / "probe-session-sibling"
     own.mkdir(parents=True)
     _plant(sibling / "capture.jsonl", '{"kind": "header", "session_id": "probe-sibling"}\n')
-    sessions_before = {"sibling": _tree(sibling), "root": sorted(os.listdir(staging))}
+    sibling_before = _tree(sibling)
     pyfile = _python_file(env_dir)
     cfg = {"sentinel": sentinel, "token": token, "modules": modules,
            "repository": [str(p) for p in repo], "ssh": [str(p) for p in ssh],
@@ -390,8 +390,8 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
                                   "the planted agentprov_backend left no trace" if not
                                   planted_ran.exists() else "the planted module ran")
     own_ok = (own / "probe-own.txt").is_file() and (own / "probe-own.txt").read_text() == token
-    root_now = sorted(set(os.listdir(staging)) - {"probe-staging.txt"})  # write_staging's
-    kept = {"sibling": _tree(sibling), "root": root_now} == sessions_before
+    kept = _tree(sibling) == sibling_before and not any(
+        (staging / n).exists() for n in ("planted.txt", "planted-dir"))  # what the cell tried
     out["write_other_session"] = (own_ok and kept, (
         "the sibling session and the staging root are unchanged" if kept else
         "the sibling session or the staging root changed")
