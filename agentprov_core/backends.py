@@ -297,7 +297,7 @@ def probe(env_dir: Path, hello: dict) -> dict[str, object]:
     """Run the probe of every enforced containment provider that has a probe key, in the
     built environment: ``not applicable`` off its platforms, ``not run`` where this build
     has no probe for it (sandbox-exec on macOS), else the probe's result (bwrap on Linux:
-    11 checks, docs/containment.md)."""
+    17 checks, docs/containment.md)."""
     import sys
 
     from agentprov_core import containment
