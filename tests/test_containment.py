@@ -227,7 +227,8 @@ def test_a_build_knows_when_the_recorded_probe_must_run_again():
     assert "checks, profile " in backends.probe_lines(m(isolated))[0]
     assert "…; staging isolation: Landlock); " in backends.probe_lines(m(isolated))[0]
     no_ll = passed_entry(status="failed", passed=False,
-                         hardening={"staging_isolation": "not available (not available)"},
+                         hardening={"staging_isolation": "not available (this kernel has no "
+                                                         "Landlock)"},
                          checks=[{"name": n, "passed": n != "write_other_session"}
                                  for n in probe.DENIALS + probe.ALLOWANCES])
     assert ("bwrap failed (16/17 checks, profile " in backends.probe_lines(m(no_ll))[0]
@@ -268,6 +269,10 @@ def test_the_probe_passes_here_with_17_checks(probed):
     assert probed["profile_sha256"] == profile.profile_sha256()
     assert probed["counts"] == {"checks": 17, "denials": 12, "allowances": 5}
     assert [c["name"] for c in probed["checks"]] == list(probe.DENIALS + probe.ALLOWANCES)
+    hard = probed["hardening"]
+    assert hard["seccomp_in_force"] is True and hard["disable_userns"] is True
+    assert hard["staging_isolation"].startswith("landlock ABI ")
+    assert "/proc/sys" in hard["proc_read_only_or_masked"]
 
 
 @linux_bwrap
@@ -395,6 +400,12 @@ def test_each_new_check_fails_on_a_profile_weakened_for_it(small_env, tmp_path, 
     assert r["passed"] is False and "checks" in r, r
     failed = {c["name"] for c in r["checks"] if not c["passed"]}
     assert failed == WEAKENINGS[weakening][1], r["checks"]
+    hard = r["hardening"]
+    assert hard["staging_isolation"] == ("not available (this kernel has no Landlock)"
+                                         if weakening == "landlock" else "landlock ABI "
+                                         f"{hard['staging_isolation'].split()[-1]}")
+    assert hard["seccomp_in_force"] is (weakening != "seccomp")
+    assert hard["disable_userns"] is (weakening != "disable_userns")
     for c in r["checks"]:
         if c["name"] in failed:
             assert c["inside"] == "allowed" or c["outside"], c

@@ -227,10 +227,10 @@ def write_other_session():
     os.waitpid(pid, 0)
     ll = res.get("landlock")
     out["_landlock"] = ({"abi": ll.get("abi")} if isinstance(ll, dict) else
-                        "not available" if ll is None else str(ll))
+                        "this kernel has no Landlock" if ll is None else str(ll))
     done = [k for k, v in res.items() if v == "done" and k != "own"]
     if done:
-        return f"wrote {', '.join(done)} (landlock: {res.get('landlock')})"
+        return f"wrote {', '.join(done)} (landlock: {res.get('landlock') or 'not applied'})"
     raise PermissionError(f"own session: {res.get('own')}; "
                           + "; ".join(f"{k}: {v}" for k, v in res.items()
                                       if k not in ("own", "landlock")))
