@@ -175,11 +175,6 @@ def describe() -> dict[str, object]:
             "sha256": filter_sha256()}
 
 
-def supported_here(machine: str | None = None) -> bool:
-    machine = machine or os.uname().machine
-    return machine in {a.name for a in ARCHES} | {"arm64"}
-
-
 def open_fd() -> int:
     """A fresh file descriptor holding the program at offset 0, for ``--seccomp FD``
     (close-on-exec: only a child that is passed it, ``pass_fds``, inherits it). One fd per

@@ -17,7 +17,7 @@ and 2) stay writable: Landlock checks the opening of a file, not its use.
 
 The kernel interface (``landlock_create_ruleset`` 444, ``landlock_add_rule`` 445,
 ``landlock_restrict_self`` 446, the same numbers on x86_64 and aarch64) is called with
-ctypes; the handled rights are those of the ABI version the kernel reports. Where the
+ctypes, on Linux only; the handled rights are those of the ABI version the kernel reports. Where the
 kernel has no Landlock, :func:`restrict` raises :class:`Unavailable` and the cell runs
 unrestricted (the containment probe records staging isolation as not available, and
 ``--containment bwrap`` is then refused).
@@ -29,6 +29,7 @@ import ctypes
 import errno
 import os
 import struct
+import sys
 from typing import Any
 
 SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
@@ -65,7 +66,10 @@ def _libc() -> ctypes.CDLL:
 
 
 def abi_version() -> int:
-    """The Landlock ABI version of this kernel; 0 when it has none."""
+    """The Landlock ABI version of this kernel; 0 when it has none (and off Linux, where
+    these system call numbers mean something else)."""
+    if not sys.platform.startswith("linux"):
+        return 0
     r = _libc().syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0),
                         ctypes.c_uint32(CREATE_RULESET_VERSION))
     return int(r) if r > 0 else 0
