@@ -125,3 +125,18 @@ def test_the_kernel_enforces_it_in_a_real_process():
         got = eval(f.read())  # noqa: S307 - our own child's list of ints
     os.waitpid(pid, 0)
     assert got == [0, 0, errno.EAFNOSUPPORT, errno.EAFNOSUPPORT, 0, 0, errno.ENOSYS]
+
+
+def test_a_realised_argv_names_its_filter_fd_and_only_bwraps_own_options_count(tmp_path):
+    from agentprov_core.sandbox import profile
+
+    argv = profile.realise(["python", "--seccomp", "7"], env_dir=tmp_path, staging=tmp_path,
+                           home=tmp_path, tmp=tmp_path, routes={}, bwrap="bwrap")
+    fds = profile.pass_fds(argv)
+    try:
+        assert len(fds) == 1 and argv[argv.index("--seccomp") + 1] == str(fds[0])
+        assert os.read(fds[0], 4096) == sc.filter_bytes()
+    finally:
+        profile.close_fds(argv)
+    with pytest.raises(OSError):
+        os.fstat(fds[0])

@@ -152,9 +152,11 @@ FD_OPTIONS = ("--seccomp",)
 
 def pass_fds(argv: list[str]) -> tuple[int, ...]:
     """The file descriptors a realised argv names (the seccomp filter's): pass them to
-    the child (``subprocess.Popen(pass_fds=...)``) and close them once it has started."""
-    return tuple(int(argv[i + 1]) for i, a in enumerate(argv[:-1])
-                 if a in FD_OPTIONS and argv[i + 1].isdigit())
+    the child (``subprocess.Popen(pass_fds=...)``) and close them once it has started.
+    Only bubblewrap's own options count (those before ``--``)."""
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    return tuple(int(own[i + 1]) for i, a in enumerate(own[:-1])
+                 if a in FD_OPTIONS and own[i + 1].isdigit())
 
 
 def close_fds(argv: list[str]) -> None:
