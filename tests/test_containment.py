@@ -150,8 +150,11 @@ def test_bwrap_accepted_only_with_a_passed_probe_of_this_exact_profile():
 
 def test_the_machine_changes_a_probe_can_see_are_said_in_words():
     bw = {"path": "/usr/bin/bwrap", "version": "bubblewrap 0.8.0", "sha256": "a" * 64}
-    was = {"bwrap": bw, "root": False, "userns": {"kernel.unprivileged_userns_clone": "1"}}
+    was = {"bwrap": bw, "root": False, "userns": {"kernel.unprivileged_userns_clone": "1"},
+           "landlock_abi": 7}
     assert probe.changes(was, was) == []
+    assert probe.changes(was, was | {"landlock_abi": 0}) == [
+        "the kernel's Landlock ABI was 7, is 0"]
     assert probe.changes(was, was | {"bwrap": None}) == [
         "bubblewrap is no longer installed (the probe ran /usr/bin/bwrap)"]
     assert probe.changes(was | {"bwrap": None}, was) == [
@@ -172,6 +175,7 @@ def test_the_probe_records_the_machine_it_ran_against(small_env):
     assert probe.stale(r) == []
     here = probe.machine()
     assert here["root"] is (os.geteuid() == 0)
+    assert isinstance(here["landlock_abi"], int) and here["landlock_abi"] >= 0
     if shutil.which("bwrap"):
         assert here["bwrap"]["path"] == shutil.which("bwrap")
         assert here["bwrap"]["sha256"] == file_sha256(os.path.realpath(shutil.which("bwrap")))

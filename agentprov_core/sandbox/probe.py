@@ -157,11 +157,25 @@ USERNS_SETTINGS = (("kernel.unprivileged_userns_clone", "/proc/sys/kernel/unpriv
                     "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"))
 
 
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (``landlock_create_ruleset`` with the version
+    flag), 0 without Landlock; what the worker's cells are confined with."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    r = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return int(r) if r > 0 else 0
+
+
 def machine() -> dict[str, Any]:
     """What the probe's result depends on besides the profile, as the probe records it:
     the bubblewrap it finds on ``PATH`` (path, version, sha256 of the file) or ``None``,
-    whether it runs as root (root needs no unprivileged user namespaces), and the kernel's
-    user-namespace settings (``user.max_user_namespaces`` as ``0`` or ``> 0``)."""
+    whether it runs as root (root needs no unprivileged user namespaces), the kernel's
+    user-namespace settings (``user.max_user_namespaces`` as ``0`` or ``> 0``) and its
+    Landlock ABI version (0: none)."""
     bwrap = shutil.which("bwrap")
     found = None
     if bwrap is not None:
@@ -178,7 +192,8 @@ def machine() -> dict[str, Any]:
             continue
         userns[key] = ("0" if value == "0" else "> 0") if key == "user.max_user_namespaces" \
             else value
-    return {"bwrap": found, "root": os.geteuid() == 0, "userns": userns}
+    return {"bwrap": found, "root": os.geteuid() == 0, "userns": userns,
+            "landlock_abi": landlock_abi()}
 
 
 def changes(was: dict[str, Any], now: dict[str, Any]) -> list[str]:
@@ -197,6 +212,9 @@ def changes(was: dict[str, Any], now: dict[str, Any]) -> list[str]:
     old, new = was.get("userns") or {}, now.get("userns") or {}
     out += [f"{key} was {old.get(key, 'absent')}, is {new.get(key, 'absent')}"
             for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+    if was.get("landlock_abi") != now.get("landlock_abi"):
+        out.append(f"the kernel's Landlock ABI was {was.get('landlock_abi', 'not recorded')}, "
+                   f"is {now.get('landlock_abi', 'not recorded')}")
     return out
 
 
