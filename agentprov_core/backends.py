@@ -297,7 +297,7 @@ def probe(env_dir: Path, hello: dict) -> dict[str, object]:
     """Run the probe of every enforced containment provider that has a probe key, in the
     built environment: ``not applicable`` off its platforms, ``not run`` where this build
     has no probe for it (sandbox-exec on macOS), else the probe's result (bwrap on Linux:
-    11 checks, docs/containment.md)."""
+    17 checks, docs/containment.md)."""
     import sys
 
     from agentprov_core import containment
@@ -354,8 +354,15 @@ def probe_lines(m: marker.Marker) -> list[str]:
         name = key.replace("_", "-")
         if "checks" in entry:
             ok = sum(1 for c in entry["checks"] if c.get("passed"))
+            failed = [c.get("name") for c in entry["checks"] if not c.get("passed")]
+            hard = entry.get("hardening") or {}
+            extra = "".join([
+                f"; failed: {', '.join(map(str, failed))}" if failed else "",
+                ("; staging isolation: Landlock" if str(hard["staging_isolation"])
+                 .startswith("landlock") else "; staging isolation: not available")
+                if hard.get("staging_isolation") else ""])
             parts.append(f"{name} {entry.get('status')} ({ok}/{len(entry['checks'])} checks, "
-                         f"profile {str(entry.get('profile_sha256'))[:12]}…)")
+                         f"profile {str(entry.get('profile_sha256'))[:12]}…{extra})")
         else:
             parts.append(f"{name} {entry.get('status')}")
     when = (f"recorded at build, stale: {'; '.join(stale)}; agentprov backends build "

@@ -1,8 +1,11 @@
 """T0's side of the worker protocol (``agentprov-worker/0.1``, docs/protocol.md).
 
-The worker is started as ``<env>/bin/python -m agentprov_backend.worker`` with a private
+The worker is started as ``<env>/bin/python -P -m agentprov_backend.worker`` with a private
 HOME, the staging directory as its working directory, and an environment scrubbed to an
-allowlist (no key of any kind reaches it here). With ``network=False`` it runs in a new
+allowlist (no key of any kind reaches it here). ``-P`` (and ``PYTHONSAFEPATH=1``, which the
+forkserver and every Python it starts inherit) keeps the working directory off the import
+path: a cell that plants ``staging/agentprov_backend/worker.py`` is not what the next worker
+on the corpus imports. With ``network=False`` it runs in a new
 network namespace (bubblewrap, else ``unshare``), so it cannot reach any host.
 
 Under an enforced containment (``containment=`` a :class:`~agentprov_core.containment.Recorded`
@@ -39,6 +42,12 @@ if TYPE_CHECKING:  # pragma: no cover
 ALLOWED_ENV = ("LANG", "LC_ALL", "TZ")
 
 
+def worker_argv(env_dir: Path) -> list[str]:
+    """How the worker is started: the environment's Python in safe-path mode (``-P``: the
+    working directory, the staging root, is not on the import path)."""
+    return [str(env_dir / "bin" / "python"), "-P", "-m", "agentprov_backend.worker"]
+
+
 @cache
 def network_block_prefix() -> tuple[str, ...]:
     """A command prefix that runs a program without network, or raise exit 3."""
@@ -73,7 +82,8 @@ def scrubbed_env(env_dir: Path, staging: Path, tmp: Path | None = None) -> dict[
     tmp.mkdir(parents=True, exist_ok=True)
     env = {k: os.environ[k] for k in ALLOWED_ENV if k in os.environ}
     env |= {"HOME": str(home), "TMPDIR": str(tmp), "PATH": f"{env_dir / 'bin'}:/usr/bin:/bin",
-            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "PYTHONUTF8": "1"}
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1",
+            "PYTHONUTF8": "1"}
     return env
 
 
@@ -92,7 +102,7 @@ class Worker:
         self._lock = threading.Lock()
         self._pending: dict[int, Future] = {}
         self._t_start = time.time()
-        argv = [str(env_dir / "bin" / "python"), "-m", "agentprov_backend.worker"]
+        argv = worker_argv(env_dir)
         import tempfile
 
         self._tmp = Path(tempfile.mkdtemp(prefix="agentprov-w-"))
@@ -101,16 +111,21 @@ class Worker:
         self._bridge: Bridge | None = None
         self.argv = self._argv(argv, env_dir, staging, network, containment, allowed)
         self.stderr_path = staging / "worker.stderr"
+        from agentprov_core.sandbox.profile import close_fds, pass_fds
+
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in close()
         try:
             self.proc = subprocess.Popen(self.argv, cwd=staging, env=env, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=self._stderr,
-                                         text=True, bufsize=1, start_new_session=True)
+                                         text=True, bufsize=1, start_new_session=True,
+                                         pass_fds=pass_fds(self.argv))
         except OSError as exc:
             self._stderr.close()
             self._release()
             raise AgentprovError("cli.environment.worker", env_id=env_id,
                                  detail=f"cannot start: {exc}") from None
+        finally:
+            close_fds(self.argv)  # the seccomp filter's: bwrap holds its own copy
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         timing.emit("worker.start", self._t_start, network=network,

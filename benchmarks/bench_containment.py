@@ -18,6 +18,20 @@ rounds, reverse on odd) after an untimed warm-up round:
 * ``wrap_argv`` (the realisation, with its ``.env`` search of staging) and the probe.
 
 Prints markdown and writes it to ``/tmp/bench_containment.md``.
+
+``--cell`` measures instead what the sandbox's hardening costs a real-endpoint cell: the
+real run path (``agentprov run agentdojo ... --containment bwrap``, AgentDojo's 16 benign
+banking cells, ``--jobs 1``) against the stand-in OpenAI-style server at 0 ms a call
+(``benchmarks/standin_server.py``, as ``bench_realpath.py`` runs it), in three arms run
+interleaved in one session: (A) the profile as built (seccomp filter, ``/proc`` masks,
+``--disable-userns``, every cell confined by Landlock); (B) without the seccomp filter, the
+masks and ``--disable-userns`` (cells still confined); (C) as B with Landlock unavailable to
+the cells (a 4-instruction filter whose only rule makes ``landlock_create_ruleset`` fail):
+the sandbox as it was before the hardening. B and C come from
+``benchmarks/unhardened_t0.py``, which patches only the realised argv. Every run is checked
+(16 complete, conclusive attempts of 3 calls; the server's counts).
+
+    python benchmarks/bench_containment.py --cell [--rounds 5] [--home DIR]
 """
 
 from __future__ import annotations
@@ -125,8 +139,12 @@ def main() -> int:
                 with Bridge((echo.port,)) as b:
                     wrapped = containment.wrap_argv(rec, argv, stp, stp / "home", b.sockets,
                                                     env_dir=env_dir, tmp=tmp)
-                    out = subprocess.run(wrapped, env=env, cwd=stp, capture_output=True,
-                                         text=True, check=True)
+                    try:
+                        out = subprocess.run(wrapped, env=env, cwd=stp, capture_output=True,
+                                             text=True, check=True,
+                                             pass_fds=profile.pass_fds(wrapped))
+                    finally:
+                        profile.close_fds(wrapped)
         return float(out.stdout.strip().splitlines()[-1])
 
     starts = ("blocked", "unwrapped", "bwrap")
@@ -148,8 +166,8 @@ def main() -> int:
         t = time.perf_counter()
         n = 50
         for _ in range(n):
-            containment.wrap_argv(rec, [python], stp, stp / "home", {}, env_dir=env_dir,
-                                  tmp=stp)
+            profile.close_fds(containment.wrap_argv(rec, [python], stp, stp / "home", {},
+                                                    env_dir=env_dir, tmp=stp))
         wrap_ms = (time.perf_counter() - t) / n * 1000
     t = time.perf_counter()
     pr = probe.run(env_dir, {"sources": ["agentdojo"]})
@@ -182,7 +200,8 @@ def main() -> int:
         f"| connect + echo round trip, through relay + socket + bridge | {med('relayed'):.0f} µs "
         f"| {iqr('relayed')} µs | +{med('relayed') - med('direct'):.0f} µs a connection |",
         f"| `wrap_argv` (realise the profile, search staging for .env) | {wrap_ms:.2f} ms | | |",
-        f"| the build's probe (11 checks, imports the backend inside) | {probe_s:.2f} s | | "
+        f"| the build's probe ({len(pr.get('checks', []))} checks, imports the backend inside) "
+        f"| {probe_s:.2f} s | | "
         f"status {pr.get('status')} |",
         "",
         "A run starts one worker and forks every cell inside it, so the start-up difference is "
@@ -195,5 +214,122 @@ def main() -> int:
     return 0
 
 
+SYSCALL_CODE = ("import os, time\nt = time.perf_counter()\nfor _ in range(300000): os.getppid()\n"
+                "print((time.perf_counter() - t) / 300000 * 1e9)")
+
+
+def syscall_cost(rounds: int = 8) -> dict[bool, float]:
+    """ns a system call (``os.getppid()`` in a loop, Python's own overhead included) inside
+    bwrap with and without the profile's seccomp filter, interleaved."""
+    from agentprov_core.sandbox import seccomp
+
+    res: dict[bool, list[float]] = {True: [], False: []}
+    for r in range(rounds):
+        for use in ((True, False) if r % 2 == 0 else (False, True)):
+            fd = seccomp.open_fd()
+            try:
+                extra = ["--seccomp", str(fd)] if use else []
+                p = subprocess.run(["bwrap", "--unshare-user", "--unshare-net", "--ro-bind", "/",
+                                    "/", "--proc", "/proc", "--dev", "/dev", *extra,
+                                    sys.executable, "-c", SYSCALL_CODE], pass_fds=(fd,),
+                                   capture_output=True, text=True, check=True)
+            finally:
+                os.close(fd)
+            res[use].append(float(p.stdout))
+    return {k: statistics.median(v) for k, v in res.items()}
+
+
+# ------------------------------------------------------------------ a cell, with and without
+CELL_ARMS = {"A: as built": None, "B: no filter, masks, --disable-userns": "no-filter",
+             "C: B, and cells not confined (as before)": "bare"}
+
+
+def cell_main(rounds: int, home: Path | None) -> int:
+    import uuid
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_realpath as rp
+    from bench_backend import Skip, agentprov_argv, t0_env
+    from bench_campaign import build, run_cli
+
+    tmp = Path(tempfile.mkdtemp(prefix="agentprov-bench-cell-"))
+    work = tmp / "work"
+    work.mkdir()
+    weights = work / "model-00001-of-00001.gguf"
+    weights.write_bytes(os.urandom(1 << 20))
+    try:
+        if home is None:
+            home = tmp / "home"
+            built = build(home, str(work))
+            env_dir = Path(built["env_dir"])
+        else:
+            env_dir = sorted(p for p in (home / "envs").iterdir()
+                             if p.is_dir() and p.name.startswith("agentdojo-"))[-1]
+        why = rp.bwrap_passed(env_dir)
+        if why:
+            raise Skip(why)
+        tenv = t0_env(home)
+
+        def arm(mode: str | None) -> float:
+            corpus = work / "corpora" / f"c-{uuid.uuid4().hex[:8]}"
+            args = ["run", "agentdojo", "--containment", "bwrap", "--i-consent-to-local-run",
+                    "--corpus", str(corpus), "--campaign", "bench", "--suite", "banking",
+                    "--benign", "only", "--jobs", "1"]
+            with rp.StandIn(0.0, weights, work) as s:
+                full = [*args[:2], *rp.endpoint_args(s.port), *args[2:]]
+                argv = agentprov_argv(*full) if mode is None else \
+                    [sys.executable, str(ROOT / "benchmarks" / "unhardened_t0.py"), mode, *full]
+                wall = run_cli(argv, dict(tenv), str(work), work / f"{corpus.name}.log")
+                counts = s.close()
+            rp.check_counts(counts, f"agentprov run ({mode or 'as built'})", probe=1, listing=None)
+            rp.corpus_entries(corpus)
+            shutil.rmtree(rp._partial(corpus))
+            return wall
+
+        loads: list[tuple[str, str]] = []
+        samples = rp.interleave(rounds, {k: (lambda m=m: arm(m)) for k, m in CELL_ARMS.items()},
+                             loads)
+    except Skip as exc:
+        print(f"skipped: {exc}")
+        return 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    a, b, c = (samples[k] for k in CELL_ARMS)
+    per_call = syscall_cost()
+
+    def paired(x: list[float], y: list[float]) -> float:
+        return statistics.median(p / q for p, q in zip(x, y, strict=True))
+
+    lines = ["# bench_containment --cell: what the hardening costs a real-endpoint cell", "",
+             f"AgentDojo's {rp.CELLS} benign banking cells through `agentprov run --containment "
+             f"bwrap --jobs 1`, stand-in server at 0 ms a call; {rounds} interleaved rounds "
+             f"after a warm-up; load average before/after each round: "
+             + ", ".join(f"{x}→{y}" for x, y in loads) + ".", "",
+             "| arm | median run | IQR | median a cell | vs C (paired) |",
+             "|---|---|---|---|---|"]
+    for k, v in samples.items():
+        q = statistics.quantiles(v, n=4)
+        lines.append(f"| {k} | {statistics.median(v):.2f} s | {q[0]:.2f}–{q[2]:.2f} s | "
+                     f"{statistics.median(v) / rp.CELLS * 1000:.0f} ms | {paired(v, c):.3f}x |")
+    lines += ["", f"A vs B (the seccomp filter, masks, --disable-userns): {paired(a, b):.3f}x; "
+              f"B vs C (the cells' Landlock ruleset, less a 4-instruction filter): "
+              f"{paired(b, c):.3f}x. One system call inside bwrap (`os.getppid()`, 300,000 "
+              f"calls, 8 interleaved rounds): {per_call[True]:.0f} ns with the filter, "
+              f"{per_call[False]:.0f} ns without. A run's time "
+              "includes its fixed costs (T0's start, the environment checks, the worker's "
+              "start, the preflight probe), paid once a run.", ""]
+    text = "\n".join(lines)
+    print(text)
+    Path("/tmp/bench_containment_cell.md").write_text(text, encoding="utf-8")
+    return 0
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cell", action="store_true")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--home", type=Path)
+    ns = ap.parse_args()
+    raise SystemExit(cell_main(ns.rounds, ns.home) if ns.cell else main())

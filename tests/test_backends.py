@@ -358,7 +358,8 @@ def test_worker_protocol_and_its_scrubbed_environment(agentdojo_env, tmp_path):
     env = json.loads(env_probe.stdout)
     assert "OPENROUTER_API_KEY" not in env and env["HOME"] == str(tmp_path / "home")
     assert set(env) <= {"HOME", "TMPDIR", "PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE",
-                        "PYTHONUTF8", "LANG", "LC_ALL", "TZ"}
+                        "PYTHONSAFEPATH", "PYTHONUTF8", "LANG", "LC_ALL", "TZ"}
+    assert env["PYTHONSAFEPATH"] == "1"  # nothing in the staging root is importable
 
 
 @pytest.mark.slow

@@ -97,13 +97,24 @@ def test_the_core_registers_its_providers_through_the_hook():
                                                               profile.profile_sha256())
 
 
-def test_the_profile_digest_is_deterministic_and_covers_the_launcher():
+def test_the_profile_digest_is_deterministic_and_covers_the_launcher_and_the_seccomp_bytes(
+        monkeypatch):
     a = profile.profile_sha256()
     assert a == profile.profile_sha256() and len(a) == 64
     from agentprov_core.digests import digest, sha256_hex
+    from agentprov_core.sandbox import seccomp
 
-    assert a == digest(profile.PROFILE | {"launcher_sha256": sha256_hex(
-        profile.launcher_source().encode())})
+    assert a == digest(profile.PROFILE | {
+        "launcher_sha256": sha256_hex(profile.launcher_source().encode()),
+        "seccomp_sha256": sha256_hex(seccomp.filter_bytes())})
+    # another program (one instruction more) is another profile
+    monkeypatch.setattr(seccomp, "filter_bytes", lambda: seccomp.encode(
+        seccomp.program() + (seccomp.program()[-1],), "little"))
+    profile.profile_sha256.cache_clear()
+    try:
+        assert profile.profile_sha256() != a
+    finally:
+        profile.profile_sha256.cache_clear()
 
 
 # ------------------------------------------------------------------- resolve with the marker
@@ -139,8 +150,11 @@ def test_bwrap_accepted_only_with_a_passed_probe_of_this_exact_profile():
 
 def test_the_machine_changes_a_probe_can_see_are_said_in_words():
     bw = {"path": "/usr/bin/bwrap", "version": "bubblewrap 0.8.0", "sha256": "a" * 64}
-    was = {"bwrap": bw, "root": False, "userns": {"kernel.unprivileged_userns_clone": "1"}}
+    was = {"bwrap": bw, "root": False, "userns": {"kernel.unprivileged_userns_clone": "1"},
+           "landlock_abi": 7}
     assert probe.changes(was, was) == []
+    assert probe.changes(was, was | {"landlock_abi": 0}) == [
+        "the kernel's Landlock ABI was 7, is 0"]
     assert probe.changes(was, was | {"bwrap": None}) == [
         "bubblewrap is no longer installed (the probe ran /usr/bin/bwrap)"]
     assert probe.changes(was | {"bwrap": None}, was) == [
@@ -161,6 +175,7 @@ def test_the_probe_records_the_machine_it_ran_against(small_env):
     assert probe.stale(r) == []
     here = probe.machine()
     assert here["root"] is (os.geteuid() == 0)
+    assert isinstance(here["landlock_abi"], int) and here["landlock_abi"] >= 0
     if shutil.which("bwrap"):
         assert here["bwrap"]["path"] == shutil.which("bwrap")
         assert here["bwrap"]["sha256"] == file_sha256(os.path.realpath(shutil.which("bwrap")))
@@ -211,7 +226,18 @@ def test_a_build_knows_when_the_recorded_probe_must_run_again():
     here = probe.machine()
     assert backends.probe_rerun(m(passed_entry())) == []
     assert backends.probe_lines(m(passed_entry()))[0].startswith(
-        "  containment probe (recorded at build, not re-run): bwrap passed (11/11 checks")
+        "  containment probe (recorded at build, not re-run): bwrap passed (17/17 checks")
+    isolated = passed_entry(hardening={"staging_isolation": "landlock ABI 7"})
+    assert "checks, profile " in backends.probe_lines(m(isolated))[0]
+    assert "…; staging isolation: Landlock); " in backends.probe_lines(m(isolated))[0]
+    no_ll = passed_entry(status="failed", passed=False,
+                         hardening={"staging_isolation": "not available (this kernel has no "
+                                                         "Landlock)"},
+                         checks=[{"name": n, "passed": n != "write_other_session"}
+                                 for n in probe.DENIALS + probe.ALLOWANCES])
+    assert ("bwrap failed (16/17 checks, profile " in backends.probe_lines(m(no_ll))[0]
+            and "…; failed: write_other_session; staging isolation: not available); "
+            in backends.probe_lines(m(no_ll))[0])
     assert backends.probe_rerun(m(None)) == ["no probe is recorded"]
     failed = passed_entry(status="failed", passed=False, detail="the sandbox did not start")
     assert backends.probe_rerun(m(failed)) == ["its last run failed"]
@@ -220,7 +246,7 @@ def test_a_build_knows_when_the_recorded_probe_must_run_again():
     line = backends.probe_lines(m(moved))[0]
     assert line.startswith("  containment probe (recorded at build, stale: ")
     assert line.endswith("; agentprov backends build agentdojo re-runs it): bwrap passed "
-                         f"(11/11 checks, profile {profile.profile_sha256()[:12]}…); "
+                         f"(17/17 checks, profile {profile.profile_sha256()[:12]}…); "
                          "sandbox-exec not applicable")
 
 
@@ -242,11 +268,15 @@ def test_bwrap_is_refused_off_linux():
 # ------------------------------------------------------------------------------- the probe
 @linux_bwrap
 @pytest.mark.req("R-19.9", "R-19.7", "R-19.8")
-def test_the_probe_passes_here_with_11_checks(probed):
+def test_the_probe_passes_here_with_17_checks(probed):
     assert probed["status"] == "passed" and probed["passed"] is True, probed
     assert probed["profile_sha256"] == profile.profile_sha256()
-    assert probed["counts"] == {"checks": 11, "denials": 6, "allowances": 5}
+    assert probed["counts"] == {"checks": 17, "denials": 12, "allowances": 5}
     assert [c["name"] for c in probed["checks"]] == list(probe.DENIALS + probe.ALLOWANCES)
+    hard = probed["hardening"]
+    assert hard["seccomp_in_force"] is True and hard["disable_userns"] is True
+    assert hard["staging_isolation"].startswith("landlock ABI ")
+    assert "/proc/sys" in hard["proc_read_only_or_masked"]
 
 
 @linux_bwrap
@@ -288,6 +318,101 @@ def test_the_probe_catches_a_weakened_profile(small_env, monkeypatch):
     failed = {c["name"] for c in r["checks"] if not c["passed"]}
     assert failed == {"read_repository", "read_ssh_key", "read_aws_and_credential_dirs",
                       "read_dotenv", "write_outside_staging"}
+
+
+def _drop(argv: list[str], *tokens_with_args: tuple[str, int]) -> list[str]:
+    """``argv`` without each option of ``tokens_with_args`` (name, how many arguments)."""
+    out, i = [], 0
+    while i < len(argv):
+        hit = next((n for t, n in tokens_with_args if argv[i] == t), None)
+        if hit is None:
+            out.append(argv[i])
+            i += 1
+        else:
+            i += 1 + hit
+    return out
+
+
+def _no_proc_masks(argv: list[str]) -> list[str]:
+    at, end = argv.index("/proc") + 1, argv.index("--dev")  # after --proc /proc
+    return argv[:at] + argv[end:]
+
+
+def _weak_env(small_env: Path, tmp_path: Path) -> Path:
+    """The small environment with a worker library whose cells are not confined."""
+    weak = tmp_path / "weak-env"
+    shutil.copytree(small_env, weak, symlinks=True)
+    site = next(weak.glob("lib/python3*/site-packages"))
+    ll = site / "agentprov_backend" / "landlock.py"
+    ll.write_text(ll.read_text() + "\n\ndef confine_cell(session_dir):\n    return None\n")
+    for f in weak.glob("bin/*"):  # the venv's scripts name their own directory
+        if f.is_file() and not f.is_symlink():
+            f.write_text(f.read_text().replace(str(small_env), str(weak)))
+    cfg = weak / "pyvenv.cfg"
+    cfg.write_text(cfg.read_text().replace(str(small_env), str(weak)))
+    return weak
+
+
+WEAKENINGS = {
+    # name: (what is dropped, the checks it must fail)
+    "proc_masks": ("the /proc masks", {"write_kernel_settings"}),
+    "seccomp": ("the seccomp filter", {"open_foreign_sockets", "use_io_uring_or_foreign_abi"}),
+    "disable_userns": ("--disable-userns", {"create_user_namespace"}),
+    "safe_path": ("-P and PYTHONSAFEPATH", {"import_from_staging"}),
+    "landlock": ("the cells' Landlock ruleset", {"write_other_session"}),
+}
+
+
+@linux_bwrap
+@pytest.mark.req("R-4.11", "R-19.9")
+@pytest.mark.parametrize("weakening", sorted(WEAKENINGS))
+def test_each_new_check_fails_on_a_profile_weakened_for_it(small_env, tmp_path, monkeypatch,
+                                                           weakening):
+    """A negative control for each hardening: the probe against a profile (or worker start,
+    or cell confinement) without it fails exactly the checks that watch it."""
+    from agentprov_core import workerclient
+
+    if weakening == "proc_masks" and os.geteuid() != 0:
+        pytest.skip("unprivileged, the kernel refuses the write without the mask too")
+    if weakening == "disable_userns" and "--disable-userns" not in profile.realise(
+            ["x"], env_dir=small_env, staging=tmp_path, home=tmp_path, tmp=tmp_path,
+            routes={}, seccomp_fd=-1):
+        pytest.skip("this bubblewrap has no --disable-userns")
+    real, env_dir = profile.realise, small_env
+
+    def weak(argv, **kw):
+        out = real(argv, **kw)
+        if weakening == "proc_masks":
+            return _no_proc_masks(out)
+        if weakening == "seccomp":
+            profile.close_fds(out)
+            return _drop(out, ("--seccomp", 1))
+        if weakening == "disable_userns":
+            return _drop(out, ("--disable-userns", 0))
+        return out
+
+    if weakening == "safe_path":
+        plain_argv, plain_env = workerclient.worker_argv, workerclient.scrubbed_env
+        monkeypatch.setattr(workerclient, "worker_argv",
+                            lambda e: [a for a in plain_argv(e) if a != "-P"])
+        monkeypatch.setattr(workerclient, "scrubbed_env", lambda *a, **k: {
+            k2: v for k2, v in plain_env(*a, **k).items() if k2 != "PYTHONSAFEPATH"})
+    if weakening == "landlock":
+        env_dir = _weak_env(small_env, tmp_path)
+    monkeypatch.setattr(probe.profile, "realise", weak)
+    r = probe.run(env_dir, modules=["agentprov_backend.worker"])
+    assert r["passed"] is False and "checks" in r, r
+    failed = {c["name"] for c in r["checks"] if not c["passed"]}
+    assert failed == WEAKENINGS[weakening][1], r["checks"]
+    hard = r["hardening"]
+    assert hard["staging_isolation"] == ("not available (this kernel has no Landlock)"
+                                         if weakening == "landlock" else "landlock ABI "
+                                         f"{hard['staging_isolation'].split()[-1]}")
+    assert hard["seccomp_in_force"] is (weakening != "seccomp")
+    assert hard["disable_userns"] is (weakening != "disable_userns")
+    for c in r["checks"]:
+        if c["name"] in failed:
+            assert c["inside"] == "allowed" or c["outside"], c
 
 
 def test_the_probe_is_not_applicable_off_linux(small_env, monkeypatch):
@@ -358,8 +483,12 @@ def test_the_worker_runs_under_bwrap_and_reaches_only_its_allowed_port(small_env
         (tmp_path / "t").mkdir()
         from agentprov_core.workerclient import scrubbed_env
 
-        out = subprocess.run(argv, cwd=staging, capture_output=True, text=True, timeout=60,
-                             env=scrubbed_env(small_env, staging, tmp_path / "t"))
+        try:
+            out = subprocess.run(argv, cwd=staging, capture_output=True, text=True, timeout=60,
+                                 env=scrubbed_env(small_env, staging, tmp_path / "t"),
+                                 pass_fds=profile.pass_fds(argv))
+        finally:
+            profile.close_fds(argv)
     assert out.stdout.strip(), out.stderr
     seen = eval(out.stdout.strip().splitlines()[-1])  # noqa: S307 - our own printed dict
     assert seen["allowed"] == "echo:hi"
@@ -394,7 +523,11 @@ def test_routes_to_a_unix_socket_reach_the_egress_proxy_shape(small_env, tmp_pat
                                  tmp_path / "st", tmp_path / "st/home",
                                  dict(Allowed(unix_sockets=((3128, str(path)),)).unix_sockets),
                                  env_dir=small_env, tmp=tmp_path / "t")
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                             pass_fds=profile.pass_fds(argv))
+    finally:
+        profile.close_fds(argv)
     assert "200 Connection established" in out.stdout, out.stderr
     assert got == [b"CONNECT api.example:443 HTTP/1.1\r\n"]
 
@@ -411,8 +544,10 @@ def test_the_build_records_a_passed_probe_and_offline_check_reports_it(agentdojo
     assert m["probe"]["sandbox_exec"]["status"] == "not applicable"
     r = e2e_cli("backends", "build", "agentdojo", "--offline-check")
     assert r.code == 0, r.err
-    assert ("containment probe (recorded at build, not re-run): bwrap passed (11/11 checks"
+    assert ("containment probe (recorded at build, not re-run): bwrap passed (17/17 checks"
             in r.out)
+    assert "; staging isolation: Landlock)" in r.out
+    assert entry["hardening"]["seccomp_in_force"] is True
     again = json.loads((agentdojo_env.env_dir / "AGENTPROV_ENV.json").read_text())
     assert again["probe"]["bwrap"]["ran_at"] == entry["ran_at"]  # not re-run
     assert containment.resolve("bwrap", m).profile_sha256 == profile.profile_sha256()
@@ -504,7 +639,7 @@ def test_the_probe_follows_bubblewrap_removed_installed_and_replaced(agentdojo_e
     assert r.stdout.startswith(f"{built} (containment probe re-run: bubblewrap is now installed "
                                f"at {real}) at "), r.stdout
     entry = _bwrap_entry(home, env_id)
-    assert entry["passed"] is True and entry["counts"]["checks"] == 11
+    assert entry["passed"] is True and entry["counts"]["checks"] == 17
     assert entry["machine"] == probe.machine()
 
     # a different binary (a wrapper that runs the real one): re-run, and it still passes

@@ -1,19 +1,28 @@
-"""The build-time probe of the ``bwrap`` profile: 11 checks (6 denials, 5 allowances),
+"""The build-time probe of the ``bwrap`` profile: 17 checks (12 denials, 5 allowances),
 each tried inside the sandbox with the environment's own Python and checked from outside.
 
 Denials: read the repository (agentprov's own source), read a planted ``~/.ssh/id_rsa``,
 read ``~/.aws``, ``~/.config/gh`` and the keyring directory (planted in a temporary
 operator HOME), read a ``.env`` or ``.env.*``, write outside staging, connect anywhere
-but the allowed ports (another loopback port with a listener, external addresses over
-TCP and UDP). Allowances: import the backend, write staging, write the private home,
-connect to the allowed ports (a bridged loopback port, as an endpoint, and a Unix socket
-route, as the egress proxy), read the Python install.
+but the allowed ports (another loopback port with a listener; a way out judged from the
+namespace's interfaces and routes, so that nothing is ever sent off the machine), open a
+kernel setting for writing (``/proc/sys/kernel/core_pattern``; never written), create an
+AF_VSOCK, AF_PACKET, Bluetooth or AF_ALG socket, use io_uring or the x32 ABI, create a
+user namespace, have the worker import a module planted in its working directory, and
+(as a cell confined by the worker) write another session's directory or the staging
+root. Allowances: import the backend, write staging, write the private home, connect to
+the allowed ports (a bridged loopback port, as an endpoint, and a Unix socket route, as
+the egress proxy), read the Python install.
 
 From outside: each planted secret exists and T0 can read it (a denial is never vacuous)
 and never appears in anything the sandbox printed; every write target outside staging is
-byte-for-byte unchanged; the listener on the forbidden port saw no connection; the
-allowed listeners received the token; the staged and home files hold it; the Python file
-read inside hashes the same outside.
+byte-for-byte unchanged; the listener on the forbidden port saw no connection; the kernel
+settings read the same before and after; the sandbox ran under the profile's seccomp
+filter (reported by the kernel in ``/proc/self/status``) and, where bubblewrap has it,
+``--disable-userns``; the planted module left no trace; the sibling session and the
+staging root are unchanged and the confined cell's own file holds the token; the allowed
+listeners received the token; the staged and home files hold it; the Python file read
+inside hashes the same outside.
 """
 
 from __future__ import annotations
@@ -36,15 +45,20 @@ from pathlib import Path
 from typing import Any
 
 from agentprov_core.digests import file_sha256
-from agentprov_core.sandbox import profile
+from agentprov_core.sandbox import profile, seccomp
 from agentprov_core.sandbox.bridge import Bridge
 
 HERE = Path(__file__).resolve().parent
 DENIALS = ("read_repository", "read_ssh_key", "read_aws_and_credential_dirs", "read_dotenv",
-           "write_outside_staging", "connect_elsewhere")
+           "write_outside_staging", "connect_elsewhere", "write_kernel_settings",
+           "open_foreign_sockets", "use_io_uring_or_foreign_abi", "create_user_namespace",
+           "import_from_staging", "write_other_session")
 ALLOWANCES = ("import_backend", "write_staging", "write_private_home", "connect_allowed",
               "read_python_install")
-EXTERNAL = (("1.1.1.1", 443), ("8.8.8.8", 53))
+#: Opened for writing inside (and closed at once, never written); read outside, before and
+#: after, to see them unchanged.
+KERNEL_SETTINGS = ("/proc/sys/kernel/core_pattern", "/proc/sys/kernel/core_uses_pid",
+                   "/proc/sysrq-trigger")
 
 
 class _Listener:
@@ -123,6 +137,10 @@ def _state(p: Path) -> tuple | None:
         return None
 
 
+def _tree(d: Path) -> dict[str, tuple | None]:
+    return {str(p.relative_to(d)): _state(p) for p in sorted(d.rglob("*"))}
+
+
 def _bwrap_version(bwrap: str) -> str:
     try:
         return subprocess.run([bwrap, "--version"], capture_output=True, text=True,
@@ -139,11 +157,25 @@ USERNS_SETTINGS = (("kernel.unprivileged_userns_clone", "/proc/sys/kernel/unpriv
                     "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"))
 
 
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (``landlock_create_ruleset`` with the version
+    flag), 0 without Landlock; what the worker's cells are confined with."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    r = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return int(r) if r > 0 else 0
+
+
 def machine() -> dict[str, Any]:
     """What the probe's result depends on besides the profile, as the probe records it:
     the bubblewrap it finds on ``PATH`` (path, version, sha256 of the file) or ``None``,
-    whether it runs as root (root needs no unprivileged user namespaces), and the kernel's
-    user-namespace settings (``user.max_user_namespaces`` as ``0`` or ``> 0``)."""
+    whether it runs as root (root needs no unprivileged user namespaces), the kernel's
+    user-namespace settings (``user.max_user_namespaces`` as ``0`` or ``> 0``) and its
+    Landlock ABI version (0: none)."""
     bwrap = shutil.which("bwrap")
     found = None
     if bwrap is not None:
@@ -160,7 +192,8 @@ def machine() -> dict[str, Any]:
             continue
         userns[key] = ("0" if value == "0" else "> 0") if key == "user.max_user_namespaces" \
             else value
-    return {"bwrap": found, "root": os.geteuid() == 0, "userns": userns}
+    return {"bwrap": found, "root": os.geteuid() == 0, "userns": userns,
+            "landlock_abi": landlock_abi()}
 
 
 def changes(was: dict[str, Any], now: dict[str, Any]) -> list[str]:
@@ -179,6 +212,9 @@ def changes(was: dict[str, Any], now: dict[str, Any]) -> list[str]:
     old, new = was.get("userns") or {}, now.get("userns") or {}
     out += [f"{key} was {old.get(key, 'absent')}, is {new.get(key, 'absent')}"
             for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+    if was.get("landlock_abi") != now.get("landlock_abi"):
+        out.append(f"the kernel's Landlock ABI was {was.get('landlock_abi', 'not recorded')}, "
+                   f"is {now.get('landlock_abi', 'not recorded')}")
     return out
 
 
@@ -224,7 +260,7 @@ def run(env_dir: Path, hello: dict[str, Any] | None = None, *,
         bridge = Bridge((endpoint.port,))
         egress_port = _free_port()
         routes = {endpoint.port: bridge.sockets[endpoint.port], egress_port: str(work / "egress.sock")}
-        checks, elapsed = _probe(env_dir, modules, work, bwrap, routes, endpoint, forbidden,
+        checks, elapsed, hardening = _probe(env_dir, modules, work, bwrap, routes, endpoint, forbidden,
                                  egress, timeout)
     except _ProbeError as exc:
         return base | {"status": "failed", "passed": False, "detail": str(exc)}
@@ -238,7 +274,8 @@ def run(env_dir: Path, hello: dict[str, Any] | None = None, *,
     return base | {"status": "passed" if passed else "failed", "passed": passed,
                    "counts": {"checks": len(checks), "denials": len(DENIALS),
                               "allowances": len(ALLOWANCES)},
-                   "modules": modules, "elapsed_ms": elapsed, "checks": checks}
+                   "modules": modules, "elapsed_ms": elapsed, "hardening": hardening,
+                   "checks": checks}
 
 
 class _ProbeError(Exception):
@@ -247,8 +284,8 @@ class _ProbeError(Exception):
 
 def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: dict[int, str],
            endpoint: _Listener, forbidden: _Listener, egress: _Listener,
-           timeout: float) -> tuple[list[dict[str, Any]], int]:
-    from agentprov_core.workerclient import scrubbed_env
+           timeout: float) -> tuple[list[dict[str, Any]], int, dict[str, Any]]:
+    from agentprov_core.workerclient import scrubbed_env, worker_argv
 
     sentinel = "AGENTPROV-PROBE-SECRET-" + secrets.token_hex(12)
     token = "agentprov-probe-" + secrets.token_hex(8)
@@ -275,12 +312,26 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
     write_targets = [canary, work / "outside-staging.txt", env_dir / "agentprov" / ".probe-write",
                      pkg / ".probe-write", Path("/probe-write")]
     before = {str(p): _state(p) for p in write_targets}
+    kernel_before = {p: _state(Path(p)) for p in KERNEL_SETTINGS}
+    # the worker's working directory holds a planted package of its own name: imported,
+    # it would leave planted-ran behind
+    planted_ran = staging / "planted-ran"
+    _plant(staging / "agentprov_backend" / "__init__.py", "")
+    _plant(staging / "agentprov_backend" / "worker.py",
+           f"open({str(planted_ran)!r}, 'w').write('planted')\n")
+    own, sibling = staging / "probe-session-own", staging / "probe-session-sibling"
+    own.mkdir(parents=True)
+    _plant(sibling / "capture.jsonl", '{"kind": "header", "session_id": "probe-sibling"}\n')
+    sibling_before = _tree(sibling)
     pyfile = _python_file(env_dir)
     cfg = {"sentinel": sentinel, "token": token, "modules": modules,
            "repository": [str(p) for p in repo], "ssh": [str(p) for p in ssh],
            "credentials": [str(p) for p in creds], "dotenv": [str(p) for p in dotenv],
            "write_targets": [str(p) for p in write_targets],
-           "forbidden_ports": [forbidden.port], "external": [list(e) for e in EXTERNAL],
+           "forbidden_ports": [forbidden.port], "kernel_settings": list(KERNEL_SETTINGS),
+           "worker_argv": worker_argv(env_dir), "staging_root": str(staging),
+           "planted_ran": str(planted_ran), "own_session": str(own),
+           "sibling_session": str(sibling),
            "allowed_ports": sorted(routes), "python_file": str(pyfile),
            "staging_file": str(staging / "probe-staging.txt"),
            "home_file": str(home / ".cache" / "probe-home.txt")}
@@ -291,9 +342,12 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
     t0 = time.monotonic()
     try:
         proc = subprocess.run(argv, cwd=staging, env=env, capture_output=True, text=True,
-                              timeout=timeout, start_new_session=True)
+                              timeout=timeout, start_new_session=True,
+                              pass_fds=profile.pass_fds(argv))
     except subprocess.TimeoutExpired:
         raise _ProbeError(f"the sandboxed probe did not finish within {timeout:.0f}s") from None
+    finally:
+        profile.close_fds(argv)
     elapsed = int((time.monotonic() - t0) * 1000)
     time.sleep(0.05)  # let the listeners record the last connection
     lines = proc.stdout.strip().splitlines()
@@ -303,6 +357,14 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
         tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
         raise _ProbeError(f"the sandbox did not start (exit {proc.returncode}): {tail}") from None
     leaked = sentinel in proc.stdout or sentinel in proc.stderr
+    hardening = {"seccomp_sha256": seccomp.filter_sha256(),
+                 "seccomp_in_force": seen.get("_seccomp") == "2",
+                 "disable_userns": "--disable-userns" in argv,
+                 "proc_read_only_or_masked": [p for p in profile.PROC_READ_ONLY + profile.PROC_MASKED
+                                              if p in argv],
+                 "staging_isolation": (f"landlock ABI {seen['_landlock']['abi']}"
+                                       if isinstance(seen.get("_landlock"), dict)
+                                       else f"not available ({seen.get('_landlock')})")}
 
     def outside_read(paths: list[Path]) -> tuple[bool, str]:
         planted = [p for p in paths if str(p).startswith(str(work))]
@@ -327,7 +389,32 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
         p.name for p in write_targets) if not changed else "changed: " + ", ".join(changed))
     out["connect_elsewhere"] = (forbidden.connections == 0,
                                 f"the listener on 127.0.0.1:{forbidden.port} saw "
-                                f"{forbidden.connections} connection(s); external: no route")
+                                f"{forbidden.connections} connection(s); nothing was sent "
+                                "elsewhere (the namespace's routes were read, not tried)")
+    moved = [p for p, v in kernel_before.items() if _state(Path(p)) != v]
+    out["write_kernel_settings"] = (not moved, "unchanged: " + ", ".join(
+        Path(p).name for p, v in kernel_before.items() if v is not None) if not moved
+        else "changed: " + ", ".join(moved))
+    filtered = seen.get("_seccomp") == "2"
+    sc = (f"the sandbox ran under the profile's seccomp filter (sha256 "
+          f"{seccomp.filter_sha256()[:12]}…; the kernel reports Seccomp: {seen.get('_seccomp')})")
+    out["open_foreign_sockets"] = (filtered, sc)
+    out["use_io_uring_or_foreign_abi"] = (filtered, sc)
+    disabled = "--disable-userns" in argv
+    out["create_user_namespace"] = (disabled, "started with --disable-userns" if disabled else
+                                    f"bubblewrap {_bwrap_version(bwrap)} has no --disable-userns "
+                                    "(0.8.0 or later has it)")
+    out["import_from_staging"] = (not planted_ran.exists(),
+                                  "the planted agentprov_backend left no trace" if not
+                                  planted_ran.exists() else "the planted module ran")
+    own_ok = (own / "probe-own.txt").is_file() and (own / "probe-own.txt").read_text() == token
+    kept = _tree(sibling) == sibling_before and not any(
+        (staging / n).exists() for n in ("planted.txt", "planted-dir"))  # what the cell tried
+    out["write_other_session"] = (own_ok and kept, (
+        "the sibling session and the staging root are unchanged" if kept else
+        "the sibling session or the staging root changed")
+        + ("; the confined cell's own session holds the token" if own_ok else
+           "; the confined cell could not write its own session"))
     site = _site_packages(env_dir)
     tops = {m.split(".")[0] for m in modules}
     present = site is not None and all((site / t).exists() or (site / f"{t}.py").exists()
@@ -358,4 +445,4 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
                            else "not reported",
                            "inside_detail": str(s["detail"])[:300], "outside": outside,
                            "passed": bool(inside_ok and outside_ok)})
-    return checks, elapsed
+    return checks, elapsed, hardening

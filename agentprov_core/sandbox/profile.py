@@ -8,20 +8,28 @@ checks: a change to any rule is a new profile, and a run refuses it until the bu
 probed it. The realised argv depends on the machine (which system paths exist, where the
 Python install lives, the staging directory); the rules that produce it do not.
 
-No Landlock ruleset is applied: the network namespace leaves no route out (TCP, UDP and
-raw sockets alike, which Landlock's TCP-only port rules could not match), and the mount
-namespace shows only the bound paths. See docs/containment.md.
+Besides the namespaces: the kernel's write surfaces under ``/proc`` are read-only or
+masked (bubblewrap leaves ``/proc/sys`` writable to a sandbox started by root), a seccomp
+filter (:mod:`agentprov_core.sandbox.seccomp`, passed on a file descriptor) limits the
+socket families and denies io_uring and foreign ABIs, and where bubblewrap supports it
+(0.8.0 and later) the sandbox cannot create further user namespaces. No Landlock ruleset is
+applied to the worker as a whole: the network namespace leaves no route out, and the mount
+namespace shows only the bound paths; the worker applies one to each cell it forks (its
+own session directory, home and TMPDIR only). See docs/containment.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import subprocess
 import threading
 from functools import cache
 from pathlib import Path
 
 from agentprov_core.digests import digest, sha256_hex
+from agentprov_core.sandbox import seccomp
 
 FORMAT = "agentprov-bwrap-profile/0.1"
 HERE = Path(__file__).resolve().parent
@@ -39,6 +47,16 @@ ETC = ("/etc/alternatives", "/etc/ca-certificates", "/etc/ca-certificates.conf",
 NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
               "--unshare-cgroup-try", "--unshare-net")
 DOTENV = (".env", ".env.*")
+#: The kernel's write surfaces under /proc (Docker's lists): bound read-only onto
+#: themselves, each where it exists (root in the sandbox could otherwise write the host's
+#: kernel settings, core_pattern among them) ...
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs",
+                  "/proc/asound")
+#: ... and what reveals kernel memory, keys and timers: a file is covered by /dev/null on
+#: a no-device mount (opening it fails), a directory by an empty read-only tmpfs.
+PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/timer_stats",
+               "/proc/sched_debug", "/proc/latency_stats", "/proc/interrupts", "/proc/acpi",
+               "/proc/scsi")
 
 
 def launcher_source() -> str:
@@ -48,11 +66,14 @@ def launcher_source() -> str:
 #: The argv template. ``{...}`` tokens are expanded by :func:`realise`; every other token
 #: is passed as it stands.
 TEMPLATE = (
-    "bwrap", *NAMESPACES, "--die-with-parent", "--cap-drop", "ALL",
+    "bwrap", *NAMESPACES, "{disable_userns}", "--die-with-parent", "--cap-drop", "ALL",
+    "--seccomp", "{seccomp_fd}",     # the filter of agentprov_core.sandbox.seccomp
     "--tmpfs", "/",
     "{system}",                       # --ro-bind /usr; /bin, /lib, ... as on the host
     "{etc}",                          # --ro-bind-try for each path of ETC
-    "--proc", "/proc", "--dev", "/dev",
+    "--proc", "/proc",
+    "{proc_masks}",                   # PROC_READ_ONLY bound read-only, PROC_MASKED covered
+    "--dev", "/dev",
     "--ro-bind", "{python_prefix}", "{python_prefix}",
     "--ro-bind", "{env_dir}", "{env_dir}",
     "--bind", "{staging}", "{staging}",
@@ -81,14 +102,67 @@ PROFILE = {
                "host_loopback_ports": "bridged by T0 (agentprov_core.sandbox.bridge)"},
     "network": "own namespace (loopback only); no other interface",
     "writable": ["{staging}", "{home}", "{tmp}"],
+    "proc": {"read_only": list(PROC_READ_ONLY), "masked": list(PROC_MASKED),
+             "masked_by": {"file": "/dev/null", "directory": "empty read-only tmpfs"}},
+    "seccomp": seccomp.describe(),
+    "disable_userns": "--disable-userns where bubblewrap has it (0.8.0 and later)",
     "landlock": None,
+    "cell_landlock": {"applied_by": "agentprov_backend.landlock, in each forked cell",
+                      "writable": ["the cell's session directory", "{home}", "{tmp}",
+                                   "character devices /dev/null, /dev/zero, /dev/full, "
+                                   "/dev/tty, /dev/random, /dev/urandom"]},
 }
 
 
 @cache
 def profile_sha256() -> str:
-    """The digest of the profile: its rules plus the launcher that runs inside."""
-    return digest(PROFILE | {"launcher_sha256": sha256_hex(launcher_source().encode())})
+    """The digest of the profile: its rules, the seccomp program's bytes and the launcher
+    that runs inside."""
+    return digest(PROFILE | {"launcher_sha256": sha256_hex(launcher_source().encode()),
+                             "seccomp_sha256": sha256_hex(seccomp.filter_bytes())})
+
+
+@cache
+def disable_userns_supported(bwrap: str) -> bool:
+    """Whether this bubblewrap has ``--disable-userns`` (0.8.0 and later): its help says."""
+    try:
+        out = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--disable-userns" in out.stdout + out.stderr
+
+
+@cache
+def _proc_masks() -> tuple[str, ...]:
+    out: list[str] = []
+    for p in PROC_READ_ONLY:
+        if os.path.exists(p):
+            out += ["--ro-bind", p, p]
+    for p in PROC_MASKED:
+        if os.path.isdir(p):
+            out += ["--tmpfs", p, "--remount-ro", p]
+        elif os.path.exists(p):
+            out += ["--ro-bind", "/dev/null", p]
+    return tuple(out)
+
+
+#: bubblewrap's options that take a file descriptor the caller must pass (``pass_fds``).
+FD_OPTIONS = ("--seccomp",)
+
+
+def pass_fds(argv: list[str]) -> tuple[int, ...]:
+    """The file descriptors a realised argv names (the seccomp filter's): pass them to
+    the child (``subprocess.Popen(pass_fds=...)``) and close them once it has started.
+    Only bubblewrap's own options count (those before ``--``)."""
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    return tuple(int(own[i + 1]) for i, a in enumerate(own[:-1])
+                 if a in FD_OPTIONS and own[i + 1].isdigit())
+
+
+def close_fds(argv: list[str]) -> None:
+    for fd in pass_fds(argv):
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def python_prefix(env_dir: Path) -> Path:
@@ -169,14 +243,23 @@ def dotenv_files(env_dir: Path, prefix: Path, writable: list[Path]) -> list[str]
 
 
 def realise(argv: list[str], *, env_dir: Path, staging: Path, home: Path, tmp: Path,
-            routes: dict[int, str], bwrap: str | None = None) -> list[str]:
+            routes: dict[int, str], bwrap: str | None = None,
+            seccomp_fd: int | None = None) -> list[str]:
     """The bwrap argv that runs ``argv`` under the profile. ``routes`` maps a port the
-    worker may connect to on 127.0.0.1 to the host Unix socket it is relayed to."""
+    worker may connect to on 127.0.0.1 to the host Unix socket it is relayed to.
+    ``seccomp_fd`` holds the seccomp program (by default a new one is opened): the argv
+    names it, and the caller passes it to bwrap (:func:`pass_fds`) and closes it after the
+    start (:func:`close_fds`); it serves one start."""
     bwrap = bwrap or shutil.which("bwrap") or "bwrap"
     env_dir, staging, home, tmp = (Path(os.path.abspath(p)) for p in (env_dir, staging, home, tmp))
     prefix = python_prefix(env_dir)
     inside_python = str(env_dir / "bin" / "python")
+    if seccomp_fd is None:
+        seccomp_fd = seccomp.open_fd()
     expand: dict[str, list[str]] = {
+        "{disable_userns}": ["--disable-userns"] if disable_userns_supported(bwrap) else [],
+        "{seccomp_fd}": [str(seccomp_fd)],
+        "{proc_masks}": list(_proc_masks()),
         "{system}": _system(),
         "{etc}": [a for p in ETC for a in ("--ro-bind-try", p, p)],
         "{python_prefix}": [str(prefix)],

@@ -105,15 +105,16 @@ def _forkserver():
             import multiprocessing
 
             ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["agentprov_backend.preload"])
+            ctx.set_forkserver_preload(["agentprov_backend.preload", "agentprov_backend.landlock"])
             _ctx = ctx
         return _ctx
 
 
 def run_cell(req: dict[str, Any]) -> dict[str, Any]:
-    """Run one cell in a forked child; end its session ``aborted`` when the child dies or
+    """Run one cell in a forked child, confined to its own session directory (Landlock,
+    :mod:`agentprov_backend.landlock`); end its session ``aborted`` when the child dies or
     outlives ``timeout_s``."""
-    from agentprov_backend import cells
+    from agentprov_backend import landlock
     from agentprov_backend.capture import CaptureError, CaptureWriter
 
     missing = [k for k in ("session_id", "staging", "cell", "agent", "benchmark_version")
@@ -122,7 +123,7 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
         raise RequestError("worker.bad_request", "run-cell needs " + ", ".join(missing))
     staging = Path(req["staging"])
     staging.mkdir(parents=True, exist_ok=True)
-    proc = _forkserver().Process(target=cells.child_main, args=(req,), daemon=True)
+    proc = _forkserver().Process(target=landlock.cell_main, args=(req,), daemon=True)
     t = time.time()
     proc.start()
     timing.emit("worker.fork", t, session=req["session_id"])
