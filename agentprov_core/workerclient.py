@@ -40,6 +40,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from agentprov_core.sandbox.bridge import Bridge
 
 ALLOWED_ENV = ("LANG", "LC_ALL", "TZ")
+#: the longest reply line T0 reads from the worker, in characters (the largest legitimate
+#: one, a full plan's per-cell check, is a few MB); a longer line ends the worker
+MAX_REPLY = 64 << 20
+#: how much of the end of ``worker.stderr`` a failure quotes from
+STDERR_TAIL = 64 << 10
 
 
 def worker_argv(env_dir: Path) -> list[str]:
@@ -158,7 +163,13 @@ class Worker:
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     def _read(self) -> None:
-        for line in self.proc.stdout:
+        broken = None
+        while line := self.proc.stdout.readline(MAX_REPLY + 1):
+            if len(line) > MAX_REPLY:  # the worker is untrusted: its lines are bounded
+                broken = f"it sent a reply line over {MAX_REPLY} characters"
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                break
             try:
                 reply = json.loads(line)
             except (ValueError, RecursionError):  # the worker is untrusted: a line that is
@@ -176,14 +187,34 @@ class Worker:
         with self._lock:
             pending, self._pending = self._pending, {}
         for fut in pending.values():
-            fut.set_exception(self._fail(f"it exited (code {code}) with a request in flight"))
+            fut.set_exception(self._fail(broken or
+                                         f"it exited (code {code}) with a request in flight"))
 
     def _fail(self, detail: str) -> AgentprovError:
         self._stderr.flush()
-        tail = self.stderr_path.read_text(errors="replace").strip().splitlines()[-3:]
+        tail = self._stderr_tail().strip().splitlines()[-3:]
         if tail:
             detail += " (stderr: " + " | ".join(tail) + ")"
         return AgentprovError("cli.environment.worker", env_id=self.env_id, detail=detail)
+
+    def _stderr_tail(self) -> str:
+        """The end of ``worker.stderr``: the file T0 opened for it, never what the worker
+        may have put at its name since (a link, a FIFO), and never more than its last
+        :data:`STDERR_TAIL` bytes."""
+        try:
+            fd = os.open(self.stderr_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return ""
+        with os.fdopen(fd, "rb") as f:
+            try:
+                ours = os.fstat(self._stderr.fileno())
+            except ValueError:  # closed: the worker has ended
+                return ""
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != (ours.st_dev, ours.st_ino):
+                return ""
+            f.seek(max(0, st.st_size - STDERR_TAIL))
+            return f.read(STDERR_TAIL).decode(errors="replace")
 
     def submit(self, kind: str, **fields: Any) -> Future:
         fut: Future = Future()
