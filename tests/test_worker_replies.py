@@ -31,15 +31,20 @@ def hostile_env(tmp_path: Path, body: str) -> Path:
     return env
 
 
+def started(tmp_path: Path, name: str, body: str) -> workerclient.Worker:
+    """A :class:`Worker` started on the hostile environment running ``body``."""
+    staging = tmp_path / name
+    staging.mkdir()
+    return workerclient.Worker("e-1", hostile_env(tmp_path / f"{name}-env", body), staging,
+                               network=True, timeout=60)
+
+
 def test_a_reply_line_over_the_bound_ends_the_worker(tmp_path, monkeypatch):
     """A worker that answers with a line longer than MAX_REPLY (no newline in sight) is
     ended, and the request in flight fails naming why, instead of T0 reading on."""
     monkeypatch.setattr(workerclient, "MAX_REPLY", 1 << 16)
-    env = hostile_env(tmp_path, "sys.stdin.readline()\n"
-                                "while True:\n    sys.stdout.write('x' * 4096); sys.stdout.flush()")
-    staging = tmp_path / "staging"
-    staging.mkdir()
-    w = workerclient.Worker("e-1", env, staging, network=True, timeout=60)
+    w = started(tmp_path, "staging", "sys.stdin.readline()\nwhile True:\n"
+                                     "    sys.stdout.write('x' * 4096); sys.stdout.flush()")
     try:
         with pytest.raises(AgentprovError) as err:
             w.request("hello")
@@ -55,11 +60,8 @@ def test_a_failure_quotes_the_end_of_the_workers_stderr_only(tmp_path, monkeypat
     lines (read from the end, at most STDERR_TAIL bytes); a worker that replaces
     ``worker.stderr`` by a link to a host file gets nothing of that file quoted."""
     monkeypatch.setattr(workerclient, "STDERR_TAIL", 4096)
-    env = hostile_env(tmp_path, "sys.stderr.write('noise\\n' * 500000)\n"
-                                "sys.stderr.write('the last line\\n'); sys.exit(3)")
-    staging = tmp_path / "staging"
-    staging.mkdir()
-    w = workerclient.Worker("e-1", env, staging, network=True, timeout=60)
+    w = started(tmp_path, "staging", "sys.stderr.write('noise\\n' * 500000)\n"
+                                     "sys.stderr.write('the last line\\n'); sys.exit(3)")
     try:
         with pytest.raises(AgentprovError, match=r"the last line\)") as err:
             w.request("hello")
@@ -69,15 +71,12 @@ def test_a_failure_quotes_the_end_of_the_workers_stderr_only(tmp_path, monkeypat
 
     secret = tmp_path / "host.txt"
     secret.write_text("HOSTFILE-SENTINEL-c1d2\n", encoding="utf-8")
-    env = hostile_env(tmp_path / "b", "os.unlink('worker.stderr'); "
-                                      f"os.symlink({str(secret)!r}, 'worker.stderr'); sys.exit(3)")
-    staging = tmp_path / "staging-b"
-    staging.mkdir()
-    w = workerclient.Worker("e-1", env, staging, network=True, timeout=60)
+    w = started(tmp_path, "staging-b", "os.unlink('worker.stderr'); "
+                f"os.symlink({str(secret)!r}, 'worker.stderr'); sys.exit(3)")
     try:
         with pytest.raises(AgentprovError) as err:
             w.request("hello")
         assert "HOSTFILE-SENTINEL" not in str(err.value)
-        assert os.path.islink(staging / "worker.stderr")  # the link was there to follow
+        assert os.path.islink(tmp_path / "staging-b" / "worker.stderr")  # the link was there to follow
     finally:
         w.kill()
