@@ -103,17 +103,52 @@ print(json.dumps(seen))
 '''
 
 
+AS_NOBODY = ("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups")
+
+
+def _base_pythons() -> list[Path]:
+    """Python installs (3.11 or later: ``-P``) the attack environment can be built on: this
+    interpreter's own, then the system's (a Python under a private home, such as pyenv's
+    in /root, is one that nobody cannot read)."""
+    found = [Path(sys.base_prefix) / "bin" / "python3"]
+    for c in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.access(c, os.X_OK) and Path(c) not in found:
+            found.append(Path(c))
+    return found
+
+
+def _readable_by_nobody(python: Path) -> bool:
+    """``python`` runs as nobody, from its real install (its prefix readable, as bwrap must
+    bind it), and is 3.11 or later."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return False
+    code = "import sys; print(sys.version_info >= (3, 11), sys.base_prefix)"
+    mine = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    theirs = subprocess.run([*AS_NOBODY, str(python), "-c", code + "; import os; "
+                             "os.listdir(sys.base_prefix)"], capture_output=True, text=True,
+                            timeout=60)
+    # the same install both ways (an exec that cannot reach it may run another Python)
+    return (mine.returncode == theirs.returncode == 0 and mine.stdout == theirs.stdout
+            and mine.stdout.startswith("True "))
+
+
+def _attack_python() -> Path:
+    """The base Python of the attack environment: the first of :func:`_base_pythons` that
+    nobody can read too, so that one environment serves both users."""
+    pythons = _base_pythons()
+    return next((py for py in pythons if _readable_by_nobody(py)), pythons[0])
+
+
 def _can_drop_to_nobody() -> str | None:
     if os.geteuid() != 0:
         return "dropping to another user needs root"
     if shutil.which("setpriv") is None:
         return "setpriv is not installed"
-    p = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                        sys.executable, "-c", "pass"], capture_output=True, timeout=60)
-    if p.returncode != 0:
-        return f"nobody cannot run this Python: {p.stderr.decode()[-200:]}"
-    p = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                        "bwrap", *profile.NAMESPACES, "--ro-bind", "/", "/", "true"],
+    if not _readable_by_nobody(_attack_python()):
+        return ("no Python 3.11 or later that nobody can read: tried "
+                + ", ".join(map(str, _base_pythons())))
+    p = subprocess.run([*AS_NOBODY, "bwrap", *profile.NAMESPACES, "--ro-bind", "/", "/", "true"],
                        capture_output=True, timeout=60)
     if p.returncode != 0:
         return f"bubblewrap cannot run unprivileged here: {p.stderr.decode()[-200:]}"
@@ -128,12 +163,12 @@ USERS = [pytest.param("root", marks=pytest.mark.skipif(os.geteuid() != 0,
 
 @pytest.fixture(scope="module")
 def attack_env():
-    """A venv on this interpreter's base install, readable by every user, holding the
+    """A venv on a base install every user can read (:func:`_attack_python`), holding the
     worker library with the stand-in cell module (the rest of the library is the real one)."""
     top = Path(tempfile.mkdtemp(prefix="agentprov-attack-"))
     top.chmod(0o755)
     env = top / "env"
-    subprocess.run([str(Path(sys.base_prefix) / "bin" / "python3"), "-m", "venv",
+    subprocess.run([str(_attack_python()), "-m", "venv",
                     "--without-pip", str(env)], check=True)
     site = next(env.glob("lib/python3*/site-packages"))
     shutil.copytree(ROOT / "backends/shared/src/agentprov_backend", site / "agentprov_backend",
@@ -169,8 +204,7 @@ def _run_wrapped(user: str, env_dir: Path, staging: Path, tmp: Path, argv: list[
         for d in (staging, tmp):
             for p in [d, *d.rglob("*")]:
                 os.lchown(p, NOBODY, NOBODY)
-        wrapped = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                   *wrapped]
+        wrapped = [*AS_NOBODY, *wrapped]
     try:
         return subprocess.run(wrapped, cwd=staging, env=env, input=stdin, capture_output=True,
                               text=True, timeout=300, pass_fds=profile.pass_fds(wrapped))
