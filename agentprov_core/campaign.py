@@ -558,24 +558,23 @@ def _probe_call(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus | N
             result = {"status": "aborted", "error": exc.message}
             capture_chain.seal(staging / "capture.jsonl", "aborted", exc.message,
                                "session.worker_failed")
-        if not isinstance(result, dict):  # the worker's: hostile input
-            result = {"status": "errored", "error": "the worker's result is not an object"}
-        if not isinstance(result.get("error"), str | None):
-            result = dict(result, error=None)
+        raw_result = result  # the worker's: hostile input, taken as a cell's result is
+        result, refused = staged.returned(result)
         got = staged.read(staging)  # read once, through descriptors: scanned and stored
         files = got.files
-        if got.refused:
+        if refused or got.refused:
             raise AgentprovError("cli.environment.preflight", endpoint=p.resolved.name,
                                  url=epmod.shown(p.resolved.base_url),
-                                 why="T0 refused what the probe's worker staged "
-                                     "(map.staging_refused: " + "; ".join(got.refused[:3])
+                                 why="T0 refused what the probe's worker staged or returned "
+                                     "(map.staging_refused: "
+                                     + "; ".join((refused + got.refused)[:3])
                                      + f"); its staging directory {staging} was kept")
         data = files.get("capture.jsonl", b"")
         records = _records(data)
         charge = caps.charge_records(records) if records else caps.missing_log()
         acc.charge(charge, probe=True)
         if redaction.scan_files(files, live.secrets()) or redaction.scan_value(
-                "the worker's result", result, live.secrets()):
+                "the worker's result", raw_result, live.secrets()):
             raise AgentprovError("cli.environment.preflight", endpoint=p.resolved.name,
                                  url=epmod.shown(p.resolved.base_url),
                                  why="a staged file of the probe held a secret; its staging "
@@ -781,12 +780,12 @@ def _run(p, consent: dict[str, Any] | None = None) -> int:
         faults = set()
         if kill_override() is not None:
             faults.add(f"{TEST_KILL}: T0 killed itself after a ledger line (a test fault)")
-        if native_log_fault() is not None:
-            faults.add(f"{TEST_NATIVE_LOG}: the worker was asked to {native_log_fault()} "
+        if (native := native_log_fault()) is not None:
+            faults.add(f"{TEST_NATIVE_LOG}: the worker was asked to {native} "
                        "the native log of every cell (a test fault)")
-        if hostile_fault() is not None:
+        if (hostile := hostile_fault()) is not None:
             faults.add(f"{TEST_HOSTILE}: the worker was asked to stage hostile input "
-                       f"({hostile_fault()['hostile']}) in the first cell of an invocation "
+                       f"({hostile['hostile']}) in the first cell of an invocation "
                        "(a test fault)")
         if faults:
             manifest["live"]["test_overrides"] = sorted(
