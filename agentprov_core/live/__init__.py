@@ -1,0 +1,1 @@
+"""(described in docs/architecture.md)"""
