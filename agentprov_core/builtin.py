@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentprov_core.endpoints import EndpointKind
+from agentprov_core.live.endpoints import EndpointKind
 from agentprov_core.plugins import hookimpl
 
 NAME = "agentprov.builtin"
@@ -10,7 +10,7 @@ NAME = "agentprov.builtin"
 
 @hookimpl
 def agentprov_defences():
-    from agentprov_core.defences import load_registry
+    from agentprov_core.registries.defences import load_registry
 
     return load_registry()
 
@@ -35,7 +35,7 @@ def agentprov_endpoint_kinds():
 
 @hookimpl
 def agentprov_containment_providers():
-    from agentprov_core.containment import builtin_providers
+    from agentprov_core.backend.containment import builtin_providers
 
     return builtin_providers()
 

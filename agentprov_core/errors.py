@@ -336,7 +336,7 @@ _reg("validate.environment.release", E, "coded",
      "install agentprov[release] (rdflib and pyshacl), or use --strict")
 
 
-# --- keys: the keychain, --env-file and --env-stdin (agentprov_core/keys.py). No message
+# --- keys: the keychain, --env-file and --env-stdin (agentprov_core/live/keys.py). No message
 # ever holds a key's value: errors name the variable, the file and the line only.
 _reg("cli.environment.credential", E, "coded",
      "no key {variable}: {searched}; store it with agentprov keys set {variable}, or give --env-file PATH (or --env-stdin)",
@@ -360,7 +360,7 @@ _reg("cli.usage.key_prompt", U, "usage",
      "keys set prompts for the key on a terminal, and stdin is not one: pipe one line with --stdin",
      "add --stdin, or run it on a terminal")
 
-# --- the egress proxy (agentprov_core/egress.py, D-664)
+# --- the egress proxy (agentprov_core/live/egress.py, D-664)
 _reg("cli.refused.egress_target", R, "coded",
      "the endpoint {url} cannot be reached through the egress proxy: {why}",
      "use an https endpoint, or plain http to one literal LAN address (docs/egress.md)")
@@ -369,7 +369,7 @@ _reg("run.environment.egress", E, "coded",
      "free the loopback port or the socket path, then re-run")
 
 # --- real endpoints: model options (2), the endpoint URL, the containment, consent (4)
-# (agentprov_core/planning.py steps 1 and 3, agentprov_core/consent.py step 7)
+# (agentprov_core/run/prepare.py steps 1 and 3, agentprov_core/live/consent.py step 7)
 _reg("cli.usage.max_tokens_required", U, "usage",
      "--max-tokens N|harness-default is required on the Anthropic endpoint {endpoint}: AgentDojo's own 1,024 is never used silently",
      "add --max-tokens N, or --max-tokens harness-default to accept AgentDojo's 1,024 (recorded)")
@@ -404,7 +404,7 @@ _reg("cli.refused.consent", R, "coded",
      "a real-model run needs consent {why}",
      "--i-consent-to-local-run (local) or --i-consent-to-api-costs, or answer y at the prompt on a terminal")
 
-# --- local models (agentprov_core/local/, agentprov models; step 4 of run, R-16.4). The
+# --- local models (agentprov_core/live/local/, agentprov models; step 4 of run, R-16.4). The
 # refusals of a local server come before consent and never contact anything but loopback.
 _reg("run.local.unreachable", E, "coded",
      "the {kind} server at {url} cannot be reached: {why}",

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from agentprov_core.containment import ContainmentProvider
-    from agentprov_core.defences import DefenceEntry
-    from agentprov_core.endpoints import EndpointKind
+    from agentprov_core.backend.containment import ContainmentProvider
+    from agentprov_core.live.endpoints import EndpointKind
     from agentprov_core.mapping import Mapper
+    from agentprov_core.registries.defences import DefenceEntry
     from agentprov_core.source import Source
 
 hookspec = pluggy.HookspecMarker("agentprov")
@@ -70,7 +70,7 @@ def agentprov_defences() -> Sequence[DefenceEntry]:
     a backend it ships; a name that is already registered is ignored and reported.
     T0 checks every ``--defence`` against the union before any worker starts.
 
-    :returns: a sequence of :class:`agentprov_core.defences.DefenceEntry`.
+    :returns: a sequence of :class:`agentprov_core.registries.defences.DefenceEntry`.
 
     .. versionadded:: 0.1
     """
@@ -88,7 +88,7 @@ def agentprov_endpoint_kinds() -> Sequence[EndpointKind]:
     ``vllm``, and the generic ``openai_compat``, which has no fingerprint) through this
     hook.
 
-    :returns: a sequence of :class:`agentprov_core.endpoints.EndpointKind`.
+    :returns: a sequence of :class:`agentprov_core.live.endpoints.EndpointKind`.
 
     .. versionadded:: 0.1
     """
@@ -103,7 +103,7 @@ def agentprov_containment_providers() -> Sequence[ContainmentProvider]:
     recorded in ``producer.sandbox`` and who vouches for it (a probe or the operator).
     The core registers ``sandbox-exec``, ``dedicated-user`` and ``vm``.
 
-    :returns: a sequence of :class:`agentprov_core.containment.ContainmentProvider`.
+    :returns: a sequence of :class:`agentprov_core.backend.containment.ContainmentProvider`.
 
     .. versionadded:: 0.1
     """

@@ -21,11 +21,11 @@ from typing import Any, ClassVar, Literal
 import msgspec
 
 from agentprov_core import catalogue as catmod
+from agentprov_core.base.digests import digest, file_sha256
 from agentprov_core.catalogue import Catalogue
-from agentprov_core.digests import digest, file_sha256
 from agentprov_core.errors import AgentprovError
-from agentprov_core.plandoc import InspectPlan, PlanDoc
-from agentprov_core.plans import Cell, expand_suites
+from agentprov_core.plan.plandoc import InspectPlan, PlanDoc
+from agentprov_core.plan.plans import Cell, expand_suites
 
 LiveStatus = Literal["planned", "partial", "full"]
 LIVE_ORDER: dict[str, int] = {"planned": 0, "partial": 1, "full": 2}

@@ -29,7 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from agentprov_core.local import identity as li  # noqa: E402
+from agentprov_core.live.local import identity as li  # noqa: E402
 
 
 @dataclass(frozen=True)

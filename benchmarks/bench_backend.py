@@ -14,7 +14,7 @@ odd) after an untimed warm-up round:
 * ``--offline-check`` against raw hashing: (a) ``agentprov backends build agentdojo
   --offline-check``; (b) ``sha256sum`` over exactly the files the check re-hashes (every
   file with a hash in every RECORD of the environment's site-packages, resolved as
-  ``agentprov_core.envidentity`` does) and (b′) ``openssl dgst -sha256`` over the same;
+  ``agentprov_core.backend.identity`` does) and (b′) ``openssl dgst -sha256`` over the same;
   the ratio a/b is the result (the target: within 2x). Where (a)'s time goes: the
   network-blocked hello (``Worker(...)`` to ``close()`` around ``request("hello")``, timed
   inside a fresh process of T0's interpreter, the probe for a way to block the network
@@ -64,7 +64,7 @@ WORKER_CHILD = '''\
 import json, sys, tempfile, time
 from pathlib import Path
 t0 = time.perf_counter()
-from agentprov_core.workerclient import Worker, network_block_prefix
+from agentprov_core.backend.workerclient import Worker, network_block_prefix
 t1 = time.perf_counter()
 network_block_prefix()
 t2 = time.perf_counter()
@@ -91,7 +91,7 @@ print(json.dumps({"import": t1 - t0, "probe": t2 - t1, "timed": t6 - t3,
 COMPUTE_CHILD = '''\
 import json, sys, time
 from pathlib import Path
-from agentprov_core import envidentity
+from agentprov_core.backend import identity as envidentity
 t0 = time.perf_counter()
 ident = envidentity.compute(Path(sys.argv[1]))
 t1 = time.perf_counter()
@@ -198,7 +198,7 @@ def build(home: Path, cwd: str) -> dict[str, Any]:
 def hashed_files(env_dir: Path) -> list[tuple[Path, str]]:
     """Every file a RECORD lists with a hash, resolved as envidentity.compute does, with
     its RECORD hash (``algo=urlsafe-b64``)."""
-    from agentprov_core.envidentity import site_packages
+    from agentprov_core.backend.identity import site_packages
 
     sp = site_packages(env_dir)
     out = []
@@ -255,7 +255,7 @@ def check_hasher(argv: list[str], files: list[tuple[Path, str]], cwd: str) -> No
 
 def measure_offline_check(rounds: int, env_dir: Path, env_id: str, home: Path,
                           cwd: str) -> dict[str, Any]:
-    from agentprov_core import envidentity
+    from agentprov_core.backend import identity as envidentity
 
     files = hashed_files(env_dir)
     if any(h.partition("=")[0] != "sha256" for _, h in files):
@@ -307,7 +307,7 @@ def measure_offline_check(rounds: int, env_dir: Path, env_id: str, home: Path,
 def catalogue_imports(env_dir: Path) -> list[str]:
     """The agentdojo modules the installed catalogue code imports (``from X import`` and
     ``import X`` of agentdojo.*), in order of appearance."""
-    from agentprov_core.envidentity import site_packages
+    from agentprov_core.backend.identity import site_packages
 
     text = (site_packages(env_dir) / "agentprov_backend" / "catalogue.py").read_text()
     found = re.findall(r"^\s*(?:from\s+(agentdojo[\w.]*)\s+import|import\s+(agentdojo[\w.]*))",
@@ -350,7 +350,7 @@ def measure_worker(rounds: int, env_dir: Path, env_id: str, home: Path,
     rows["ii-catalogue"] = _stats([c["catalogue"] for c in cat_children])
     suites = cat_children[0]["suites"]
     pyc = sum(1 for _ in pycache.rglob("*.pyc"))
-    from agentprov_core.envidentity import site_packages
+    from agentprov_core.backend.identity import site_packages
 
     env_pyc = sum(1 for _ in site_packages(env_dir).rglob("*.pyc"))
     return {"rounds": rounds, "imports": imports, "import_code": import_code,
@@ -452,7 +452,7 @@ def markdown(res: dict[str, Any]) -> str:
     out += ["#### `--offline-check` against raw hashing", "",
             f"{oc['rounds']} rounds. The check re-hashes {oc['files']:,} files, "
             f"{oc['bytes'] / 2**20:.1f} MiB: every file with a hash in every RECORD of the "
-            "environment's site-packages, resolved as `agentprov_core.envidentity` does. (b) "
+            "environment's site-packages, resolved as `agentprov_core.backend.identity` does. (b) "
             "and (b′) hash exactly that list (LIST, NUL-separated), each checked once against "
             "the RECORDs' digests. (c) and (d) run in a fresh process of T0's interpreter and "
             "are timed inside it: (c) from `Worker(...)` to its `close()`, the probe for a way "

@@ -3,7 +3,7 @@
 The real AgentDojo environment is built once in a temporary ``AGENTPROV_HOME``
 (``python -m agentprov_core backends build agentdojo --allow-network``; skipped, saying why,
 when it cannot be built). Every model call is answered by agentprov's scripted endpoint
-(``agentprov_core.scripted.server.ScriptedEndpoint``) on loopback, with a fixed latency per
+(``agentprov_core.live.scripted.server.ScriptedEndpoint``) on loopback, with a fixed latency per
 call; every cell makes three calls (the replies of ``examples/scripts/live-demo.json``: two
 tool calls and a final text). Three measurements, each side by side in one run,
 interleaved (forward order on even rounds, reverse on odd) after an untimed warm-up:
@@ -22,7 +22,7 @@ interleaved (forward order on even rounds, reverse on odd) after an untimed warm
    cell on), the capture's own time measured inside the cell, and one fsync on the disk.
 2. **Concurrency.** 24 benign cells (``--suite banking,slack --user-tasks 0-11``) through the
    real CLI at ``--jobs 1`` and ``--jobs 4`` (or the host's maximum ``--jobs``, if lower:
-   ``agentprov_core.hostlimits``), 200 ms per call, a fresh corpus per run; the ledger and the capture
+   ``agentprov_core.backend.hostlimits``), 200 ms per call, a fresh corpus per run; the ledger and the capture
    logs split each run into its serial part and its cells.
 3. **Against agentdojo's own runner.** ``<env>/bin/python -m agentdojo.scripts.benchmark
    --model VLLM_PARSED -s banking`` (its 16 benign cells; ``vllm_parsed`` is the provider
@@ -73,8 +73,8 @@ CALLS_PER_CELL = 3
 # as the one session "runner"; the script then holds every cell's replies in a row.
 ENDPOINT_CHILD = r'''
 import json, re, sys
-from agentprov_core.scripted import server
-from agentprov_core.scripted.script import load_script
+from agentprov_core.live.scripted import server
+from agentprov_core.live.scripted.script import load_script
 if sys.argv[2] == "runner":
     _route = server._Handler._route
     def route(self):
@@ -267,8 +267,9 @@ def wrap(owner, name, label, detail=None):
 
 
 from agentprov_core.cli.main import main
-from agentprov_core import campaign, planning, session, workerclient
-from agentprov_core.scripted import server
+from agentprov_core.run import campaign, prepare as planning
+from agentprov_core.backend import session, workerclient
+from agentprov_core.live.scripted import server
 
 wrap(planning, "prepare", "prepare")
 wrap(campaign, "check_corpus", "check_corpus")
@@ -631,7 +632,7 @@ def check_corpus(corpus: Path, cells: int, what: str) -> list[dict[str, Any]]:
 
 
 def measure_concurrency(rounds: int, home: Path, work: Path, cores: int) -> dict[str, Any]:
-    from agentprov_core.hostlimits import max_jobs
+    from agentprov_core.backend.hostlimits import max_jobs
 
     jobs_hi = min(4, max_jobs())
     if jobs_hi < 2:
@@ -1054,7 +1055,7 @@ def _md_concurrency(c: dict[str, Any]) -> list[str]:
             "banking tools, which AgentDojo answers with a tool-not-found result: still 3 "
             f"calls a cell. The target is for `--jobs 4`; this host has {c['cores']} cores "
             "and its maximum `--jobs` (4 per CPU, bounded by memory: "
-            "`agentprov_core/hostlimits.py`) allows it, so "
+            "`agentprov_core/backend/hostlimits.py`) allows it, so "
             + ("`--jobs 4` was measured." if j == 4 else
                f"`--jobs {j}` was measured and the target is scaled to it "
                f"({CONCURRENCY_TARGET}/4 of the ideal, {CONCURRENCY_TARGET / 4 * j:.2f}x)."),

@@ -50,10 +50,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agentprov_core import containment  # noqa: E402
-from agentprov_core.sandbox import probe, profile  # noqa: E402
-from agentprov_core.sandbox.bridge import Bridge  # noqa: E402
-from agentprov_core.workerclient import Worker, network_block_prefix, scrubbed_env  # noqa: E402
+from agentprov_core.backend import containment  # noqa: E402
+from agentprov_core.backend.sandbox import probe, profile  # noqa: E402
+from agentprov_core.backend.sandbox.bridge import Bridge  # noqa: E402
+from agentprov_core.backend.workerclient import Worker, network_block_prefix, scrubbed_env  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "12"))
 TRIPS = 200
@@ -221,7 +221,7 @@ SYSCALL_CODE = ("import os, time\nt = time.perf_counter()\nfor _ in range(300000
 def syscall_cost(rounds: int = 8) -> dict[bool, float]:
     """ns a system call (``os.getppid()`` in a loop, Python's own overhead included) inside
     bwrap with and without the profile's seccomp filter, interleaved."""
-    from agentprov_core.sandbox import seccomp
+    from agentprov_core.backend.sandbox import seccomp
 
     res: dict[bool, list[float]] = {True: [], False: []}
     for r in range(rounds):

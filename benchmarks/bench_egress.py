@@ -90,7 +90,7 @@ def child_server(cert: str) -> None:
 
 
 def child_proxy(server_port: int) -> None:
-    from agentprov_core.egress import EgressProxy
+    from agentprov_core.live.egress import EgressProxy
 
     with EgressProxy(allowed=[(API, 443)], resolver={API: ("127.0.0.1", server_port)}) as p:
         print(json.dumps({"url": p.url}), flush=True)
@@ -194,7 +194,7 @@ def markdown(res: dict[str, Any]) -> str:
     rec, t = res["record"], res["record"]["tunnels"][f"{API}:443"]
     out = ["### Egress proxy", "",
            "HTTPS POSTs echoed by a loopback TLS server (`http.server`, a trustme test CA), "
-           "from an httpx client, either direct or through `agentprov_core.egress` in a "
+           "from an httpx client, either direct or through `agentprov_core.live.egress` in a "
            "process of its own (a CONNECT tunnel to `openrouter.ai:443`, dialled on "
            "loopback by the proxy's resolver). "
            f"{res['rounds']} requests per series after {res['warmup']} warm-up rounds, "

@@ -7,7 +7,7 @@ it is a second plan of its own, with a small temporary cache file and
 ``--autodojo-variant 0``.
 
 Each measurement runs in a fresh subprocess (so peak memory is that of the measurement
-alone) and calls ``agentprov_core.planning.prepare(RunRequest("autodojo", ...))`` exactly
+alone) and calls ``agentprov_core.run.prepare.prepare(RunRequest("autodojo", ...))`` exactly
 as ``agentprov run`` does, with ``environments.require_built`` replaced by a fixed id (no
 environment is built here) and a scripted model (``--llm-script``; nothing is read). The
 child first imports agentprov and loads the plugins, then times ``prepare``: reading the
@@ -81,8 +81,9 @@ def _worker_stand_in(timed, notes: list[str]):
     Not measured: starting the worker, ``hello``, the pipe itself."""
     import msgspec
 
-    from agentprov_core import paths, planning
+    from agentprov_core.base import paths
     from agentprov_core.catalogue import Catalogue
+    from agentprov_core.run import prepare as planning
 
     check = None
     shared = (paths.backends_dir() or Path("backends")) / "shared" / "src"
@@ -122,12 +123,13 @@ def _worker_stand_in(timed, notes: list[str]):
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One measurement, in this (fresh) process. Returns what it measured."""
     from agentprov_core import catalogue as catmod
-    from agentprov_core import environments, planning
     from agentprov_core import source as srcmod
+    from agentprov_core.backend import environments
     from agentprov_core.cli import dryrun
     from agentprov_core.cli.common import source_entry
-    from agentprov_core.plans import Plan
-    from agentprov_core.runrequest import RunRequest
+    from agentprov_core.plan.plans import Plan
+    from agentprov_core.run import prepare as planning
+    from agentprov_core.run.runrequest import RunRequest
 
     _fixed_environment(environments)
     src = source_entry(SOURCE).source  # loads every plugin: not part of the measurement
@@ -160,7 +162,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 
     if dry:
         try:
-            from agentprov_core import session
+            from agentprov_core.backend import session
         except ImportError:
             session = None
         if session is not None and hasattr(session, "dry_run"):

@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentprov_core.local import identity as li  # noqa: E402
-from agentprov_core.local import kinds  # noqa: E402
+from agentprov_core.live.local import identity as li  # noqa: E402
+from agentprov_core.live.local import kinds  # noqa: E402
 
 ROUTES = {
     "llamacpp": {"/v1/models": {"object": "list", "data": [

@@ -22,7 +22,7 @@ rounds, reverse on odd), after an untimed warm-up round, both latencies in every
 the load average is recorded around every round.
 
 Where (b)'s time goes: further runs of (b) with ``AGENTPROV_DEBUG_TIMING`` (T0's debug
-timer, ``agentprov_core/timing.py``: spans of T0, of the worker, its forkserver and its
+timer, ``agentprov_core/base/timing.py``: spans of T0, of the worker, its forkserver and its
 cells), joined with the native logs' ``duration`` from the corpus.
 
     python benchmarks/bench_realpath.py [--rounds 5] [--instrumented 3] [--json]
@@ -64,7 +64,7 @@ LATENCIES = (0.0, 0.2)
 MODEL = "m"
 #: The local endpoint kind the stand-in plays (its fingerprint routes) and agentprov runs
 #: against. ``openai_compat`` (a generic OpenAI-style server, ``--endpoint openai_compat
-#: --base-url URL``) needs that kind in agentprov_core/local/kinds.py.
+#: --base-url URL``) needs that kind in agentprov_core/live/local/kinds.py.
 ENDPOINT = "llamacpp"
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from agentprov_core.local import weights  # noqa: E402
+from agentprov_core.live.local import weights  # noqa: E402
 
 
 def _write_random(path: Path, mib: int) -> None:

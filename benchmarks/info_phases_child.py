@@ -33,8 +33,8 @@ import_module("agentprov_core.errors")
 mark("import agentprov_core.errors (the error registry; main() imports it first)")
 import_module("agentprov_core.cli.info")
 mark("import agentprov_core.cli.info (cli.common)")
-import_module("agentprov_core.parts")
-mark("import agentprov_core.parts (msgspec, tomllib, tomlfile, paths)")
+import_module("agentprov_core.registries.parts")
+mark("import agentprov_core.registries.parts (msgspec, tomllib, tomlfile, paths)")
 import_module("agentprov_core.plugins")
 mark("import agentprov_core.plugins (pluggy, importlib.metadata, hookspecs)")
 import_module("agentprov_core.builtin")
@@ -83,7 +83,7 @@ with open(os.devnull, "w") as null:
     finally:
         sys.stdout = saved
 mark("the command: parts_rows() (parses registry/parts.toml), the table, echo")
-import_module("agentprov_core.parts").load()
+import_module("agentprov_core.registries.parts").load()
 mark("memo, not in the total: parts.load() alone (parse registry/parts.toml)", counted=False)
 
 FINISHED = time.time()

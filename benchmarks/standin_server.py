@@ -16,7 +16,7 @@ every cell of the 16 benign banking ones makes exactly three calls, whoever driv
 preflight probe (a system message asking for ``report_probe`` with a code) gets that call
 with the code.
 
-Kinds (the fingerprints of ``agentprov_core/local/kinds.py``):
+Kinds (the fingerprints of ``agentprov_core/live/local/kinds.py``):
 
 * ``llamacpp``: ``/v1/models`` entries ``owned_by: "llamacpp"``; ``GET /props`` with
   ``default_generation_settings``, ``total_slots``, ``model_path`` (``--weights``: a file on

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentprov_core.sandbox import profile, seccomp  # noqa: E402
+from agentprov_core.backend.sandbox import profile, seccomp  # noqa: E402
 
 
 def landlock_off_fd() -> int:

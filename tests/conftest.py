@@ -116,8 +116,8 @@ def make_marker(home: Path, env_id: str) -> Path:
     """A marker as `backends build` writes it, for tests of the checks that come before the
     worker starts (steps 1-3): nothing reads the environment's files there. Tests of the
     environment itself use the real build (`agentdojo_env`)."""
-    from agentprov_core import marker
-    from agentprov_core.digests import file_sha256
+    from agentprov_core.backend import marker
+    from agentprov_core.base.digests import file_sha256
 
     d = home / "envs" / env_id
     d.mkdir(parents=True)
@@ -182,7 +182,7 @@ def bwrap_unusable() -> str | None:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return "bubblewrap is not installed here (apt-get install bubblewrap)"
-    from agentprov_core.sandbox.profile import NAMESPACES
+    from agentprov_core.backend.sandbox.profile import NAMESPACES
 
     p = subprocess.run([bwrap, *NAMESPACES, "--ro-bind", "/", "/", "true"],
                        capture_output=True, text=True, timeout=60)

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, make_marker, snapshot
 
-from agentprov_core import backends
-from agentprov_core.digests import file_sha256
+from agentprov_core.backend import build as backends
+from agentprov_core.base.digests import file_sha256
 from agentprov_core.errors import AgentprovError
 
 LOCK8 = file_sha256(ROOT / "backends" / "agentdojo" / "uv.lock")[:8]

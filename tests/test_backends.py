@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT, snapshot
 from filelock import FileLock
 
-from agentprov_core.digests import file_sha256
+from agentprov_core.base.digests import file_sha256
 
 LOCK8 = file_sha256(ROOT / "backends" / "agentdojo" / "uv.lock")[:8]
 ENV_ID = f"agentdojo-{LOCK8}"
@@ -37,7 +37,7 @@ def test_runs_share_the_environment_lock_and_a_build_holds_it_alone(home, monkey
     refused while it is held; filelock's lock on the same file (another agentprov's build)
     excludes both. Each refusal is ``cli.environment.env_busy`` naming the lock, and a
     released lock (closed with its holder) is free again."""
-    from agentprov_core import backends
+    from agentprov_core.backend import build as backends
     from agentprov_core.errors import AgentprovError
 
     monkeypatch.setenv("AGENTPROV_HOME", str(home))
@@ -210,7 +210,8 @@ def test_offline_check_refuses_an_environment_holding_other_worker_code(agentdoj
     (``cli.environment.stale_worker``, exit 3), not only the run itself. Here the sources
     "this agentprov builds from" are made to differ, as they do after an edit of
     backends/shared; the environment is the real one."""
-    from agentprov_core import backends, environments
+    from agentprov_core.backend import build as backends
+    from agentprov_core.backend import environments
     from agentprov_core.errors import AgentprovError
 
     monkeypatch.setenv("AGENTPROV_HOME", str(agentdojo_env.home))
@@ -332,7 +333,7 @@ def test_catalogue_is_served_by_the_worker(e2e_cli):
 @pytest.mark.slow
 @pytest.mark.req("R-2.4", "R-2.5", "R-8.1")
 def test_worker_protocol_and_its_scrubbed_environment(agentdojo_env, tmp_path):
-    from agentprov_core.workerclient import Worker
+    from agentprov_core.backend.workerclient import Worker
 
     with Worker(ENV_ID, agentdojo_env.env_dir, tmp_path, network=False) as w:
         hello = w.request("hello")
@@ -351,7 +352,7 @@ def test_worker_protocol_and_its_scrubbed_environment(agentdojo_env, tmp_path):
     # the worker ran in the staging directory with a private home
     assert (tmp_path / "home").is_dir()
     env_probe = subprocess.run(
-        [sys.executable, "-c", "from agentprov_core.workerclient import scrubbed_env;"
+        [sys.executable, "-c", "from agentprov_core.backend.workerclient import scrubbed_env;"
          "from pathlib import Path; import json, os; os.environ['OPENROUTER_API_KEY']='x';"
          f"print(json.dumps(scrubbed_env(Path('{agentdojo_env.env_dir}'), Path('{tmp_path}'))))"],
         capture_output=True, text=True, check=True)
@@ -401,7 +402,7 @@ def test_an_environment_holding_other_worker_code_is_refused_and_rebuilt(tmp_pat
     until `backends build` replaces it."""
     import hashlib
 
-    from agentprov_core import environments, marker, session
+    from agentprov_core.backend import environments, marker, session
     from agentprov_core.errors import AgentprovError
 
     # the same algorithm as the worker's (every e2e run checks the two agree)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from agentprov_core.sandbox import bridge
+from agentprov_core.backend.sandbox import bridge
 
 
 def test_the_bridges_upstream_connection_has_nagle_off(monkeypatch):

@@ -174,7 +174,7 @@ def check_consistent(part: Path, *, damaged: frozenset[str] = frozenset(),
     line); every entry's capture log (and native log) is in the raw store and hashes to its
     name (except the objects a test damaged on purpose), its hash chain holds, it ends, its
     end is the entry's status and its head is the entry's head digest. Returns the entries."""
-    from agentprov_core import capture_chain
+    from agentprov_core.evidence import capture_chain
 
     manifest = json.loads((part / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["format"] == "agentprov-live-corpus/0.1"
@@ -671,10 +671,10 @@ def test_an_element_this_build_does_not_run_is_refused_scripted_too(runs, tmp_pa
 def read_all(part: Path) -> dict[str, object]:
     """verify, validate --strict, stats and recompute --dry-run of ``part``, in-process
     (the CLI's own functions, on the real files), as a reader sees the corpus now."""
+    from agentprov_core.audit.verification import verify_corpus
     from agentprov_core.cli.validate import Run
-    from agentprov_core.corpus import stats as statsmod
+    from agentprov_core.audit import stats as statsmod
     from agentprov_core.corpus.opening import open_corpus
-    from agentprov_core.corpus.verification import verify_corpus
     from agentprov_core.evidence import recompute as rc
 
     report = verify_corpus(part)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import threading
 
-from agentprov_core import campaign
 from agentprov_core.corpus.ledger import Attempt
+from agentprov_core.run import campaign
 
 
 def attempt(seq: int) -> Attempt:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agentprov_core import canary, caps, preflight
 from agentprov_core.errors import AgentprovError
+from agentprov_core.live import canary, caps, preflight
 
 PRICES = caps.Caps(max_calls=None, max_cost_usd=10.0, price_in=0.15, price_out=0.60)
 
@@ -312,7 +312,7 @@ def anth_resp(aid: str, body, status: int = 200) -> dict:
 
 @pytest.mark.req("R-17.1", "R-17.2")
 def test_anthropic_usage_from_a_message_and_from_an_event_stream():
-    from agentprov_core.sse import assemble
+    from agentprov_core.live.sse import assemble
 
     text = anthropic_stream("tool_use", {"type": "tool_use", "id": "t1", "name": "read_file",
                                          "input": {}},
@@ -391,7 +391,7 @@ def test_the_probe_verdicts_on_the_anthropic_wire():
 def test_quality_and_the_mapper_read_anthropic_event_streams():
     from agentprov_agentdojo import capture_mapper, live_native
 
-    from agentprov_core import quality
+    from agentprov_core.live import quality
 
     text = anthropic_stream("tool_use", {"type": "tool_use", "id": "t1", "name": "read_file",
                                          "input": {}},

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import msgspec
 import pytest
 
-from agentprov_core import campaign
+from agentprov_core.run import campaign
 from tests.test_mapping import MANIFEST, complete_session, corpus_with, native_log
 
 CASES = {

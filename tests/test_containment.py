@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, bwrap_unusable, child_env
 
-from agentprov_core import containment
-from agentprov_core.containment import Allowed, Recorded
-from agentprov_core.digests import file_sha256
+from agentprov_core.backend import containment
+from agentprov_core.backend.containment import Allowed, Recorded
+from agentprov_core.backend.sandbox import probe, profile
+from agentprov_core.base.digests import file_sha256
 from agentprov_core.errors import AgentprovError
-from agentprov_core.sandbox import probe, profile
 
 linux_bwrap = pytest.mark.skipif(bwrap_unusable() is not None,
                                  reason=f"the bwrap provider needs Linux and a bubblewrap that "
@@ -101,8 +101,8 @@ def test_the_profile_digest_is_deterministic_and_covers_the_launcher_and_the_sec
         monkeypatch):
     a = profile.profile_sha256()
     assert a == profile.profile_sha256() and len(a) == 64
-    from agentprov_core.digests import digest, sha256_hex
-    from agentprov_core.sandbox import seccomp
+    from agentprov_core.backend.sandbox import seccomp
+    from agentprov_core.base.digests import digest, sha256_hex
 
     assert a == digest(profile.PROFILE | {
         "launcher_sha256": sha256_hex(profile.launcher_source().encode()),
@@ -212,8 +212,8 @@ def test_a_probe_recorded_on_another_machine_state_is_stale_and_refused():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bwrap is Linux only")
 def test_a_build_knows_when_the_recorded_probe_must_run_again():
-    from agentprov_core import backends
-    from agentprov_core.marker import Marker
+    from agentprov_core.backend import build as backends
+    from agentprov_core.backend.marker import Marker
 
     def m(entry):
         return Marker(format="agentprov-env-marker/0.1", environment_id="agentdojo-00000000",
@@ -370,7 +370,7 @@ def test_each_new_check_fails_on_a_profile_weakened_for_it(small_env, tmp_path, 
                                                            weakening):
     """A negative control for each hardening: the probe against a profile (or worker start,
     or cell confinement) without it fails exactly the checks that watch it."""
-    from agentprov_core import workerclient
+    from agentprov_core.backend import workerclient
 
     if weakening == "proc_masks" and os.geteuid() != 0:
         pytest.skip("unprivileged, the kernel refuses the write without the mask too")
@@ -449,7 +449,7 @@ class _Echo:
 @linux_bwrap
 @pytest.mark.req("R-19.7", "R-19.8")
 def test_the_worker_runs_under_bwrap_and_reaches_only_its_allowed_port(small_env, tmp_path):
-    from agentprov_core.workerclient import Worker
+    from agentprov_core.backend.workerclient import Worker
 
     rec = containment.resolve("bwrap", marker_with(passed_entry()))
     echo, other = _Echo(), _Echo()
@@ -474,14 +474,14 @@ def test_the_worker_runs_under_bwrap_and_reaches_only_its_allowed_port(small_env
             f"print({{'allowed': conn({echo.port}), 'other': conn({other.port}),"
             f" 'repo': rd({str(ROOT / 'pyproject.toml')!r}), 'env': rd('.env'),"
             " 'home': os.environ['HOME']})\n")
-    from agentprov_core.sandbox.bridge import Bridge
+    from agentprov_core.backend.sandbox.bridge import Bridge
 
     with Bridge((echo.port,)) as b:
         argv = containment.wrap_argv(rec, [str(small_env / "bin/python"), "-I", "-c", code],
                                      staging, staging / "home", b.sockets, env_dir=small_env,
                                      tmp=tmp_path / "t")
         (tmp_path / "t").mkdir()
-        from agentprov_core.workerclient import scrubbed_env
+        from agentprov_core.backend.workerclient import scrubbed_env
 
         try:
             out = subprocess.run(argv, cwd=staging, capture_output=True, text=True, timeout=60,
@@ -557,7 +557,7 @@ def test_the_build_records_a_passed_probe_and_offline_check_reports_it(agentdojo
 @linux_bwrap
 @pytest.mark.req("R-19.7")
 def test_the_real_worker_answers_hello_under_bwrap(agentdojo_env, tmp_path):
-    from agentprov_core.workerclient import Worker
+    from agentprov_core.backend.workerclient import Worker
 
     m = json.loads((agentdojo_env.env_dir / "AGENTPROV_ENV.json").read_text())
     rec = containment.resolve("bwrap", m)

@@ -281,7 +281,7 @@ def test_verify_on_a_working_tree_passes_with_the_one_unverified_check(cli, corp
 @pytest.mark.req("R-27.4")
 def test_verify_checks_what_the_backend_verifier_checks(corpus, tmp_path):
     """The vendored chain check gives the reference's answers, damaged or not."""
-    from agentprov_core.corpus.verification import check_capture
+    from agentprov_core.audit.verification import check_capture
 
     path = capture_of(corpus, 0)
     data = path.read_bytes()
@@ -877,7 +877,7 @@ def edit_manifest(root: Path, edit) -> None:
 
 
 def verify_failures(root: Path) -> list[str]:
-    from agentprov_core.corpus.verification import verify_corpus
+    from agentprov_core.audit.verification import verify_corpus
 
     return [ln for ln in verify_corpus(root).lines(per_file=99) if ln.startswith("failed:")]
 
@@ -1108,8 +1108,8 @@ def undetected_flips(root: Path, exhaustive: bool = False, samples: int = 24,
     ``verify`` nor ``validate --strict`` fails (both in-process, on the real files)."""
     import random
 
+    from agentprov_core.audit.verification import verify_corpus
     from agentprov_core.cli.validate import Run
-    from agentprov_core.corpus.verification import verify_corpus
 
     rng = random.Random(seed)
     missed = []
@@ -1164,7 +1164,7 @@ def test_a_run_does_not_rewrite_an_altered_manifest(cli, corpus, script, home):
         "manifest_sha256: it was altered after T0 wrote it"]
     from conftest import make_marker
 
-    from agentprov_core import environments
+    from agentprov_core.backend import environments
     from agentprov_core.cli.common import source_entry
 
     make_marker(home, environments.environment_id(source_entry("agentdojo").source.meta))

@@ -17,7 +17,7 @@ import fixture_defence as fx
 import pytest
 from conftest import ROOT, snapshot
 
-from agentprov_core.digests import file_sha256
+from agentprov_core.base.digests import file_sha256
 
 LOCK8 = file_sha256(ROOT / "backends" / "agentdojo" / "uv.lock")[:8]
 ENV_ID = f"agentdojo-{LOCK8}"
@@ -47,7 +47,8 @@ def test_the_registry_pins_or_says_why_not():
     """Every asset of the shipped registry either pins its files or says why it cannot; the
     PI detector's origin is its model repository at a revision, Mandate is recorded with
     its licence "MIT, publisher unverified", MELON's entries call a model of their own."""
-    from agentprov_core import defassets, defences
+    from agentprov_core.backend import defassets
+    from agentprov_core.registries import defences
 
     assets = defassets.load(ROOT / "registry" / "defences.toml")
     assert sorted(assets) == ["mandate", "melon", "transformers_pi_detector"]
@@ -69,7 +70,7 @@ def test_the_registry_pins_or_says_why_not():
 
 def test_git_blob_ids_are_gits_own(tmp_path):
     """The blob id of a file, and of a Git LFS file's pointer, as git computes them."""
-    from agentprov_core import defassets
+    from agentprov_core.backend import defassets
 
     p = tmp_path / "f.bin"
     p.write_bytes(b"\x00\x01 some bytes\n" * 1000)
@@ -229,7 +230,7 @@ def test_an_asset_whose_group_the_lock_lacks_and_one_it_declares(cli, home, fixt
 def test_allow_network_fetches_a_git_asset_into_the_cache(fixture, home, monkeypatch):
     """The pinned commit is fetched from its repository (here a local one) into the fetch
     cache; each blob is read with git cat-file, checked, and kept at its pinned path."""
-    from agentprov_core import defassets
+    from agentprov_core.backend import defassets
 
     monkeypatch.setenv("AGENTPROV_HOME", str(home))
     assets = defassets.load(fixture.registry / "defences.toml")
@@ -247,7 +248,7 @@ def test_allow_network_fetches_a_git_asset_into_the_cache(fixture, home, monkeyp
 
 def test_a_git_origin_that_does_not_hold_the_pinned_blob_is_refused(fixture, home,
                                                                    monkeypatch):
-    from agentprov_core import defassets
+    from agentprov_core.backend import defassets
     from agentprov_core.errors import AgentprovError
 
     monkeypatch.setenv("AGENTPROV_HOME", str(home))
@@ -281,7 +282,7 @@ def test_allow_network_fetches_hub_weights_and_checks_them(tmp_path, registry_co
                                                            monkeypatch):
     """A model repository's files come from the hub's resolve URL at the pinned revision
     (here a loopback stand-in of the hub); a file that differs from its pin is not kept."""
-    from agentprov_core import defassets
+    from agentprov_core.backend import defassets
     from agentprov_core.errors import AgentprovError
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
@@ -311,7 +312,7 @@ def test_allow_network_fetches_hub_weights_and_checks_them(tmp_path, registry_co
 
 # ------------------------------------------------------------------------------ T0's refusal
 def write_marker(home: Path, registry: Path, defence_assets: dict | None = None) -> Path:
-    from agentprov_core import marker
+    from agentprov_core.backend import marker
 
     d = home / "envs" / ENV_ID
     d.mkdir(parents=True, exist_ok=True)
@@ -359,7 +360,8 @@ def test_a_defence_whose_assets_are_not_provisioned_is_refused_before_anything(
 def test_a_marker_that_records_the_asset_but_lacks_a_file_is_refused(
         cli, home, corpora, script, fixture, monkeypatch):
     """The marker's record alone is not enough: every pinned file must be in place."""
-    from agentprov_core import defassets, defences, marker
+    from agentprov_core.backend import defassets, marker
+    from agentprov_core.registries import defences
 
     monkeypatch.setenv("AGENTPROV_HOME", str(home))
     reg = fixture.registry / "defences.toml"
@@ -415,7 +417,7 @@ def test_melon_needs_its_endpoint_which_this_build_refuses(cli, home, corpora, s
 
 
 def test_the_offline_check_sees_a_changed_or_added_asset_file(fixture, home, monkeypatch):
-    from agentprov_core import defassets
+    from agentprov_core.backend import defassets
 
     monkeypatch.setenv("AGENTPROV_HOME", str(home))
     assets = defassets.load(fixture.registry / "defences.toml")

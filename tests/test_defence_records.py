@@ -17,11 +17,11 @@ from agentprov_agentdojo import live_native
 from agentprov_agentdojo.capture_mapper import MAPPER
 from conftest import load_backend_module
 
-from agentprov_core import canary, caps
 from agentprov_core.corpus.ledger import Attempt
 from agentprov_core.evidence import aer as A
 from agentprov_core.evidence import prov, sem, validation
 from agentprov_core.evidence.canonical import stored
+from agentprov_core.live import canary, caps
 from agentprov_core.mapping import LiveEvidence
 
 ROOT = Path(__file__).resolve().parent.parent

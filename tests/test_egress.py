@@ -28,8 +28,8 @@ import httpx
 import pytest
 import trustme
 
-from agentprov_core import egress
 from agentprov_core.errors import AgentprovError
+from agentprov_core.live import egress
 
 API = "openrouter.ai"
 MARKER = b"PLAINTEXT-MARKER-7f3a9c-never-on-the-wire"

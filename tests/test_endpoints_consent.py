@@ -23,10 +23,11 @@ from types import SimpleNamespace
 import pytest
 from conftest import ROOT, child_env, fake_identity, make_marker, snapshot
 
-from agentprov_core import endpoints as epmod
-from agentprov_core import environments, planning
+from agentprov_core.backend import environments
 from agentprov_core.errors import AgentprovError
-from agentprov_core.runrequest import RunRequest
+from agentprov_core.live import endpoints as epmod
+from agentprov_core.run import prepare as planning
+from agentprov_core.run.runrequest import RunRequest
 
 BANKING = ("--suite", "banking", "--user-tasks", "0-1", "--attack", "important_instructions",
            "--injection-tasks", "0")
@@ -252,7 +253,7 @@ def test_the_class_is_decided_before_consent_and_recorded(inproc, tmp_path):
 
 @pytest.mark.req("R-10.8")
 def test_the_manifest_records_the_class(inproc):
-    from agentprov_core import campaign
+    from agentprov_core.run import campaign
 
     src = Path(campaign.__file__).read_text()
     assert '"endpoint_class": p.endpoint_class' in src

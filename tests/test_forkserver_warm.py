@@ -29,7 +29,7 @@ def run(agentdojo_env, tmp_path, warm: dict | None) -> tuple[dict, str, list[str
            "PYTHONDONTWRITEBYTECODE": "1"}
     if warm is not None:
         env["AGENTPROV_WORKER_WARM"] = json.dumps(warm)
-    from agentprov_core.workerclient import network_block_prefix
+    from agentprov_core.backend.workerclient import network_block_prefix
 
     # without network, as the check worker runs: the warm-up's client answers in process
     argv = [*network_block_prefix(), str(agentdojo_env.env_dir / "bin" / "python"), "-c", PROBE]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import make_marker, snapshot
 
-from agentprov_core import environments
+from agentprov_core.backend import environments
 
 HUGE = "9" * 5000  # Python's int() refuses more than 4,300 digits
 DEEP = "[" * 100_000 + "]" * 100_000  # Python's and msgspec's parsers recurse at ~1,000
@@ -305,7 +305,7 @@ def test_a_manifest_or_ledger_line_nested_thousands_deep(cli, synthetic):
 def test_a_control_file_that_is_no_regular_file_is_no_drain(fifo, tmp_path):
     """The campaign polls --control-file before each cell: a FIFO (or a huge file) must not
     stall it; only a regular file holding ``drain`` asks for a drain."""
-    from agentprov_core.campaign import _drain_requested
+    from agentprov_core.run.campaign import _drain_requested
 
     assert _drain_requested({"control_file": str(fifo)}) is False
     f = tmp_path / "control"
@@ -322,7 +322,7 @@ def test_a_capture_record_nested_thousands_deep_is_damage_not_a_crash():
     """The worker writes the capture log: a record nested past the parsers' recursion is a
     problem of the chain (T0 ingests, maps and verifies the log on), and sealing such a log
     leaves it as it is."""
-    from agentprov_core import capture_chain
+    from agentprov_core.evidence import capture_chain
 
     header = capture_chain.canonical({"seq": 0, "prev": None, "kind": "header", "t": 0,
                                       "format": "capture/0.1"})
@@ -405,7 +405,7 @@ def test_the_manifest_is_scanned_for_the_key(tmp_path):
 def test_what_the_worker_returns_is_scanned_like_what_it_staged():
     """The worker's result (a reason, a setup refusal) goes into the ledger: a key in it
     quarantines the session as a key in a staged file does."""
-    from agentprov_core import redaction
+    from agentprov_core.base import redaction
 
     result = {"status": "errored", "reason": f"Authorization: Bearer {SENTINEL}",
               "setup_refusal": {"detail": "sk-" + "a" * 24}}

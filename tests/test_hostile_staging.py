@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, bwrap_unusable
 
-from agentprov_core import campaign
 from agentprov_core.corpus import staged
+from agentprov_core.run import campaign
 
 LIVE_DEMO = ROOT / "examples" / "scripts" / "live-demo.json"
 
@@ -277,7 +277,7 @@ def test_a_fifo_swapped_in_after_lstat_is_refused_on_its_descriptor(tmp_path):
 
 @pytest.mark.req("R-21.20")
 def test_seal_never_writes_through_a_link(tmp_path):
-    from agentprov_core import capture_chain
+    from agentprov_core.evidence import capture_chain
 
     s = session(tmp_path)
     ledger_file = s.parent.parent / "ledger.jsonl"

@@ -17,8 +17,8 @@ from tests.test_mapping import complete_session, native_log
 
 
 def setup(tmp_path: Path):
-    from agentprov_core import campaign
     from agentprov_core.corpus.working import WorkingCorpus
+    from agentprov_core.run import campaign
 
     wc = WorkingCorpus(tmp_path / "c.partial")
     staging = wc.staging("s-1")

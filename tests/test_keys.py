@@ -30,8 +30,8 @@ from uuid import uuid4
 import pytest
 from conftest import ROOT, Result
 
-from agentprov_core import keys
 from agentprov_core.errors import AgentprovError
+from agentprov_core.live import keys
 from agentprov_core.testing.memkeyring import FileTestKeyring, use_memory_keyring
 
 FILE_BACKEND = "agentprov_core.testing.memkeyring.FileTestKeyring"
@@ -82,7 +82,7 @@ def stored(kenv: dict[str, str]) -> dict:
 # the run may print: the Secret's repr and source, and a digest proving the value was read.
 READER = r"""
 import hashlib, json, sys
-from agentprov_core import keys
+from agentprov_core.live import keys
 from agentprov_core.errors import AgentprovError, render_json
 var, options = sys.argv[1], json.loads(sys.argv[2])
 try:
@@ -554,7 +554,7 @@ def test_a_secret_never_shows_its_value(capfd):
 
 
 def test_keys_imports_no_keyring_until_used():
-    code = ("import sys, agentprov_core.keys, agentprov_core.cli.keys_cmd, "
+    code = ("import sys, agentprov_core.live.keys, agentprov_core.cli.keys_cmd, "
             "agentprov_core.cli.main; print('keyring' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert p.stdout.strip() == "False"

@@ -290,7 +290,7 @@ EXPECT = {
 @pytest.mark.req("R-11.1", "R-11.3")
 @pytest.mark.parametrize("kind", sorted(ROUTES))
 def test_each_kind_recognises_itself_and_lists_what_it_serves(serve, kind):
-    from agentprov_core.local import identity as li
+    from agentprov_core.live.local import identity as li
 
     s = serve(kind)
     srv = li.served(ep(kind, s))
@@ -318,7 +318,7 @@ WRONG = [("llamacpp", "mlx_lm", "mlx_lm"), ("mlx_lm", "llamacpp", "llamacpp"),
 @pytest.mark.req("R-11.2")
 @pytest.mark.parametrize("expected,actual,named", WRONG)
 def test_a_different_server_kind_on_the_port_is_refused(serve, expected, actual, named):
-    from agentprov_core.local import identity as li
+    from agentprov_core.live.local import identity as li
 
     s = serve(actual)
     with pytest.raises(AgentprovError) as e:
@@ -350,7 +350,7 @@ def test_an_unreachable_server_exits_3(cli, tmp_path):
     (200, {"object": "list", "data": [{"name": "no id"}]}), (500, {"error": "x"}),
 ])
 def test_not_an_openai_style_listing_exits_3(serve, answer):
-    from agentprov_core.local import identity as li
+    from agentprov_core.live.local import identity as li
 
     s = serve("x", routes={("GET", "/v1/models"): answer})
     with pytest.raises(AgentprovError) as e:
@@ -384,7 +384,7 @@ def test_a_server_that_wants_a_key(serve, cli, tmp_path):
 
 @pytest.mark.req("R-11.35")
 def test_an_ollama_cloud_model_is_refused(serve):
-    from agentprov_core.local import identity as li
+    from agentprov_core.live.local import identity as li
 
     s = serve("ollama")
     with pytest.raises(AgentprovError) as e:
@@ -407,7 +407,7 @@ def test_loopback_only(cli, tmp_path):
     r = cli("models", "--endpoint", "ollama", "--base-url", "http://10.0.0.5:11434/v1",
             env=sub_env(tmp_path))
     assert r.code == 4 and r.error["error"] == "cli.refused.endpoint"
-    from agentprov_core.local.kinds import Probe
+    from agentprov_core.live.local.kinds import Probe
 
     with pytest.raises(AgentprovError) as e:
         Probe("http://192.168.1.20:8080/v1")
@@ -478,8 +478,8 @@ def test_without_a_terminal_the_pick_exits_3_listing_the_ids(serve, cli, tmp_pat
     ("vllm", "Qwen/Qwen2.5-0.5B"), ("omlx", "Qwen3.5-4B-MLX-4bit"), ("mlx_lm", None),
     ("openai_compat", "Qwen/Qwen3-8B")])
 def test_identity_record_of_each_kind(serve, kind, model):
-    from agentprov_core.digests import digest
-    from agentprov_core.local import identity as li
+    from agentprov_core.base.digests import digest
+    from agentprov_core.live.local import identity as li
 
     s = serve(kind)
     e = ep(kind, s)
@@ -518,7 +518,7 @@ def test_identity_record_of_each_kind(serve, kind, model):
 
 @pytest.mark.req("R-11.10")
 def test_serving_state_is_outside_the_digest_and_weights_inside(serve, tmp_path):
-    from agentprov_core.local import identity as li
+    from agentprov_core.live.local import identity as li
 
     routes = llamacpp_routes(tmp_path)
     s = serve("llamacpp", routes=routes)
@@ -547,7 +547,7 @@ def test_a_llamacpp_servers_generation_defaults_are_part_of_the_identity(serve, 
     """What a request that names no sampling parameter gets (llama-server's --temp,
     --seed) shapes every reply of AgentDojo's element: the same model served with another
     default is another identity, and A14 names the field."""
-    from agentprov_core.local import identity as li
+    from agentprov_core.live.local import identity as li
 
     routes = llamacpp_routes(tmp_path)
     e = ep("llamacpp", serve("llamacpp", routes=routes))
@@ -571,8 +571,8 @@ def test_a_llamacpp_servers_generation_defaults_are_part_of_the_identity(serve, 
 
 @pytest.mark.req("R-11.7")
 def test_digest_cache_hit_reads_no_weight_byte(serve, tmp_path, monkeypatch):
-    from agentprov_core.local import identity as li
-    from agentprov_core.local import weights
+    from agentprov_core.live.local import identity as li
+    from agentprov_core.live.local import weights
 
     s = serve("mlx_lm")
     e = ep("mlx_lm", s)
@@ -605,7 +605,7 @@ def test_digest_cache_hit_reads_no_weight_byte(serve, tmp_path, monkeypatch):
 
 
 def test_a_torn_cache_line_is_skipped(tmp_path):
-    from agentprov_core.local import weights
+    from agentprov_core.live.local import weights
 
     f = tmp_path / "w.bin"
     f.write_bytes(b"x" * 100)
@@ -635,7 +635,7 @@ def test_no_hash_weights_records_sizes_only(serve, cli, tmp_path):
 
 @pytest.mark.req("R-11.9")
 def test_model_dir_names_a_folder_the_server_does_not(serve, tmp_path):
-    from agentprov_core.local import identity as li
+    from agentprov_core.live.local import identity as li
 
     folder = make_weights(tmp_path / "lms" / "gemma", {
         "model-00001-of-00002.safetensors": b"1" * 10,
@@ -659,7 +659,7 @@ def test_model_dir_names_a_folder_the_server_does_not(serve, tmp_path):
 
 @pytest.mark.req("R-11.16", "R-11.17", "R-29.8")
 def test_lm_studio_without_native_tool_use_is_refused(serve):
-    from agentprov_core.local import identity as li
+    from agentprov_core.live.local import identity as li
 
     s = serve("lmstudio")
     native = li.observe(ep("lmstudio", s), "qwen3-8b")
@@ -711,8 +711,8 @@ def test_api_models_from_the_cache_without_network(cli, home, tmp_path):
 def test_api_refresh_makes_list_calls_only(tmp_path, monkeypatch):
     import httpx
 
-    from agentprov_core import endpoints
-    from agentprov_core.local import apimodels
+    from agentprov_core.live import endpoints
+    from agentprov_core.live.local import apimodels
 
     monkeypatch.setenv("AGENTPROV_HOME", str(tmp_path / "home"))
     seen: list[httpx.Request] = []
@@ -742,13 +742,14 @@ def prepare_local(serve, tmp_path, monkeypatch):
     """``planning.prepare`` in-process for a local endpoint, against a fake server (the
     environment id and the containment, steps 2 and 3, answer fixed values: their own
     tests are elsewhere)."""
-    from agentprov_core import environments, planning
-    from agentprov_core.runrequest import RunRequest
+    from agentprov_core.backend import environments
+    from agentprov_core.run import prepare as planning
+    from agentprov_core.run.runrequest import RunRequest
     from tests.conftest import fake_identity
 
     monkeypatch.setattr(environments, "backend_identity", fake_identity("00000000"))
     monkeypatch.setattr(environments, "read_marker", lambda meta, env_id: None)
-    monkeypatch.setattr("agentprov_core.containment.resolve", lambda *a, **k: type(
+    monkeypatch.setattr("agentprov_core.backend.containment.resolve", lambda *a, **k: type(
         "R", (), {"as_json": lambda self: {"kind": "vm", "declared_by": "operator"}})())
     (tmp_path / "none.env").write_text("")
 

@@ -13,7 +13,7 @@ from tests.test_local_models import Ep, FakeServer, llamacpp_routes
 def test_reobservations_share_one_transport_and_still_see_a_change(tmp_path, monkeypatch):
     import httpx
 
-    from agentprov_core.local import identity as li
+    from agentprov_core.live.local import identity as li
 
     monkeypatch.setenv("AGENTPROV_HOME", str(tmp_path / "home"))
     made: list[object] = []
@@ -51,7 +51,7 @@ def test_the_observation_client_does_not_import_httpxs_command_line_client():
     import sys
 
     code = ("import sys\n"
-            "from agentprov_core.local import identity\n"
+            "from agentprov_core.live.local import identity\n"
             "t = identity._shared_transport()\n"
             "import httpx\n"
             "assert isinstance(httpx.Client(transport=t), httpx.Client)\n"
@@ -72,7 +72,7 @@ def test_a_plain_http_server_builds_no_tls_context_and_https_still_verifies(tmp_
     import trustme
 
     from agentprov_core.errors import AgentprovError
-    from agentprov_core.local import identity as li
+    from agentprov_core.live.local import identity as li
 
     monkeypatch.setenv("AGENTPROV_HOME", str(tmp_path / "home"))
     li._shared_transport.cache_clear()

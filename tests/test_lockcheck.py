@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from agentprov_core.lockcheck import differences, same_marker
+from agentprov_core.backend.lockcheck import differences, same_marker
 
 DEP = '"agentdojo==0.1.35",'
 SHARED_DEPS = "dependencies = []"
@@ -128,8 +128,8 @@ def test_uv_agrees_on_every_edit(tmp_path, edit, file, old, new, mismatch):
     changed packages in its cache or PyPI: it asks offline first, then online."""
     import tomllib
 
-    from agentprov_core.backends import uv_binary
-    from agentprov_core.interpreters import find_python312
+    from agentprov_core.backend.build import uv_binary
+    from agentprov_core.backend.interpreters import find_python312
 
     backends = copy_of_backends(tmp_path, file, old, new)
     project = backends / "agentdojo"

@@ -574,7 +574,7 @@ def test_a_quarantined_or_unstored_attempt_is_not_mapped(tmp_path):
 def test_a_mapping_that_raises_is_counted_failed_not_raised(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from agentprov_core import campaign
+    from agentprov_core.run import campaign
 
     p = tmp_path / "capture.jsonl"
     complete_session(p)
@@ -600,7 +600,7 @@ def test_a_mapping_that_raises_is_counted_failed_not_raised(tmp_path, monkeypatc
 def test_the_summary_counts_and_the_issues_line(capsys):
     from types import SimpleNamespace
 
-    from agentprov_core import campaign
+    from agentprov_core.run import campaign
 
     t = campaign.Tally(attempts=3, sealed=2, failed=1, conclusive=2, inconclusive=1, derived=3,
                        issues=Counter({"map.no_execution_observed": 1, "map.capture_error": 1}))

@@ -10,9 +10,11 @@ from __future__ import annotations
 import pytest
 from conftest import ROOT, fake_identity
 
-from agentprov_core import defences, environments, planning
+from agentprov_core.backend import environments
 from agentprov_core.errors import AgentprovError
-from agentprov_core.runrequest import RunRequest
+from agentprov_core.registries import defences
+from agentprov_core.run import prepare as planning
+from agentprov_core.run.runrequest import RunRequest
 
 SCRIPT = str(ROOT / "examples" / "scripts" / "live-demo.json")
 BUILDABLE = [d.name for d in defences.load_registry() if not d.replaces_pipeline]

@@ -37,7 +37,7 @@ def entry(mid: str, **extra) -> dict:
 @pytest.fixture
 def built(home):
     """A marker for the agentdojo environment: steps 1-3 pass the environment check."""
-    from agentprov_core import environments
+    from agentprov_core.backend import environments
     from agentprov_core.cli.common import source_entry
 
     make_marker(home, environments.environment_id(source_entry("agentdojo").source.meta))
@@ -60,8 +60,8 @@ def run_(cli, corpora):
 
 @pytest.mark.req("R-10.6", "R-11.1")
 def test_the_registry_entry_has_no_default_url_and_an_optional_key():
-    from agentprov_core import endpoints as epmod
-    from agentprov_core import keys
+    from agentprov_core.live import endpoints as epmod
+    from agentprov_core.live import keys
     from agentprov_core.plugins import manager
 
     ep = epmod.load()["openai_compat"]
@@ -75,7 +75,7 @@ def test_the_registry_entry_has_no_default_url_and_an_optional_key():
 
 
 def test_only_a_local_entry_may_leave_out_its_base_url(tmp_path):
-    from agentprov_core import endpoints as epmod
+    from agentprov_core.live import endpoints as epmod
 
     for body, what in (('kind = "openai"\nkey = "K"', "base_url is required"),
                        ('kind = "openai_compat"\nlocal = true\nbase_url_variable = "X_URL"',
@@ -119,7 +119,7 @@ def test_models_lists_a_generic_server_and_records_it_unverified(serve, cli, tmp
                                        "server": {"served": [MODEL, "tiny"]}}
     assert ident["server_identity"] == {} and ident["files"] is None
     assert "--model-dir" in ident["files_note"]
-    from agentprov_core.digests import digest
+    from agentprov_core.base.digests import digest
 
     part = {k: v for k, v in ident.items() if k not in ("digest", "observed_state",
                                                         "observed_at")}
@@ -130,7 +130,7 @@ def test_models_lists_a_generic_server_and_records_it_unverified(serve, cli, tmp
 
 @pytest.mark.req("R-11.9")
 def test_model_dir_gives_a_generic_server_its_weight_files(serve, tmp_path):
-    from agentprov_core.local import identity as li
+    from agentprov_core.live.local import identity as li
 
     folder = lm.make_weights(tmp_path / "qwen3", {"model.safetensors": b"Q" * 4000,
                                                   "config.json": b"{}"})
@@ -267,7 +267,7 @@ def test_a_key_with_a_lan_url_is_refused(run_, built, tmp_path, corpora):
 @pytest.mark.req("R-11.2")
 def test_the_other_kinds_refuse_a_generic_server_and_point_at_openai_compat(serve, cli,
                                                                             tmp_path):
-    from agentprov_core.local import identity as li
+    from agentprov_core.live.local import identity as li
 
     s = serve("openai_compat")
     for kind in ("ollama", "lmstudio", "llamacpp", "vllm", "omlx", "mlx_lm"):
@@ -299,7 +299,7 @@ def test_a14_on_a_generic_server_is_one_listing_request(serve, tmp_path):
     names. Serving state (another model loaded, max_model_len, the created stamp) is not
     drift. What it cannot see: other weights served under the same id without
     --model-dir."""
-    from agentprov_core.local import identity as li
+    from agentprov_core.live.local import identity as li
 
     routes = lm.openai_compat_routes(tmp_path)
     s = serve("openai_compat", routes=routes, server="sglang-standin/0.5.0")

@@ -3,8 +3,9 @@
 import pytest
 from conftest import ROOT, fake_identity, snapshot
 
-from agentprov_core import environments, planning
-from agentprov_core.runrequest import RunRequest
+from agentprov_core.backend import environments
+from agentprov_core.run import prepare as planning
+from agentprov_core.run.runrequest import RunRequest
 
 SCRIPT = str(ROOT / "examples" / "scripts" / "live-demo.json")
 

@@ -8,8 +8,9 @@ import sys
 import pytest
 from conftest import ROOT, fake_identity
 
-from agentprov_core import environments, planning
-from agentprov_core.runrequest import RunRequest
+from agentprov_core.backend import environments
+from agentprov_core.run import prepare as planning
+from agentprov_core.run.runrequest import RunRequest
 
 
 @pytest.fixture(autouse=True)
@@ -136,8 +137,8 @@ def test_config_digest_changes_with_the_agent_and_the_backend_identity(monkeypat
 
 
 def test_digests_are_stable_across_processes_and_machines(tmp_path):
-    code = ("import json; from agentprov_core import environments, planning;"
-            "from agentprov_core.runrequest import RunRequest;"
+    code = ("import json; from agentprov_core.backend import environments; from agentprov_core.run import prepare as planning;"
+            "from agentprov_core.run.runrequest import RunRequest;"
             "environments.backend_identity = lambda m: ('agentdojo-00000000',"
             " {'environment_id': 'agentdojo-00000000'});"
             "o = dict(suite=('banking',), user_tasks='0-1', attack=('important_instructions',),"
@@ -206,7 +207,7 @@ def test_one_defence_for_the_whole_plan():
     from collections import Counter
     from types import SimpleNamespace
 
-    from agentprov_core import campaign
+    from agentprov_core.run import campaign
 
     base = dict(suite=("banking",), user_tasks="0-1", attack=("important_instructions",),
                 injection_tasks="0", repeats=2)

@@ -4,7 +4,7 @@ same files, and each tree is walked once."""
 
 from __future__ import annotations
 
-from agentprov_core.sandbox import profile
+from agentprov_core.backend.sandbox import profile
 
 
 def test_a_prewalk_is_what_the_worker_start_uses(tmp_path, monkeypatch):

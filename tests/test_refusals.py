@@ -267,7 +267,7 @@ def test_local_only_endpoint_options_on_an_api_endpoint(dry):
 
 @pytest.mark.req("R-15.15")
 def test_jobs_above_the_host_is_refused_not_clamped(dry, script):
-    from agentprov_core.hostlimits import max_jobs
+    from agentprov_core.backend.hostlimits import max_jobs
 
     top = max_jobs()
     r = dry("agentdojo", *BANKING, "--llm-script", script, "--jobs", str(top + 1))
@@ -279,7 +279,7 @@ def test_jobs_above_the_host_is_refused_not_clamped(dry, script):
 
 @pytest.mark.req("R-15.15")
 def test_the_hosts_maximum_is_four_cells_per_cpu_bounded_by_memory(monkeypatch):
-    from agentprov_core import hostlimits
+    from agentprov_core.backend import hostlimits
 
     monkeypatch.setattr(hostlimits, "cpus", lambda: 2)
     monkeypatch.setattr(hostlimits, "available_memory_mib", lambda: 24 * 1024)

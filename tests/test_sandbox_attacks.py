@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, bwrap_unusable
 
-from agentprov_core import containment
-from agentprov_core.containment import Recorded
-from agentprov_core.sandbox import profile
-from agentprov_core.workerclient import Worker, scrubbed_env, worker_argv
+from agentprov_core.backend import containment
+from agentprov_core.backend.containment import Recorded
+from agentprov_core.backend.sandbox import profile
+from agentprov_core.backend.workerclient import Worker, scrubbed_env, worker_argv
 
 pytestmark = pytest.mark.skipif(bwrap_unusable() is not None,
                                 reason=f"needs a working bubblewrap: {bwrap_unusable()}")

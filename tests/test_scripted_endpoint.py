@@ -17,8 +17,8 @@ import pytest
 from conftest import ROOT
 
 from agentprov_core.errors import AgentprovError
-from agentprov_core.scripted.script import FORMAT, load_script, parse_script
-from agentprov_core.scripted.server import ScriptedEndpoint
+from agentprov_core.live.scripted.script import FORMAT, load_script, parse_script
+from agentprov_core.live.scripted.server import ScriptedEndpoint
 
 DEMO = ROOT / "examples" / "scripts" / "live-demo.json"
 REQUEST = {"model": "example-model", "messages": [{"role": "user", "content": "Hi"}]}

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from agentprov_core.sandbox import seccomp as sc
+from agentprov_core.backend.sandbox import seccomp as sc
 
 ALLOW = sc.SECCOMP_RET_ALLOW
 EAFNOSUPPORT = sc.errno_ret(errno.EAFNOSUPPORT)
@@ -128,7 +128,7 @@ def test_the_kernel_enforces_it_in_a_real_process():
 
 
 def test_a_realised_argv_names_its_filter_fd_and_only_bwraps_own_options_count(tmp_path):
-    from agentprov_core.sandbox import profile
+    from agentprov_core.backend.sandbox import profile
 
     argv = profile.realise(["python", "--seccomp", "7"], env_dir=tmp_path, staging=tmp_path,
                            home=tmp_path, tmp=tmp_path, routes={}, bwrap="bwrap")

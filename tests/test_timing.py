@@ -1,4 +1,4 @@
-"""The debug timer (``AGENTPROV_DEBUG_TIMING``, agentprov_core/timing.py): off by default, and
+"""The debug timer (``AGENTPROV_DEBUG_TIMING``, agentprov_core/base/timing.py): off by default, and
 on, one line per span of T0, of the worker, its forkserver and its cells, in one file outside
 the corpus."""
 
@@ -14,7 +14,7 @@ LIVE_DEMO = ROOT / "examples" / "scripts" / "live-demo.json"
 
 
 def test_off_by_default_a_span_writes_nothing(tmp_path, monkeypatch):
-    from agentprov_core import timing
+    from agentprov_core.base import timing
 
     monkeypatch.setattr(timing, "_path", None)
     with timing.span("x", session="s"):
@@ -26,7 +26,7 @@ def test_off_by_default_a_span_writes_nothing(tmp_path, monkeypatch):
 
 
 def test_on_spans_and_a_workers_file_are_appended(tmp_path, monkeypatch):
-    from agentprov_core import timing
+    from agentprov_core.base import timing
 
     out = tmp_path / "t.jsonl"
     monkeypatch.setattr(timing, "_path", str(out))

@@ -18,12 +18,14 @@ import msgspec
 import pytest
 from conftest import ROOT, fake_identity, snapshot
 
-from agentprov_core import campaign, environments, planning
+from agentprov_core.backend import environments
 from agentprov_core.corpus.ledger import Attempt, Ledger
 from agentprov_core.corpus.store import RawStore
 from agentprov_core.corpus.working import partial_dir, unit_id, unit_key
 from agentprov_core.errors import AgentprovError
-from agentprov_core.runrequest import RunRequest
+from agentprov_core.run import campaign
+from agentprov_core.run import prepare as planning
+from agentprov_core.run.runrequest import RunRequest
 
 SCRIPT = str(ROOT / "examples" / "scripts" / "live-demo.json")
 DEMO = dict(suite=("banking",), user_tasks="0-1", attack=("important_instructions",),

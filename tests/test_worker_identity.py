@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agentprov_core import envidentity
+from agentprov_core.backend import identity as envidentity
 from tests import test_containment
 
 small_env = test_containment.small_env  # the fixture: a venv holding the worker library

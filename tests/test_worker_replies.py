@@ -1,7 +1,7 @@
 """T0's reader of the worker's replies: the worker is untrusted, so a reply line is bounded
 and a failure quotes only the end of the file T0 opened for the worker's stderr.
 
-The worker here is a real subprocess started by :class:`~agentprov_core.workerclient.Worker`
+The worker here is a real subprocess started by :class:`~agentprov_core.backend.workerclient.Worker`
 exactly as a backend's worker is (``<env>/bin/python -P -m agentprov_backend.worker``), whose
 ``bin/python`` is a small program that misbehaves: no backend environment is needed to
 play a hostile worker.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agentprov_core import workerclient
+from agentprov_core.backend import workerclient
 from agentprov_core.errors import AgentprovError
 
 

@@ -49,17 +49,17 @@ from typing import Any
 
 import msgspec
 
-from agentprov_core import capture_chain
 from agentprov_core.corpus import selfdigest
 from agentprov_core.corpus.snapshot import LOCK, Snapshot
 from agentprov_core.errors import AgentprovError
+from agentprov_core.evidence import capture_chain
 
 LEVEL = "chain"
 LIVE_FORMAT = "agentprov-live-corpus/0.1"
 KNOWN_FORMATS = (LIVE_FORMAT,)
 LEDGER_STATUSES = ("complete", "incomplete", "errored", "aborted", "quarantined")
 HEX64 = re.compile(r"[0-9a-f]{64}")
-#: The keys of a line of preflight/ledger.jsonl (agentprov_core/campaign.py writes them)
+#: The keys of a line of preflight/ledger.jsonl (agentprov_core/run/campaign.py writes them)
 PREFLIGHT_KEYS = frozenset({
     "at", "invocation", "session_id", "call", "status", "capture_sha256",
     "capture_head_sha256", "billed_calls", "plan_sha256", "config_digest", "line_sha256"})
@@ -829,7 +829,7 @@ class _Verifier:
     def check_manifest(self) -> None:
         """The manifest as it is now (read after the ledger and the index: it lists what
         their lines record, also while a run rewrites it)."""
-        from agentprov_core import inputfile
+        from agentprov_core.base import inputfile
         from agentprov_core.corpus.opening import parse_manifest
 
         if self.manifest is None:
@@ -1168,7 +1168,7 @@ class _Verifier:
                       f"record {chain.n_records - 1}: end status {end.get('status')!r}; "
                       f"{where} records {e['status']!r}")
         if "billed_calls" in e and chain.ok:
-            from agentprov_core import caps
+            from agentprov_core.live import caps
 
             billed = caps.charge_records(chain.records).billed
             if not _same(billed, e["billed_calls"]):

@@ -22,16 +22,11 @@ from pathlib import Path
 
 import msgspec
 
-from agentprov_core import (
-    __version__,
-    defassets,
-    envidentity,
-    environments,
-    lockcheck,
-    marker,
-    paths,
-)
-from agentprov_core.digests import file_sha256
+from agentprov_core import __version__
+from agentprov_core.backend import defassets, environments, lockcheck, marker
+from agentprov_core.backend import identity as envidentity
+from agentprov_core.base import paths
+from agentprov_core.base.digests import file_sha256
 from agentprov_core.errors import AgentprovError
 from agentprov_core.source import SourceMeta
 
@@ -300,7 +295,7 @@ def probe(env_dir: Path, hello: dict) -> dict[str, object]:
     17 checks, docs/containment.md)."""
     import sys
 
-    from agentprov_core import containment
+    from agentprov_core.backend import containment
 
     out: dict[str, object] = {}
     for prov in containment.providers().values():
@@ -323,7 +318,7 @@ def probe_rerun(m: marker.Marker) -> list[str]:
     machine that changed since it ran (bubblewrap installed, removed or replaced, root or
     not, the user-namespace settings), or a probe that failed (its cause may lie outside
     what is recorded). Empty: the recorded probe stands."""
-    from agentprov_core import containment
+    from agentprov_core.backend import containment
 
     out: list[str] = []
     for prov in containment.providers().values():
@@ -341,7 +336,7 @@ def probe_rerun(m: marker.Marker) -> list[str]:
 def probe_lines(m: marker.Marker) -> list[str]:
     """What ``--offline-check`` reports of the probe recorded at build time (never re-run):
     the recorded result, said to be stale when it no longer describes this machine."""
-    from agentprov_core import containment
+    from agentprov_core.backend import containment
 
     parts, stale = [], []
     provs = {p.probe_key: p for p in containment.providers().values() if p.probe_key}
@@ -375,7 +370,7 @@ def record_catalogues(bp: BuildPlan, env_dir: Path) -> dict:
     it serves, computed from the installed package; record them in ``agentprov/``."""
     import json
 
-    from agentprov_core.workerclient import Worker
+    from agentprov_core.backend.workerclient import Worker
 
     with tempfile.TemporaryDirectory(prefix="agentprov-build-") as staging, \
             Worker(bp.env_id, env_dir, Path(staging), network=False) as w:
@@ -505,7 +500,7 @@ def offline_check(bp: BuildPlan) -> marker.Marker:
         if m.lock_sha256 != bp.lock_sha256:
             raise fail(f"the marker's lock_sha256 differs from backends/{bp.meta.backend_project}"
                        "/uv.lock")
-        from agentprov_core.workerclient import Worker
+        from agentprov_core.backend.workerclient import Worker
 
         # the worker starts while T0 hashes the files; its hello is read afterwards
         with tempfile.TemporaryDirectory(prefix="agentprov-hello-") as staging, \

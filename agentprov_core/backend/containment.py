@@ -189,7 +189,7 @@ def prewarm(recorded: Recorded | None, env_dir: Path) -> None:
     the walk of the environment and its Python install for ``.env`` files to mask), so that
     the worker's start does not wait for it."""
     if enforced(recorded) and recorded.kind == "bwrap":
-        from agentprov_core.sandbox import profile
+        from agentprov_core.backend.sandbox import profile
 
         profile.prewalk(env_dir)
 
@@ -198,7 +198,7 @@ def wrap_argv(recorded: Recorded | None, argv: list[str], staging: Path, home: P
               allowed: dict[int, str], *, env_dir: Path, tmp: Path) -> list[str]:
     """The worker's argv under ``recorded``. ``allowed`` maps each port the worker may
     reach on 127.0.0.1 to the host Unix socket it is relayed to (see :class:`Allowed`
-    and :class:`agentprov_core.sandbox.bridge.Bridge`). A declared containment (or none)
+    and :class:`agentprov_core.backend.sandbox.bridge.Bridge`). A declared containment (or none)
     leaves the argv as it is: there is nothing for agentprov to enforce."""
     if not enforced(recorded):
         return list(argv)
@@ -220,15 +220,15 @@ def run_probe(prov: ContainmentProvider, env_dir: Path, hello: dict[str, Any]) -
 # ----------------------------------------------------------------------------- the providers
 def wrap_bwrap(argv: list[str], *, staging: Path, home: Path, tmp: Path,
                routes: dict[int, str], env_dir: Path) -> list[str]:
-    from agentprov_core.sandbox import profile
+    from agentprov_core.backend.sandbox import profile
 
     return profile.realise(argv, env_dir=env_dir, staging=staging, home=home, tmp=tmp,
                            routes=routes)
 
 
 def builtin_providers() -> list[ContainmentProvider]:
-    from agentprov_core.sandbox import profile
-    from agentprov_core.sandbox.sbpl import profile_sha256 as sbpl_sha256
+    from agentprov_core.backend.sandbox import profile
+    from agentprov_core.backend.sandbox.sbpl import profile_sha256 as sbpl_sha256
 
     return [
         ContainmentProvider(name="sandbox-exec", recorded_as="sandbox_exec",
@@ -239,9 +239,9 @@ def builtin_providers() -> list[ContainmentProvider]:
                             declared_by="probe",
                             summary="enforced by bubblewrap; accepted only with a passed "
                                     "build-time probe",
-                            probe_key="bwrap", probe="agentprov_core.sandbox.probe:run",
-                            wrap="agentprov_core.containment:wrap_bwrap",
-                            stale="agentprov_core.sandbox.probe:stale",
+                            probe_key="bwrap", probe="agentprov_core.backend.sandbox.probe:run",
+                            wrap="agentprov_core.backend.containment:wrap_bwrap",
+                            stale="agentprov_core.backend.sandbox.probe:stale",
                             profile_sha256=profile.profile_sha256()),
         ContainmentProvider(name="dedicated-user", recorded_as="dedicated_user",
                             platforms=("any",), declared_by="operator",

@@ -41,8 +41,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from agentprov_core import paths, tomlfile
-from agentprov_core.digests import digest
+from agentprov_core.base import paths, tomlfile
+from agentprov_core.base.digests import digest
 from agentprov_core.errors import AgentprovError
 
 ENV_SUBDIR = "agentprov/defence-assets"

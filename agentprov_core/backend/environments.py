@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentprov_core import paths
-from agentprov_core.digests import file_sha256
+from agentprov_core.backend.marker import MARKER
+from agentprov_core.base import paths
+from agentprov_core.base.digests import file_sha256
 from agentprov_core.errors import AgentprovError
-from agentprov_core.marker import MARKER
 from agentprov_core.source import SourceMeta
 
 
@@ -51,8 +51,8 @@ def require_built(meta: SourceMeta) -> str:
 def read_marker(meta: SourceMeta, env_id: str):
     """The environment's marker, checked against the backend and the repository's lock and
     defence registry (exit 3 naming what differs)."""
-    from agentprov_core import marker as markermod
-    from agentprov_core import paths
+    from agentprov_core.backend import marker as markermod
+    from agentprov_core.base import paths
 
     env_dir = environment_dir(env_id)
     where = markermod.path(env_dir)

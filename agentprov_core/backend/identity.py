@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentprov_core.digests import digest, file_sha256
+from agentprov_core.base.digests import digest, file_sha256
 
 GUARDED = ("pyvenv.cfg", "agentprov/uv.lock", "agentprov/pyproject.toml")
 

@@ -42,7 +42,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from agentprov_core import paths
+from agentprov_core.base import paths
 
 PATH_KINDS = ("directory", "editable", "virtual", "path")
 SOURCE_KINDS = (*PATH_KINDS, "git", "url", "index")

@@ -31,7 +31,7 @@ class Marker(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     hello: dict[str, Any]
     probe: dict[str, Any]
     identity_sha256: str
-    #: the provisioned defence assets by id (``agentprov_core.defassets.record``): pins,
+    #: the provisioned defence assets by id (``agentprov_core.backend.defassets.record``): pins,
     #: origin, kind, licence and digest; ``None`` when the build provisioned none
     defence_assets: dict[str, Any] | None = None
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import msgspec
 
-from agentprov_core import backends, environments
+from agentprov_core.backend import build as backends
+from agentprov_core.backend import environments
+from agentprov_core.backend.marker import Marker
 from agentprov_core.catalogue import Catalogue
 from agentprov_core.errors import AgentprovError
-from agentprov_core.marker import Marker
 from agentprov_core.source import Source
 
 PROTOCOL = "agentprov-worker/0.1"
@@ -39,7 +40,7 @@ def check_hello(hello: dict, m: Marker, backend: str) -> None:
 
 def check_recorded_catalogue(env_dir: Path, m: Marker, source: str) -> None:
     """The catalogue recorded at build time must still be the one the marker hashed."""
-    from agentprov_core.digests import file_sha256
+    from agentprov_core.base.digests import file_sha256
 
     rel = f"agentprov/catalogue-{source}.json"
     p = env_dir / rel
@@ -62,7 +63,7 @@ def worker_catalogue(src: Source) -> Catalogue | None:
     m = environments.read_marker(meta, env_id)
     if meta.name not in m.hello.get("sources", []):
         return None
-    from agentprov_core.workerclient import Worker
+    from agentprov_core.backend.workerclient import Worker
 
     check_recorded_catalogue(env_dir, m, meta.name)
     with backends.hold(env_id, shared=True), tempfile.TemporaryDirectory(prefix="agentprov-") as staging, \
@@ -74,8 +75,8 @@ def worker_catalogue(src: Source) -> Catalogue | None:
 
 def dry_run(p):
     """Start the worker for hello and plan only, with no keys and no network."""
-    from agentprov_core.planning import with_worker_catalogue
-    from agentprov_core.workerclient import Worker
+    from agentprov_core.backend.workerclient import Worker
+    from agentprov_core.run.prepare import with_worker_catalogue
 
     meta = p.source.meta
     env_id = p.plan.environment_id

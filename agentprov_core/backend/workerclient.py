@@ -8,11 +8,11 @@ path: a cell that plants ``staging/agentprov_backend/worker.py`` is not what the
 on the corpus imports. With ``network=False`` it runs in a new
 network namespace (bubblewrap, else ``unshare``), so it cannot reach any host.
 
-Under an enforced containment (``containment=`` a :class:`~agentprov_core.containment.Recorded`
+Under an enforced containment (``containment=`` a :class:`~agentprov_core.backend.containment.Recorded`
 of ``declared_by: probe``, e.g. ``bwrap``) the argv is wrapped by the provider
-(:func:`agentprov_core.containment.wrap_argv`): the worker then sees only its environment,
+(:func:`agentprov_core.backend.containment.wrap_argv`): the worker then sees only its environment,
 the Python install, its staging directory, private home and TMPDIR, and reaches only the
-ports of ``allowed`` (host loopback ports through a :class:`~agentprov_core.sandbox.bridge.Bridge`,
+ports of ``allowed`` (host loopback ports through a :class:`~agentprov_core.backend.sandbox.bridge.Bridge`,
 the egress proxy through its Unix socket). A declared containment changes nothing here.
 """
 
@@ -32,12 +32,12 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentprov_core import timing
+from agentprov_core.base import timing
 from agentprov_core.errors import AgentprovError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from agentprov_core.containment import Allowed, Recorded
-    from agentprov_core.sandbox.bridge import Bridge
+    from agentprov_core.backend.containment import Allowed, Recorded
+    from agentprov_core.backend.sandbox.bridge import Bridge
 
 ALLOWED_ENV = ("LANG", "LC_ALL", "TZ")
 #: the longest reply line T0 reads from the worker, in characters (the largest legitimate
@@ -116,7 +116,7 @@ class Worker:
         self._bridge: Bridge | None = None
         self.argv = self._argv(argv, env_dir, staging, network, containment, allowed)
         self.stderr_path = staging / "worker.stderr"
-        from agentprov_core.sandbox.profile import close_fds, pass_fds
+        from agentprov_core.backend.sandbox.profile import close_fds, pass_fds
 
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in close()
         try:
@@ -138,14 +138,14 @@ class Worker:
 
     def _argv(self, argv: list[str], env_dir: Path, staging: Path, network: bool,
               containment: Recorded | None, allowed: Allowed | None) -> list[str]:
-        from agentprov_core import containment as cm
+        from agentprov_core.backend import containment as cm
 
         if not cm.enforced(containment):
             return argv if network else [*network_block_prefix(), *argv]
         allowed = allowed or cm.Allowed()
         try:
             if allowed.loopback_ports:
-                from agentprov_core.sandbox.bridge import Bridge
+                from agentprov_core.backend.sandbox.bridge import Bridge
 
                 self._bridge = Bridge(tuple(allowed.loopback_ports))
             routes = dict(self._bridge.sockets if self._bridge else {})

@@ -6,7 +6,7 @@ import os
 from functools import cache
 from pathlib import Path
 
-_PKG = Path(__file__).resolve().parent
+_PKG = Path(__file__).resolve().parent.parent  # the agentprov_core package
 
 
 @cache

@@ -14,7 +14,7 @@ _AT_LINE = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 def read(path: Path, code: str) -> tuple[dict[str, Any], str]:
     """Parse ``path``; raise ``code`` (a usage error with ``location`` and ``what``)."""
-    from agentprov_core import inputfile
+    from agentprov_core.base import inputfile
 
     try:
         text = inputfile.read_bytes(path).decode("utf-8")

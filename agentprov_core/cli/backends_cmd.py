@@ -29,7 +29,7 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
           env_file: str | None, defence_assets: str | None,
           defence_source: tuple[str, ...]) -> int:
     """Build BACKEND's environment from its committed uv.lock, and record its identity."""
-    from agentprov_core import backends as b
+    from agentprov_core.backend import build as b
     from agentprov_core.errors import AgentprovError
 
     if dry_run and offline_check:
@@ -56,7 +56,7 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
         for line in b.probe_lines(m):  # the build's probe, reported and not re-run
             click.echo(line)
         return 0
-    from agentprov_core.interpreters import find_python312
+    from agentprov_core.backend.interpreters import find_python312
 
     python = find_python312()
     what, m = b.build(bp, python)

@@ -31,8 +31,8 @@ def table(rows: list[list[str]], header: list[str]) -> str:
 
 def source_entry(name: str):
     """The installed source ``name``, or the right refusal (unknown, missing, failed)."""
-    from agentprov_core import parts as partsmod
     from agentprov_core.plugins import manager
+    from agentprov_core.registries import parts as partsmod
 
     plugins = manager()
     sources = plugins.sources()

@@ -10,9 +10,9 @@ from agentprov_core.cli.common import echo_json
 
 
 def print_dry_run(prepared, started: float) -> int:
-    from agentprov_core.campaign import read_progress
-    from agentprov_core.planning import plan_lines
-    from agentprov_core.session import dry_run
+    from agentprov_core.backend.session import dry_run
+    from agentprov_core.run.campaign import read_progress
+    from agentprov_core.run.prepare import plan_lines
 
     prepared = dry_run(prepared)
     read_progress(prepared)  # the worker's catalogue re-made the plan: count again

@@ -10,8 +10,8 @@ from agentprov_core.cli.common import echo_json, format_option, table
 
 
 def parts_rows() -> list[dict[str, Any]]:
-    from agentprov_core import parts as partsmod
     from agentprov_core.plugins import manager
+    from agentprov_core.registries import parts as partsmod
 
     plugins = manager()
     sources = plugins.sources()

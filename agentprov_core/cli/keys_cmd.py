@@ -61,7 +61,7 @@ def _read_value(name: str, from_stdin: bool) -> str:
               help="Read the key as one line on stdin instead of prompting.")
 def set_(name: str, from_stdin: bool) -> int:
     """Store the key NAME in the keychain: prompt without echo, or one line with --stdin."""
-    from agentprov_core import keys as k
+    from agentprov_core.live import keys as k
 
     endpoints = k.check_key_name(name)
     kr = k.keychain()  # refuse an unusable keychain before asking for anything
@@ -77,7 +77,7 @@ def set_(name: str, from_stdin: bool) -> int:
 
 def _rows(names: list[str]) -> tuple[str, list[dict]]:
     """The keychain backend's name, and a row per key variable (``names``, or every one)."""
-    from agentprov_core import keys as k
+    from agentprov_core.live import keys as k
 
     known = k.key_variables()
     for n in names:
@@ -92,7 +92,7 @@ def _rows(names: list[str]) -> tuple[str, list[dict]]:
 @format_option
 def status(name: str | None, fmt: str) -> int:
     """Whether each key variable (or NAME) is set in the keychain. Names only."""
-    from agentprov_core import keys as k
+    from agentprov_core.live import keys as k
 
     backend, rows = _rows([name] if name else [])
     if fmt == "json":

@@ -22,7 +22,7 @@ def _usage(what: str) -> None:
 def _variable(var: str | None, options: dict[str, Any]) -> str | None:
     if not var:
         return None
-    from agentprov_core import keys
+    from agentprov_core.live import keys
 
     return keys.read_variable(var, options)
 
@@ -32,8 +32,8 @@ def _optional_key(var: str | None, options: dict[str, Any]) -> Any:
     nothing is sent then (R-11.26)."""
     if not var:
         return None
-    from agentprov_core import keys
     from agentprov_core.errors import AgentprovError
+    from agentprov_core.live import keys
 
     try:
         return keys.read_key(var, options)
@@ -75,7 +75,7 @@ def models(endpoint_name: str, model_id: str | None, pick: bool, no_hash_weights
     For an API endpoint, show the provider's model list from a dated cache without any
     network access; --allow-network refreshes it.
     """
-    from agentprov_core import endpoints
+    from agentprov_core.live import endpoints
 
     if keychain and env_file:
         _usage("--keychain and --env-file are exclusive")
@@ -100,8 +100,8 @@ def _local(ep: Any, model_id: str | None, pick: bool, no_hash: bool, model_dir: 
            base_url: str | None, options: dict[str, Any], fmt: str) -> None:
     import msgspec
 
-    from agentprov_core import endpoints
-    from agentprov_core.local import identity as li
+    from agentprov_core.live import endpoints
+    from agentprov_core.live.local import identity as li
 
     env = {}
     value = _variable(ep.base_url_variable, options)
@@ -124,7 +124,7 @@ def _local(ep: Any, model_id: str | None, pick: bool, no_hash: bool, model_dir: 
                    "fingerprint": srv.fingerprint, "served": srv.ids,
                    "identity": ident.to_json() if ident else None})
         return
-    from agentprov_core.local.kinds import KINDS
+    from agentprov_core.live.local.kinds import KINDS
 
     label = KINDS[srv.kind].label + (f" {srv.version}" if srv.version else "")
     if srv.verified:
@@ -199,9 +199,9 @@ def _print_identity(ident: Any) -> None:
 
 def _api(ep: Any, model_id: str | None, allow_network: bool, options: dict[str, Any],
          fmt: str) -> None:
-    from agentprov_core import endpoints
     from agentprov_core.errors import AgentprovError
-    from agentprov_core.local import apimodels
+    from agentprov_core.live import endpoints
+    from agentprov_core.live.local import apimodels
 
     if allow_network:
         env = {}
@@ -213,7 +213,7 @@ def _api(ep: Any, model_id: str | None, allow_network: bool, options: dict[str, 
         key = None
         if ep.key and ep.name not in apimodels.PUBLIC_LISTS:
             try:
-                from agentprov_core import keys
+                from agentprov_core.live import keys
             except ImportError:  # pragma: no cover - a build without the keys module
                 raise AgentprovError("cli.environment.models_fetch", endpoint=ep.name,
                                      url=endpoints.shown(url),

@@ -24,8 +24,8 @@ def package(corpus: str | None, corpus_version: str | None, spec: str | None,
             licences: tuple[str, ...]) -> None:
     """Seal a corpus for release. Live corpora are not sealed in this build (U-18), and no
     sealed format exists yet: every corpus is refused, and nothing is written."""
+    from agentprov_core.audit.verification import is_live
     from agentprov_core.corpus.opening import open_corpus
-    from agentprov_core.corpus.verification import is_live
     from agentprov_core.errors import AgentprovError
 
     if not spec:

@@ -38,8 +38,8 @@ def recompute(corpus: str, dry_run: bool, out: Path | None, remap: bool, fmt: st
     stored ones: identical, changed (explained), unexplained, failed or unverified. The
     corpus is never rewritten: without --dry-run, --out DIR receives a new tree. Exit 1
     when an execution is unexplained or failed."""
+    from agentprov_core.audit.verification import is_live
     from agentprov_core.corpus.opening import open_corpus
-    from agentprov_core.corpus.verification import is_live
     from agentprov_core.errors import AgentprovError
     from agentprov_core.evidence import recompute as rc
 

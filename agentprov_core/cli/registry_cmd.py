@@ -23,7 +23,7 @@ def defences_list(fmt: str) -> None:
     """List the defence registry's entries."""
     import msgspec
 
-    from agentprov_core.defences import load_registry
+    from agentprov_core.registries.defences import load_registry
 
     entries = load_registry()
     if fmt == "json":
@@ -38,10 +38,10 @@ def defences_list(fmt: str) -> None:
 
 
 def _toggle(name: str, enabled: bool) -> None:
-    from agentprov_core import paths
-    from agentprov_core.defences import load_registry
+    from agentprov_core.base import paths
     from agentprov_core.errors import AgentprovError
-    from agentprov_core.registry_edit import set_value
+    from agentprov_core.registries.defences import load_registry
+    from agentprov_core.registries.edit import set_value
 
     path = paths.defence_registry()
     entries = {e.name: e for e in load_registry(path)}
@@ -79,7 +79,7 @@ def parts_list(fmt: str) -> None:
     """List the parts and their live status."""
     import msgspec
 
-    from agentprov_core.parts import load
+    from agentprov_core.registries.parts import load
 
     entries = load()
     if fmt == "json":
@@ -94,9 +94,9 @@ def parts_list(fmt: str) -> None:
 @click.argument("status", type=click.Choice(["planned", "partial", "full"]))
 def parts_set_status(name: str, status: str) -> None:
     """Set part NAME's live status (planned, partial or full)."""
-    from agentprov_core import paths
-    from agentprov_core.parts import parts_file
-    from agentprov_core.registry_edit import set_value
+    from agentprov_core.base import paths
+    from agentprov_core.registries.edit import set_value
+    from agentprov_core.registries.parts import parts_file
 
     path = parts_file()
     changed = set_value(path, "parts", name, "live_status", status, "part")

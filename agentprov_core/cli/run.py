@@ -106,11 +106,11 @@ def run(ctx: click.Context, source: str, **options) -> int:
     the endpoint URL (4) and the containment (4); then the plan, where --dry-run stops;
     then consent (4).
     """
-    from agentprov_core import planning
-    from agentprov_core.runrequest import RunRequest
+    from agentprov_core.run import prepare as planning
+    from agentprov_core.run.runrequest import RunRequest
 
     started = time.monotonic()
-    from agentprov_core import timing
+    from agentprov_core.base import timing
 
     timing.emit("t0.run", time.time())
     given = {name for name in options
@@ -118,7 +118,7 @@ def run(ctx: click.Context, source: str, **options) -> int:
     req = RunRequest(source=source, options=options, given=given)
     if options["catalogue"]:
         from agentprov_core.cli.common import source_entry
-        from agentprov_core.runrequest import check_usage
+        from agentprov_core.run.runrequest import check_usage
 
         check_usage(req)
         src = source_entry(source).source
@@ -127,7 +127,7 @@ def run(ctx: click.Context, source: str, **options) -> int:
 
         echo_json(msgspec.to_builtins(planning.catalogue_for_print(src)))
         return 0
-    from agentprov_core import campaign
+    from agentprov_core.run import campaign
 
     with timing.span("prepare"):
         prepared = planning.prepare(req)
@@ -142,13 +142,13 @@ def run(ctx: click.Context, source: str, **options) -> int:
     consented = None
     campaign.check_supported(prepared)  # run.unsupported.campaign (exit 5)
     if not req.scripted:
-        from agentprov_core import consent
+        from agentprov_core.live import consent
 
         consented = consent.decide(prepared)  # step 7: cli.refused.consent (exit 4)
-    from agentprov_core.backends import hold
-    from agentprov_core.session import dry_run
+    from agentprov_core.backend.build import hold
+    from agentprov_core.backend.session import dry_run
 
-    # the preflight probe (a real model), then the campaign (agentprov_core/campaign.py),
+    # the preflight probe (a real model), then the campaign (agentprov_core/run/campaign.py),
     # holding the environment's lock shared throughout: other runs share the environment,
     # a build or an offline check of it is refused until the run ends
     campaign.prewarm(prepared)

@@ -1,5 +1,5 @@
 """``agentprov stats``: tables of a corpus's records and executions
-(agentprov_core/corpus/stats.py defines the columns)."""
+(agentprov_core/audit/stats.py defines the columns)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from agentprov_core.cli.common import echo_json, table
 
 
 def _tables(ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
-    from agentprov_core.corpus.stats import TABLES
+    from agentprov_core.audit.stats import TABLES
 
     names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
     unknown = [n for n in names if n not in TABLES]
@@ -29,7 +29,7 @@ def _tables(ctx: click.Context, _param: click.Parameter, value: str) -> tuple[st
 def stats(corpus: str, names: tuple[str, ...], fmt: str) -> None:
     """Tables of a corpus: counts (one row per source and profile: records, executions
     observed, outcome statuses) and issues (register codes)."""
-    from agentprov_core.corpus import stats as statsmod
+    from agentprov_core.audit import stats as statsmod
     from agentprov_core.corpus.opening import open_corpus
 
     c = open_corpus(corpus)

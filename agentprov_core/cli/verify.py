@@ -1,5 +1,5 @@
 """``agentprov verify``: re-walk a corpus's capture chains, raw store digests and references
-(agentprov_core/corpus/verification.py says what each check holds)."""
+(agentprov_core/audit/verification.py says what each check holds)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def verify(corpus: str, fmt: str) -> int:
     """Re-walk every capture chain, raw store digest, ledger reference and execution digest
     of a corpus. Exit 0 when nothing failed (a working tree always passes "with unverified
     checks": nothing is sealed), 1 when a check failed, naming the file and the record."""
-    from agentprov_core.corpus.verification import verify_corpus
+    from agentprov_core.audit.verification import verify_corpus
 
     report = verify_corpus(corpus)
     if fmt == "json":

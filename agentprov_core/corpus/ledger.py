@@ -39,7 +39,7 @@ class Attempt(msgspec.Struct, kw_only=True):
     calls: int | None = None
     plan_sha256: str = ""
     config_digest: str = ""
-    #: with ``unit``, the unit's identity (:meth:`agentprov_core.plans.Plan.unit_digest`);
+    #: with ``unit``, the unit's identity (:meth:`agentprov_core.plan.plans.Plan.unit_digest`);
     #: absent (never written as null) in an entry written before units had one, so such a
     #: line reads and re-encodes to the same bytes
     unit_digest: str | msgspec.UnsetType = msgspec.UNSET

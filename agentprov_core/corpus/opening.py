@@ -33,14 +33,14 @@ class OpenCorpus:
 def read_manifest(path: Path) -> Any:
     """The JSON document of a corpus's ``manifest.json``; ``ValueError`` saying why when it
     is not one: not a regular file, too large, not UTF-8, not JSON, nested too deeply."""
-    from agentprov_core import inputfile
+    from agentprov_core.base import inputfile
 
     return parse_manifest(inputfile.read_bytes(path))
 
 
 def parse_manifest(data: bytes) -> Any:
     """:func:`read_manifest` of bytes already read."""
-    from agentprov_core import inputfile
+    from agentprov_core.base import inputfile
 
     try:
         text = data.decode("utf-8")

@@ -73,7 +73,7 @@ class Staged:
 def shown(name: str) -> str:
     """``name`` as a refusal shows it: printable, at most 80 characters, key-shaped strings
     replaced (a name is the worker's text, and a refusal is written to the ledger)."""
-    from agentprov_core.redaction import redact_text
+    from agentprov_core.base.redaction import redact_text
 
     text = redact_text("".join(c if c.isprintable() else repr(c)[1:-1] for c in name[:200]))
     return text if len(text) <= 80 else text[:60] + f"… ({len(name)} characters)"

@@ -75,7 +75,7 @@ class WorkingCorpus:
         """The manifest, refused (``cli.environment.corpus``, exit 3) when it is no JSON
         object or no longer matches its ``manifest_sha256``: a run rewrites it, and would
         make a change in it invisible."""
-        from agentprov_core import inputfile
+        from agentprov_core.base import inputfile
         from agentprov_core.corpus import selfdigest
         from agentprov_core.corpus.opening import parse_manifest
 
@@ -133,7 +133,7 @@ class WorkingCorpus:
             self._lock = None
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        from agentprov_core import redaction
+        from agentprov_core.base import redaction
         from agentprov_core.corpus import selfdigest
 
         # the redaction scan covers the manifest too: no key's value, no key-shaped string

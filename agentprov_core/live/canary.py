@@ -19,12 +19,12 @@ A11  the attempt errored, aborted or was left unsealed
 A12  a reply's served model is absent, or differs from the requested model and is not
      accepted with ``--accept-served-model ID``
 A14  the local model changed since the plan (checked before each cell by
-     :func:`agentprov_core.local.identity.reobserve`, when the plan carries a local
+     :func:`agentprov_core.live.local.identity.reobserve`, when the plan carries a local
      identity)
 
 If a condition appears and units remain, the campaign stops (exit 1, :data:`STOP_LINE`);
 if every unit already ran, it is only a notice. A9 is the preflight probe's
-(:mod:`agentprov_core.preflight`). Scripted runs are checked too: the scripted transport
+(:mod:`agentprov_core.live.preflight`). Scripted runs are checked too: the scripted transport
 can reply with a served model that differs (``served_model``), none at all
 (``served_model: null``), a finish reason of ``length`` or a text-encoded tool call.
 """
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from agentprov_core.quality import NORMAL_FINISH
-from agentprov_core.sse import reply_body
+from agentprov_core.live.quality import NORMAL_FINISH
+from agentprov_core.live.sse import reply_body
 
 STOP_LINE = ("the canary found a misconfiguration; the campaign stopped after the canary "
              "cells (re-run the same command to resume once the cause is fixed or accepted)")

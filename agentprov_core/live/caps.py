@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentprov_core.sse import reply_body
+from agentprov_core.live.sse import reply_body
 
 CELL_CALLS = 48  # 3 passes x (1 call + a tool loop of at most 15)
 PASSES, LOOP_CALLS = 3, 16  # the user task's passes, and a pass's agent calls (1 + 15)

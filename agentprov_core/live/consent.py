@@ -17,8 +17,8 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
-from agentprov_core.endpoints import shown
 from agentprov_core.errors import AgentprovError
+from agentprov_core.live.endpoints import shown
 
 #: The preflight probe's calls, before the first cell (R-18): named in the consent text.
 PREFLIGHT_CALLS = 3

@@ -24,7 +24,7 @@ a refusal).
 
 The API (what ``agentprov run`` uses)::
 
-    from agentprov_core import egress
+    from agentprov_core.live import egress
 
     p = egress.plan([agent_base_url, defence_base_url])   # None: all loopback, no proxy
     if p is not None:
@@ -149,8 +149,8 @@ def plan(urls: Iterable[str | None]) -> EgressPlan | None:
     """The egress a run needs for the base URLs of its endpoints (the agent's, plus a
     defence endpoint if any; ``None`` entries are skipped, duplicates collapse). ``None``
     when every endpoint is on loopback: it is reached directly (R-20.4)."""
-    from agentprov_core.endpoints import is_loopback
     from agentprov_core.errors import AgentprovError
+    from agentprov_core.live.endpoints import is_loopback
 
     allowed: list[Pair] = []
     forward: Pair | None = None

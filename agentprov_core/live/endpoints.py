@@ -16,7 +16,7 @@ from urllib.parse import SplitResult, urlsplit
 
 import msgspec
 
-from agentprov_core import paths, tomlfile
+from agentprov_core.base import paths, tomlfile
 from agentprov_core.errors import AgentprovError
 
 ENDPOINTS_FORMAT = "agentprov-endpoints/0.1"
@@ -215,7 +215,7 @@ def shown(url: str, secrets: Iterable[str] = ()) -> str:
         netloc = "…@" + netloc.rsplit("@", 1)[1]
     out = f"{scheme}://{netloc}{path}" if scheme else netloc + path
     out += ("?…" if query else "") + ("#…" if fragment else "")
-    from agentprov_core import redaction
+    from agentprov_core.base import redaction
 
     return redaction.redact_text(out, secrets)
 
@@ -247,7 +247,7 @@ def check_secret_free(url: str, secrets: dict[str, str]) -> None:
     a base URL is recorded in the corpus and printed, and a key never is."""
     from urllib.parse import unquote
 
-    from agentprov_core import redaction
+    from agentprov_core.base import redaction
 
     values = [v for v in secrets.values() if v]
     for text in dict.fromkeys((url, unquote(url))):  # shown decoded: redacted either way

@@ -3,7 +3,7 @@
 The API ``agentprov run`` calls at step 3 of the order of checks (after the API caps
 check, before the endpoint URL check, R-16.3)::
 
-    from agentprov_core import keys
+    from agentprov_core.live import keys
 
     secret = keys.read_key(endpoint.key, options)   # a Secret, or an AgentprovError
     headers = {"Authorization": "Bearer " + secret.reveal()}   # only where it is sent
@@ -202,7 +202,7 @@ def parse_env(text: str, origin: str) -> dict[str, str]:
 def read_env_file(path: str | Path) -> dict[str, str]:
     """The variables of the .env file ``path`` (exit 2 when missing, unreadable or
     malformed)."""
-    from agentprov_core import inputfile, paths
+    from agentprov_core.base import inputfile, paths
 
     p = Path(path)
     shown = paths.display(p)
@@ -246,7 +246,7 @@ def read_env_stdin(stream: Any = None) -> dict[str, str]:
             _stdin_error("stdin is not UTF-8 text")
     if not data.strip():
         _stdin_error("stdin was empty; expected one JSON object of variables")
-    from agentprov_core import inputfile
+    from agentprov_core.base import inputfile
 
     try:
         inputfile.check_json_depth(data)
@@ -366,7 +366,7 @@ def store_key(var: str, value: str, kr: Any = None) -> str:
 def key_variables(registry: dict | None = None) -> dict[str, list[str]]:
     """Each key variable the endpoint registry names (``key`` or ``optional_key``), with
     the endpoints that use it, sorted."""
-    from agentprov_core import endpoints
+    from agentprov_core.live import endpoints
 
     reg = registry if registry is not None else endpoints.load()
     out: dict[str, list[str]] = {}
@@ -380,7 +380,8 @@ def key_variables(registry: dict | None = None) -> dict[str, list[str]]:
 def check_key_name(name: str, registry: dict | None = None) -> list[str]:
     """The endpoints that use the key variable ``name``; ``cli.usage.key_name`` (exit 2)
     when the endpoint registry names no such key variable."""
-    from agentprov_core import endpoints, paths
+    from agentprov_core.base import paths
+    from agentprov_core.live import endpoints
 
     known = key_variables(registry)
     if name not in known:
@@ -395,7 +396,7 @@ def check_key_name(name: str, registry: dict | None = None) -> list[str]:
 
 
 def _mode(options: dict[str, Any]) -> str | None:
-    from agentprov_core.runrequest import CREDENTIALS
+    from agentprov_core.run.runrequest import CREDENTIALS
 
     chosen = [(name, flag) for name, flag in CREDENTIALS if options.get(name)]
     if len(chosen) > 1:  # check_usage refuses this first; a guard for other callers
@@ -425,7 +426,7 @@ def _checked(secret: Secret, where: str) -> Secret:
 
 def read_key(var: str, options: dict[str, Any], *, stdin: Any = None) -> Secret:
     """The key ``var`` from the source ``options`` choose (see the module docstring)."""
-    from agentprov_core import paths
+    from agentprov_core.base import paths
 
     mode = _mode(options)
     if mode == "env_stdin":

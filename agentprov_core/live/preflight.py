@@ -35,9 +35,9 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentprov_core.canary import Settings, missing_params, reply_message, text_tool_call
 from agentprov_core.errors import AgentprovError
-from agentprov_core.sse import reply_body
+from agentprov_core.live.canary import Settings, missing_params, reply_message, text_tool_call
+from agentprov_core.live.sse import reply_body
 
 CALLS = 3
 FUNCTION = "report_probe"

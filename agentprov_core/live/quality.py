@@ -3,7 +3,7 @@
 Per requested model: kept calls (the final wire attempt of each model call), wire
 attempts, retries (attempts after a call's first), abnormal finishes (A6: provider-aware;
 ``stop`` and ``tool_calls`` are normal for OpenAI-style replies), the served models seen,
-wire errors, and the drift the canary watches (:mod:`agentprov_core.canary`): kept replies
+wire errors, and the drift the canary watches (:mod:`agentprov_core.live.canary`): kept replies
 that named no served model (``served_absent``), that named another model than the request
 (``served_other``), and whose text looked like a tool call made in text
 (``text_tool_calls``, A4)."""
@@ -20,8 +20,8 @@ COUNTS = ("calls", "wire_attempts", "retries", "abnormal_finishes", "wire_errors
 
 
 def from_records(records: list[dict[str, Any]], wire: str = "openai") -> dict[str, dict[str, Any]]:
-    from agentprov_core.canary import reply_message, text_tool_call, tool_names
-    from agentprov_core.sse import reply_body
+    from agentprov_core.live.canary import reply_message, text_tool_call, tool_names
+    from agentprov_core.live.sse import reply_body
 
     by_attempt: dict[str, dict[str, Any]] = {}
     final_of_call: dict[str, str] = {}

@@ -1,4 +1,4 @@
-"""Reading a ``--plan PLAN.toml`` file into a :class:`~agentprov_core.plandoc.PlanDoc`."""
+"""Reading a ``--plan PLAN.toml`` file into a :class:`~agentprov_core.plan.plandoc.PlanDoc`."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import msgspec
 
-from agentprov_core import tomlfile
+from agentprov_core.base import tomlfile
 from agentprov_core.errors import AgentprovError
-from agentprov_core.plandoc import INSPECT_KEYS, PLAN_FORMAT, PLAN_KEYS, PlanDoc
+from agentprov_core.plan.plandoc import INSPECT_KEYS, PLAN_FORMAT, PLAN_KEYS, PlanDoc
 
 CODE = "cli.usage.plan_file"
 

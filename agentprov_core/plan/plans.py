@@ -25,11 +25,11 @@ from typing import Any, Literal
 
 import msgspec
 
-from agentprov_core import taskspec
+from agentprov_core.base.digests import digest
 from agentprov_core.catalogue import Catalogue
-from agentprov_core.digests import digest
 from agentprov_core.errors import AgentprovError
-from agentprov_core.plandoc import PlanDoc
+from agentprov_core.plan import taskspec
+from agentprov_core.plan.plandoc import PlanDoc
 
 DIGEST_FORMAT = "agentprov-plan-digest/0.1"
 CONFIG_FORMAT = "agentprov-config-digest/0.1"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import msgspec
 
-from agentprov_core import paths, tomlfile
+from agentprov_core.base import paths, tomlfile
 from agentprov_core.catalogue import Defence as DefenceEntry
 from agentprov_core.errors import AgentprovError
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
-from agentprov_core import paths
+from agentprov_core.base import paths
 from agentprov_core.errors import AgentprovError
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import msgspec
 
-from agentprov_core import paths, tomlfile
+from agentprov_core.base import paths, tomlfile
 from agentprov_core.errors import AgentprovError
 
 PARTS_FORMAT = "agentprov-parts/0.1"

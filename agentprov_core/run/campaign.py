@@ -14,9 +14,9 @@ the worker's environment under its variable's name (never in argv, never written
 non-loopback endpoint the egress proxy (allowlist: exactly the endpoint's host:port),
 reached through ``HTTPS_PROXY`` or, under an enforced containment, through the proxy's Unix
 socket routed into the sandbox; the worker under the resolved containment; the preflight
-probe before the first cell (:mod:`agentprov_core.preflight`); the caps
-(:mod:`agentprov_core.caps`): a cell starts only if its worst case fits; and the canary
-(:mod:`agentprov_core.canary`). The manifest records ``producer.sandbox``,
+probe before the first cell (:mod:`agentprov_core.live.preflight`); the caps
+(:mod:`agentprov_core.live.caps`): a cell starts only if its worst case fits; and the canary
+(:mod:`agentprov_core.live.canary`). The manifest records ``producer.sandbox``,
 ``live.endpoint_class``, ``live.caps``, ``live.egress``, ``live.quality``, ``live.canary``
 and ``live.preflight``.
 
@@ -63,8 +63,9 @@ from typing import Any
 import click
 import msgspec
 
-from agentprov_core import __version__, capture_chain, environments, redaction, timing
-from agentprov_core import endpoints as epmod
+from agentprov_core import __version__
+from agentprov_core.backend import environments
+from agentprov_core.base import redaction, timing
 from agentprov_core.corpus import selfdigest, staged
 from agentprov_core.corpus.ledger import Attempt
 from agentprov_core.corpus.working import (
@@ -76,6 +77,8 @@ from agentprov_core.corpus.working import (
     unit_key,
 )
 from agentprov_core.errors import AgentprovError
+from agentprov_core.evidence import capture_chain
+from agentprov_core.live import endpoints as epmod
 
 CONFIG_STOP = ("agentprov run: a cell's setup refused this configuration, so no further cell "
                "was started (every one would fail the same way); fix the option the refusal "
@@ -238,7 +241,7 @@ def check_corpus(p) -> None:
     anything starts. A plan whose content digest (what its cells run, apart from which
     cells) the corpus does not hold would run cells the corpus already holds another way:
     refused like another configuration, unless ``--allow-mixed-config``."""
-    from agentprov_core.plans import content_differences
+    from agentprov_core.plan.plans import content_differences
 
     o = p.request.options
     wc = WorkingCorpus.peek(o["corpus"])
@@ -271,7 +274,7 @@ def check_supported(p) -> None:
     AgentDojo's stock element only, so a campaign recorded as ``gateway_compat`` would
     record an element that never ran; a dry run still plans it); and against a real model,
     an Inspect source. (A defence's own endpoint, ``--defence-endpoint``, is refused
-    earlier, with the defence: :mod:`agentprov_core.defences`.)
+    earlier, with the defence: :mod:`agentprov_core.registries.defences`.)
 
     An Anthropic-style endpoint runs AgentDojo's own AnthropicLLM over an ``AsyncAnthropic``
     client on the recording transport (the event-stream replies read by caps, canary,
@@ -355,7 +358,7 @@ class Live:
         self._tmp: Path | None = None
         self.params: dict[str, Any] = {}
         if not self.scripted:
-            from agentprov_core import planning
+            from agentprov_core.run import prepare as planning
 
             self.params = planning.model_params(p.request, p.source, p.endpoint)
 
@@ -368,15 +371,15 @@ class Live:
         return {self.secret.name: self.secret.reveal()} if self.secret is not None else {}
 
     def start(self, staging_root: Path):
-        from agentprov_core.workerclient import Worker
+        from agentprov_core.backend.workerclient import Worker
 
         p = self.p
         o = p.request.options
         env_dir = environments.environment_dir(p.plan.environment_id)
         staging_root.mkdir(parents=True, exist_ok=True)
         if self.scripted:
-            from agentprov_core.scripted.script import load_script
-            from agentprov_core.scripted.server import ScriptedEndpoint
+            from agentprov_core.live.scripted.script import load_script
+            from agentprov_core.live.scripted.server import ScriptedEndpoint
 
             self.endpoint = ScriptedEndpoint(load_script(Path(o["llm_script"])))
             self.endpoint.start()
@@ -385,8 +388,8 @@ class Live:
         import tempfile
         from urllib.parse import urlsplit
 
-        from agentprov_core import containment as cm
-        from agentprov_core import egress, keys
+        from agentprov_core.backend import containment as cm
+        from agentprov_core.live import egress, keys
 
         r = p.resolved
         env: dict[str, str] = self.warm_env()
@@ -472,7 +475,7 @@ def prewarm(p) -> None:
     the check worker runs (T0 waits for that worker's hello meanwhile)."""
     if p.request.scripted or not p.containment:
         return
-    from agentprov_core import containment as cm
+    from agentprov_core.backend import containment as cm
 
     cm.prewarm(msgspec.convert(p.containment, cm.Recorded),
                environments.environment_dir(p.plan.environment_id))
@@ -497,7 +500,7 @@ def _records(data: bytes) -> list[dict[str, Any]]:
 def account_of(p, wc: WorkingCorpus | None, live: Live | None = None):
     """The corpus's spend so far (every attempt of every configuration, and the probe
     calls), with the bound in force and this invocation's caps."""
-    from agentprov_core import caps
+    from agentprov_core.live import caps
 
     params = live.params if live is not None else {}
     acc = caps.Account(caps.Caps.from_options(p.request.options),
@@ -532,9 +535,9 @@ def account_of(p, wc: WorkingCorpus | None, live: Live | None = None):
 
 def _probe_call(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus | None,
                 acc, invocation: str):
-    """The ``call`` of :class:`agentprov_core.preflight.Probe`: one probe call in its own
+    """The ``call`` of :class:`agentprov_core.live.preflight.Probe`: one probe call in its own
     session, charged to the caps and (in a campaign) kept under ``preflight/``."""
-    from agentprov_core import caps
+    from agentprov_core.live import caps
 
     def call(n: int, code: str, text: str) -> tuple[list[dict[str, Any]], str | None]:
         why = acc.fits(0, new_cells=0, new_calls=1) if acc.caps.active else None
@@ -606,7 +609,7 @@ def _probe_call(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus | N
 
 
 def _preflight():
-    from agentprov_core import preflight
+    from agentprov_core.live import preflight
 
     return preflight
 
@@ -621,7 +624,7 @@ def run_preflight(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus |
                   invocation: str) -> dict[str, Any]:
     """Run the probe (R-18); returns what ``live.preflight`` records. Raises
     ``cli.refused.preflight`` (4), ``cli.environment.preflight`` (3) or a cap stop."""
-    from agentprov_core import canary
+    from agentprov_core.live import canary
 
     pf = _preflight()
     s = canary.Settings.from_run(p.request.options, live.params, live.wire)
@@ -821,7 +824,7 @@ def _run(p, consent: dict[str, Any] | None = None) -> int:
             exit_code = 0
         _record_live(wc, live_ctx, acc, run_state)
         manifest = wc.manifest()
-        from agentprov_core import quality
+        from agentprov_core.live import quality
 
         live = manifest.setdefault("live", {})
         total = live.get("quality") or {}
@@ -872,7 +875,7 @@ def _record_live(wc: WorkingCorpus, live_ctx: Live, acc, run_state: dict[str, An
 
 def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
               live: Live | None = None, acc=None, run_state: dict[str, Any] | None = None):
-    from agentprov_core import canary as canarymod
+    from agentprov_core.live import canary as canarymod
 
     o = p.request.options
     live = live or Live(p)
@@ -942,7 +945,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                         break
                 local_note = None
                 if local_identity is not None:  # A14, before each cell
-                    from agentprov_core.local import identity as local_ident
+                    from agentprov_core.live.local import identity as local_ident
 
                     with timing.span("a14"):
                         same, changed, seen = local_ident.reobserve(
@@ -990,7 +993,7 @@ def _campaign(p, wc: WorkingCorpus, due: list[Unit], jobs: int, seq0: int,
                     stop = "config"
                     tally.refusals.append(f"{fl.unit.cell.key}: {entry.setup_refusal['message']}")
                 if fl.charge is not None:
-                    from agentprov_core import caps as capsmod
+                    from agentprov_core.live import caps as capsmod
 
                     over = capsmod.exceeds_cell(fl.charge, acc.bound)
                     acc.charge(fl.charge)
@@ -1061,7 +1064,7 @@ def _drain_requested(o) -> bool:
     path = o.get("control_file")
     if not path:
         return False
-    from agentprov_core import inputfile
+    from agentprov_core.base import inputfile
 
     try:  # a regular file of a few bytes: a FIFO or a device would stall the campaign
         return inputfile.read_bytes(path, limit=4096).strip() == b"drain"
@@ -1148,7 +1151,7 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
         why = "map.staging_refused: " + "; ".join(refused[:3]) + (
             f"; and {len(refused) - 3} more" if len(refused) > 3 else "")
         status, reason = "errored", f"{why}; {reason}" if reason else why
-    from agentprov_core import caps, quality
+    from agentprov_core.live import caps, quality
 
     wire = live.wire if live is not None else "openai"
     fl.quality = quality.from_records(chain.records, wire)
@@ -1363,7 +1366,7 @@ class _Mappings:
 
 
 def _count(t: Tally, e: Attempt, fl: Flight | None = None, mapped=None) -> None:
-    from agentprov_core import quality
+    from agentprov_core.live import quality
 
     if fl is not None:
         quality.merge(t.quality, fl.quality)
@@ -1408,14 +1411,14 @@ def _summary(p, wc, t: Tally, stop, code: int, started: float, done_before: int,
     elif stop == "limit":
         e("agentprov run: --limit reached; re-run to resume (the corpus is partial)")
     elif stop == "canary":
-        from agentprov_core.canary import STOP_LINE
+        from agentprov_core.live.canary import STOP_LINE
 
         e(f"agentprov run: {STOP_LINE}")
     elif stop in ("cap_reached", "cap_bound_exceeded"):
         e(f"agentprov run: {stop}: {t.cap}; no further cell was started "
           + ("(raise the cap and re-run the same command to resume)" if stop == "cap_reached"
              else "(a cell billed more than its bound: check the endpoint, then re-run)"))
-    from agentprov_core import quality
+    from agentprov_core.live import quality
 
     for line in quality.lines(t.quality):
         e(line)

@@ -6,7 +6,7 @@
 3. API caps (exit 4) before any key is read; then the key (3), the endpoint URL (4) and the
    containment (4)
 6. the plan: cells, digests, units and attempts due; ``--dry-run`` stops here
-(7. consent is :mod:`agentprov_core.consent`, called by ``run`` after the plan.)
+(7. consent is :mod:`agentprov_core.live.consent`, called by ``run`` after the plan.)
 
 A refusal at one step has touched nothing of the later steps (R-16.8): the key is read at
 step 3 only after the caps check (and never for a scripted run); nothing in this module
@@ -23,13 +23,14 @@ from typing import Any
 
 import msgspec
 
-from agentprov_core import defences as defmod
-from agentprov_core import endpoints as epmod
-from agentprov_core import environments, paths, planfile
+from agentprov_core.backend import environments
+from agentprov_core.base import paths
 from agentprov_core.catalogue import Catalogue
 from agentprov_core.errors import AgentprovError
-from agentprov_core.plandoc import CELL_OPTIONS, InspectPlan, PlanDoc
-from agentprov_core.plans import (
+from agentprov_core.live import endpoints as epmod
+from agentprov_core.plan import planfile
+from agentprov_core.plan.plandoc import CELL_OPTIONS, InspectPlan, PlanDoc
+from agentprov_core.plan.plans import (
     Cell,
     Plan,
     config_digest,
@@ -37,7 +38,8 @@ from agentprov_core.plans import (
     plan_content,
     plan_digest,
 )
-from agentprov_core.runrequest import RunRequest, check_usage
+from agentprov_core.registries import defences as defmod
+from agentprov_core.run.runrequest import RunRequest, check_usage
 from agentprov_core.source import LIVE_ORDER, RunContext, Source
 
 INSPECT_FLAGS = ("task", "samples", "split", "epochs", "cell_size", "max_connections", "judge",
@@ -302,7 +304,7 @@ def check_key_and_url(req: RunRequest, ep: epmod.Endpoint) -> epmod.ResolvedEndp
     not kept here, and only its variable's name reaches the configuration. ``.env`` (or
     ``--env-stdin``) may also name the base URL (``base_url_variable``); a local entry
     that this moves off loopback becomes class api and needs the caps too."""
-    from agentprov_core import keys
+    from agentprov_core.live import keys
 
     o = req.options
     env: dict[str, str] = {}
@@ -340,10 +342,10 @@ def check_key_and_url(req: RunRequest, ep: epmod.Endpoint) -> epmod.ResolvedEndp
 
 def check_containment(req: RunRequest, meta: Any, env_id: str) -> dict[str, Any]:
     """Step 3 ends: a real-model run declares its containment (exit 4, R-15.7): missing, or
-    refused by :func:`agentprov_core.containment.resolve` (a provider that does not apply on
+    refused by :func:`agentprov_core.backend.containment.resolve` (a provider that does not apply on
     this platform, an enforced one without a passed probe of its current profile in the
     environment's marker). Returns what ``producer.sandbox`` records."""
-    from agentprov_core import containment
+    from agentprov_core.backend import containment
 
     name = req.options.get("containment")
     if not name:
@@ -366,8 +368,8 @@ def observe_local(req: RunRequest, ep: epmod.Endpoint,
     records of it (its digest and identity part: another model is another configuration),
     and the observation's options (A14 re-observes the same way before every cell).
     """
-    from agentprov_core import keys
-    from agentprov_core.local import identity as li
+    from agentprov_core.live import keys
+    from agentprov_core.live.local import identity as li
 
     o = req.options
     key = keys.read_key(resolved.key_variable, o) if resolved.key_variable else None
@@ -392,7 +394,7 @@ def observe_local(req: RunRequest, ep: epmod.Endpoint,
 def catalogue_for_print(src: Source) -> Catalogue:
     """The source's catalogue, with the defences of the repository's registry that its
     backend builds (the registry, not the snapshot, is authoritative for defences)."""
-    from agentprov_core.session import worker_catalogue
+    from agentprov_core.backend.session import worker_catalogue
 
     cat = worker_catalogue(src) or src.catalogue()
     entries = [d for d in defmod.load_registry() if src.meta.backend in d.backends]
@@ -405,8 +407,8 @@ def gate_capability(src: Source) -> None:
 
 
 def prepare(req: RunRequest) -> Prepared:
-    from agentprov_core import parts as partsmod
     from agentprov_core.cli.common import source_entry
+    from agentprov_core.registries import parts as partsmod
 
     # ---- step 1: usage
     check_usage(req)
@@ -438,7 +440,7 @@ def prepare(req: RunRequest) -> Prepared:
                          defence_endpoint=req.options.get("defence_endpoint"))
     env_id, identity = environments.backend_identity(meta)
     if entry is not None and entry.assets:  # its pinned files, in the plan's environment
-        from agentprov_core import defassets
+        from agentprov_core.backend import defassets
 
         defassets.require_provisioned(entry, environments.read_marker(meta, env_id),
                                       environments.environment_dir(env_id), meta.backend)
@@ -451,7 +453,7 @@ def prepare(req: RunRequest) -> Prepared:
     # ---- step 4: a local server: list, fingerprint, observe the model's identity
     local_identity = None
     if ep is not None and ep.local and resolved is not None:
-        from agentprov_core import timing
+        from agentprov_core.base import timing
 
         with timing.span("prepare.observe_local"):
             local_identity, local_record, local_options = observe_local(req, ep, resolved)

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentprov_core import paths
+from agentprov_core.base import paths
 from agentprov_core.errors import AgentprovError
-from agentprov_core.plandoc import MAX_REPEATS
+from agentprov_core.plan.plandoc import MAX_REPEATS
 
 CAPS = ("max_calls", "max_cost_usd", "price_in", "price_out")
 CREDENTIALS = (("keychain", "--keychain"), ("env_file", "--env-file"), ("env_stdin", "--env-stdin"))
@@ -62,7 +62,7 @@ def check_usage(req: RunRequest) -> None:
                            ("allow_custom_endpoint", "--allow-custom-endpoint")):
             if o.get(name):
                 raise AgentprovError("cli.usage.exclusive", first=flag, second="--llm-script")
-        from agentprov_core.scripted.script import load_script
+        from agentprov_core.live.scripted.script import load_script
         load_script(o["llm_script"])  # a malformed script: cli.usage.llm_script, exit 2
     creds = [flag for name, flag in CREDENTIALS if o.get(name)]
     if len(creds) > 1:
@@ -87,7 +87,7 @@ def check_usage(req: RunRequest) -> None:
                                  what="must not be negative")
     jobs = o.get("jobs")
     if jobs is not None:
-        from agentprov_core.hostlimits import max_jobs
+        from agentprov_core.backend.hostlimits import max_jobs
 
         maximum = max_jobs()
         if jobs < 1 or jobs > maximum:

@@ -42,10 +42,10 @@ import msgspec
 import pytest
 
 from agentprov_core import catalogue as catmod
-from agentprov_core import taskspec
 from agentprov_core.catalogue import Attack, Catalogue, Suite
 from agentprov_core.errors import AgentprovError
-from agentprov_core.plandoc import InspectPlan, PlanDoc
+from agentprov_core.plan import taskspec
+from agentprov_core.plan.plandoc import InspectPlan, PlanDoc
 from agentprov_core.plugins import SourceEntry, manager
 from agentprov_core.source import INSPECT_LIMITS, LIVE_ORDER, RunContext, Source, SourceMeta
 

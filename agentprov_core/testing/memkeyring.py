@@ -18,7 +18,7 @@ so agentprov's key tests need a stand-in:
         PYTHON_KEYRING_BACKEND=agentprov_core.testing.memkeyring.FileTestKeyring
         AGENTPROV_TEST_KEYRING_FILE=/tmp/.../keyring.json
 
-Both carry ``agentprov_test_backend = True``: ``agentprov_core.keys`` refuses every other
+Both carry ``agentprov_test_backend = True``: ``agentprov_core.live.keys`` refuses every other
 plaintext store (``cli.environment.keychain_unavailable``), and admits these two because
 only a test can select them. Both have priority -1, below ``keyring.backends.fail``, so
 keyring's own detection never picks them even where this module has been imported.

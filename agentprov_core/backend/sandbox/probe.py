@@ -44,9 +44,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentprov_core.digests import file_sha256
-from agentprov_core.sandbox import profile, seccomp
-from agentprov_core.sandbox.bridge import Bridge
+from agentprov_core.backend.sandbox import profile, seccomp
+from agentprov_core.backend.sandbox.bridge import Bridge
+from agentprov_core.base.digests import file_sha256
 
 HERE = Path(__file__).resolve().parent
 DENIALS = ("read_repository", "read_ssh_key", "read_aws_and_credential_dirs", "read_dotenv",
@@ -285,7 +285,7 @@ class _ProbeError(Exception):
 def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: dict[int, str],
            endpoint: _Listener, forbidden: _Listener, egress: _Listener,
            timeout: float) -> tuple[list[dict[str, Any]], int, dict[str, Any]]:
-    from agentprov_core.workerclient import scrubbed_env, worker_argv
+    from agentprov_core.backend.workerclient import scrubbed_env, worker_argv
 
     sentinel = "AGENTPROV-PROBE-SECRET-" + secrets.token_hex(12)
     token = "agentprov-probe-" + secrets.token_hex(8)

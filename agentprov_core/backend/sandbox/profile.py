@@ -10,7 +10,7 @@ Python install lives, the staging directory); the rules that produce it do not.
 
 Besides the namespaces: the kernel's write surfaces under ``/proc`` are read-only or
 masked (bubblewrap leaves ``/proc/sys`` writable to a sandbox started by root), a seccomp
-filter (:mod:`agentprov_core.sandbox.seccomp`, passed on a file descriptor) limits the
+filter (:mod:`agentprov_core.backend.sandbox.seccomp`, passed on a file descriptor) limits the
 socket families and denies io_uring and foreign ABIs, and where bubblewrap supports it
 (0.8.0 and later) the sandbox cannot create further user namespaces. No Landlock ruleset is
 applied to the worker as a whole: the network namespace leaves no route out, and the mount
@@ -28,8 +28,8 @@ import threading
 from functools import cache
 from pathlib import Path
 
-from agentprov_core.digests import digest, sha256_hex
-from agentprov_core.sandbox import seccomp
+from agentprov_core.backend.sandbox import seccomp
+from agentprov_core.base.digests import digest, sha256_hex
 
 FORMAT = "agentprov-bwrap-profile/0.1"
 HERE = Path(__file__).resolve().parent
@@ -67,7 +67,7 @@ def launcher_source() -> str:
 #: is passed as it stands.
 TEMPLATE = (
     "bwrap", *NAMESPACES, "{disable_userns}", "--die-with-parent", "--cap-drop", "ALL",
-    "--seccomp", "{seccomp_fd}",     # the filter of agentprov_core.sandbox.seccomp
+    "--seccomp", "{seccomp_fd}",     # the filter of agentprov_core.backend.sandbox.seccomp
     "--tmpfs", "/",
     "{system}",                       # --ro-bind /usr; /bin, /lib, ... as on the host
     "{etc}",                          # --ro-bind-try for each path of ETC
@@ -99,7 +99,7 @@ PROFILE = {
                                                    "{staging}", "{home}", "{tmp}"],
                "replaced_by": "/dev/null"},
     "routes": {"inside": "127.0.0.1:PORT", "to": ROUTE_DIR + "/PORT.sock",
-               "host_loopback_ports": "bridged by T0 (agentprov_core.sandbox.bridge)"},
+               "host_loopback_ports": "bridged by T0 (agentprov_core.backend.sandbox.bridge)"},
     "network": "own namespace (loopback only); no other interface",
     "writable": ["{staging}", "{home}", "{tmp}"],
     "proc": {"read_only": list(PROC_READ_ONLY), "masked": list(PROC_MASKED),

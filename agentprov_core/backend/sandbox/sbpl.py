@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from agentprov_core.digests import sha256_hex
+from agentprov_core.base.digests import sha256_hex
 
 FORMAT = "agentprov-sandbox-exec-profile/0.1"
 

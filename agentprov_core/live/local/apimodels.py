@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from agentprov_core import paths
+from agentprov_core.base import paths
 from agentprov_core.errors import AgentprovError
 
 FORMAT = "agentprov-model-list/0.1"
@@ -74,7 +74,7 @@ def refresh(ep: Any, base_url: str, key: str | None, *, transport: Any = None) -
     """Fetch the list (list calls only) and write the cache."""
     import httpx
 
-    from agentprov_core import endpoints
+    from agentprov_core.live import endpoints
 
     anthropic = ep.kind == "anthropic"
     root = base_url.rstrip("/")

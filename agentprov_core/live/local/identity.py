@@ -3,7 +3,7 @@ R-11.4, R-11.6 … R-11.10), and the checks that use it.
 
 The run path (step 4 of the order of checks, R-16.4) calls::
 
-    from agentprov_core.local import identity as local_identity
+    from agentprov_core.live.local import identity as local_identity
 
     served = local_identity.served(endpoint, opts)              # refusals, exit 3 or 4
     model_id = model_id or local_identity.choose_model(served, endpoint.name)
@@ -34,7 +34,7 @@ from typing import Any, Literal, Protocol
 import msgspec
 
 from agentprov_core.errors import AgentprovError
-from agentprov_core.local import kinds
+from agentprov_core.live.local import kinds
 
 FORMAT = "agentprov-local-model/0.2"
 
@@ -122,7 +122,7 @@ def _no_floats(obj: Any) -> Any:
 
 
 def compute_digest(part: dict[str, Any]) -> str:
-    from agentprov_core.digests import digest
+    from agentprov_core.base.digests import digest
 
     return digest(part)
 
@@ -227,7 +227,7 @@ def _weight_files(paths: list[str]) -> tuple[list[Path], list[Path]]:
     config: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            from agentprov_core.local.weights import folder_files
+            from agentprov_core.live.local.weights import folder_files
 
             w, c = folder_files(p)
             weights += w
@@ -238,7 +238,7 @@ def _weight_files(paths: list[str]) -> tuple[list[Path], list[Path]]:
 
 
 def _files(paths: list[str], hash_weights: bool) -> list[WeightFile]:
-    from agentprov_core.local.weights import digest_files
+    from agentprov_core.live.local.weights import digest_files
 
     weights, config = _weight_files(paths)
     every = [(p, "weights") for p in weights] + [(p, "config") for p in config]
@@ -254,7 +254,7 @@ def observe(endpoint: EndpointLike, model_id: str,
     ``run.local.model_not_served`` (exit 3, naming the served ids) and
     ``run.local.remote_model`` (exit 4); then the identity record, with the weight files
     hashed (through the digest cache) unless ``hash_weights`` is off."""
-    from agentprov_core import endpoints
+    from agentprov_core.live import endpoints
 
     options = options or ObserveOptions()
     with _open(endpoint, options) as probe:

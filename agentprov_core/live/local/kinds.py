@@ -110,7 +110,7 @@ class Probe:
                  timeout: float = READ_TIMEOUT, transport: Any = None) -> None:
         import httpx
 
-        from agentprov_core import endpoints
+        from agentprov_core.live import endpoints
 
         self.base_url = base_url.rstrip("/")
         self.root = server_root(self.base_url)
@@ -193,7 +193,7 @@ class Probe:
 def read_listing(probe: Probe, kind: str, *, key_variable: str | None = None) -> list[dict]:
     """The listing's entries, or the refusal: unreachable, unauthorized (401/403) or
     not an OpenAI-style listing (all exit 3)."""
-    from agentprov_core import endpoints
+    from agentprov_core.live import endpoints
 
     url = endpoints.shown(probe.base_url + "/models")
     ans = probe.listing()
@@ -361,7 +361,7 @@ def identify(probe: Probe, expected: str, entries: list[dict]) -> dict:
     ``run.local.wrong_server`` (exit 4) naming what is there, and pointing at the generic
     ``openai_compat`` endpoint when no kind with positive evidence answers (the listing,
     already read, is OpenAI-style)."""
-    from agentprov_core import endpoints
+    from agentprov_core.live import endpoints
 
     url = endpoints.shown(probe.base_url)
     if expected not in KINDS:
@@ -408,7 +408,7 @@ def gguf_shards(path: str) -> list[str]:
 def _sha_text(value: Any) -> str | None:
     if not isinstance(value, str) or not value:
         return None
-    from agentprov_core.digests import sha256_hex
+    from agentprov_core.base.digests import sha256_hex
 
     return sha256_hex(value.encode())
 
@@ -492,7 +492,7 @@ def llamacpp_facts(probe: Probe, model_id: str) -> ModelFacts:
 
 
 def vllm_facts(probe: Probe, model_id: str, entry: dict) -> ModelFacts:
-    from agentprov_core.local.weights import hf_cache_folder
+    from agentprov_core.live.local.weights import hf_cache_folder
 
     root = entry.get("root")
     identity = {"root": root, "parent": entry.get("parent")}
@@ -530,7 +530,7 @@ def openai_compat_facts(probe: Probe, model_id: str) -> ModelFacts:
 
 
 def mlx_lm_facts(probe: Probe, model_id: str) -> ModelFacts:
-    from agentprov_core.local.weights import hf_cache_folder
+    from agentprov_core.live.local.weights import hf_cache_folder
 
     state = _scalars(probe.get("/health").obj())
     return ModelFacts({}, state, *_folder_of(model_id, hf_cache_folder))

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from agentprov_core import paths
+from agentprov_core.base import paths
 
 CHUNK = 8 << 20
 CACHE_NAME = "model-digests.jsonl"

@@ -6,5 +6,5 @@ endpoint on loopback, so that a scripted run goes through the benchmark's own SD
 the recording transport exactly as a run against a real endpoint does.
 
 Nothing is imported here: the CLI validates a script at start-up and should not pay for the
-HTTP server's imports (import ``agentprov_core.scripted.script`` or ``.server`` directly).
+HTTP server's imports (import ``agentprov_core.live.scripted.script`` or ``.server`` directly).
 """

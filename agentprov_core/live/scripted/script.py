@@ -3,7 +3,7 @@
 A script is a JSON list of replies, each the answer to one Chat Completions request of a
 session (short form), or an object ``{"format": "agentprov-llm-script/0.1", "replies": [...],
 "latency_s": 0.2}`` (long form, with a latency for every reply). The fields, defaults and
-errors are documented in docs/formats/llm-script.md; :mod:`agentprov_core.scripted.server`
+errors are documented in docs/formats/llm-script.md; :mod:`agentprov_core.live.scripted.server`
 serves a :class:`Script`.
 
 A malformed script is a usage error (``cli.usage.llm_script``, exit 2) that names the file,
@@ -130,7 +130,7 @@ class Script(msgspec.Struct, frozen=True, kw_only=True):
 
 def load_script(path: str | Path) -> Script:
     """Read and validate the script at ``path`` (errors name ``path`` as given)."""
-    from agentprov_core import inputfile
+    from agentprov_core.base import inputfile
 
     name = str(path)
     try:
@@ -146,7 +146,7 @@ def parse_script(data: bytes, name: str = "<script>") -> Script:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         _fail(name, f"is not UTF-8 text (byte {exc.start})")
-    from agentprov_core import inputfile
+    from agentprov_core.base import inputfile
 
     try:
         inputfile.check_json_depth(text)

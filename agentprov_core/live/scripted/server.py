@@ -1,5 +1,5 @@
 """The scripted endpoint: a loopback OpenAI-style Chat Completions server that replays a
-:class:`~agentprov_core.scripted.script.Script`.
+:class:`~agentprov_core.live.scripted.script.Script`.
 
 A worker reaches it exactly as it would reach a real endpoint: the benchmark's own SDK client
 (``openai.OpenAI(base_url=...)``) over the recording transport, so a scripted run exercises
@@ -30,7 +30,7 @@ from typing import Any
 
 from msgspec import UNSET
 
-from agentprov_core.scripted.script import Reply, Script
+from agentprov_core.live.scripted.script import Reply, Script
 
 MODEL_ID = "scripted"
 MAX_BODY = 64 * 1024 * 1024

@@ -20,6 +20,6 @@ def test_declared_catalogue_counts():
 
 
 def test_environment_id_is_the_pinned_commit():
-    from agentprov_core.environments import environment_id
+    from agentprov_core.backend.environments import environment_id
 
     assert environment_id(AgentDyn.meta) == "agentdyn-5353cf76"

@@ -15,7 +15,7 @@ def agentprov(*args):
 
 @pytest.mark.req("R-5.1", "R-5.2")
 def test_environment_id_is_the_pinned_commit():
-    from agentprov_core.environments import environment_id
+    from agentprov_core.backend.environments import environment_id
 
     assert environment_id(AutoDojo.meta) == "autodojo-aa458794"
 

@@ -448,7 +448,7 @@ def run_probe(req: dict[str, Any]) -> dict[str, Any]:
     ``OpenAILLM``, the ``system`` field for ``AnthropicLLM``), a user message, one tool, and
     the configured parameters as the element transmits them; through the same recording transport and the same proxy. One wire
     attempt only: the SDK's retries and tenacity's are turned off, so each probe call is one
-    billed call at most. T0 judges the recorded exchange (:mod:`agentprov_core.preflight`)."""
+    billed call at most. T0 judges the recorded exchange (:mod:`agentprov_core.live.preflight`)."""
     from agentdojo.functions_runtime import FunctionsRuntime, make_function
     from agentdojo.types import ChatSystemMessage, ChatUserMessage, text_content_block_from_string
     from tenacity import stop_after_attempt

@@ -56,7 +56,7 @@ def sources_sha256() -> str:
     """The digest of this package's own sources (``*.py`` and ``*.toml``, by relative path):
     T0 computes the same over the ``backends/shared`` it builds from, so an environment
     built from other worker code (an older agentprov) is refused until it is rebuilt. The
-    same algorithm is ``agentprov_core.environments.shared_sources_sha256``."""
+    same algorithm is ``agentprov_core.backend.environments.shared_sources_sha256``."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parent

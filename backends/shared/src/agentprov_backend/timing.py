@@ -1,4 +1,4 @@
-"""The worker's side of T0's debug timer (``agentprov_core.timing``), off by default.
+"""The worker's side of T0's debug timer (``agentprov_core.base.timing``), off by default.
 
 T0 sets ``AGENTPROV_DEBUG_TIMING`` in a worker's environment only when its own timer is on;
 the worker, its forkserver and its cells then append one JSON line per span to that file

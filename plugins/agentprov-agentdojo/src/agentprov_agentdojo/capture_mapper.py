@@ -28,14 +28,14 @@ from typing import Any
 from msgspec import UNSET
 
 from agentprov_agentdojo import defence_records, live_native
-from agentprov_core import capture_chain
 from agentprov_core.evidence import aer as A
+from agentprov_core.evidence import capture_chain
 from agentprov_core.evidence.aer import NOT_RECORDED
+from agentprov_core.live.sse import reply_body
 from agentprov_core.mapping import LiveEvidence
-from agentprov_core.sse import reply_body
 
 NAME = "agentdojo.capture"
-# 0.1.1: the chain is read by agentprov_core.capture_chain.check (verify's check), so a
+# 0.1.1: the chain is read by agentprov_core.evidence.capture_chain.check (verify's check), so a
 # damaged log's map.capture_damaged detail names verify's problems
 # 0.2.0: a defended session is recorded: task.defense_id as the capture observed it, the
 # defence's actor, its own model calls under that actor, its digests as notes, its
