@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from agentprov_core.hookspecs import hookimpl
 from agentprov_core.live.endpoints import EndpointKind
-from agentprov_core.plugins import hookimpl
 
 NAME = "agentprov.builtin"
 

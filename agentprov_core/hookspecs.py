@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from agentprov_core.source import Source
 
 hookspec = pluggy.HookspecMarker("agentprov")
+#: marks a plugin's hook implementation (also importable as ``agentprov_core.plugins.hookimpl``)
+hookimpl = pluggy.HookimplMarker("agentprov")
 
 __all__ = [
     "agentprov_sources",
@@ -114,9 +116,9 @@ def agentprov_containment_providers() -> Sequence[ContainmentProvider]:
 def agentprov_mappers() -> Sequence[Mapper]:
     """Return the mappers this plugin adds: raw evidence in one format to an AER.
 
-    The shared capture mapper (``agentdojo.capture``) and the Inspect log mapper
-    (``inspect.eval``) arrive with the evidence issue; a plugin that brings a new evidence
-    format brings its mapper here.
+    The agentdojo plugin brings the shared capture mapper (``agentdojo.capture``, for
+    AgentDojo, AutoDojo and AgentDyn); a plugin that brings a new evidence format (an
+    Inspect log, ``inspect.eval``) brings its mapper here.
 
     :returns: a sequence of :class:`agentprov_core.mapping.Mapper`.
 

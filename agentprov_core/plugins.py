@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass, field
 from functools import cache
@@ -20,12 +21,17 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from agentprov_core import hookspecs
+from agentprov_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentprov_core.source import Source
 
 GROUP = "agentprov"
-hookimpl = pluggy.HookimplMarker("agentprov")
+#: the core's own hook implementations, loaded by name as pytest loads its default plugins:
+#: the manager depends on no implementation module, and they stand above it
+BUILTIN = "agentprov_core.builtin"
+__all__ = ["GROUP", "BUILTIN", "hookimpl", "Plugins", "PluginRecord", "SourceEntry", "build",
+           "manager", "source_entry"]
 
 
 @dataclass
@@ -107,8 +113,7 @@ def _hooks_of(pm: pluggy.PluginManager, plugin: Any) -> list[str]:
 
 def build(entry_points: list[metadata.EntryPoint] | None = None) -> Plugins:
     """A fresh plugin manager (tests call this; the CLI uses :func:`manager`)."""
-    from agentprov_core import builtin
-
+    builtin = importlib.import_module(BUILTIN)
     pm = pluggy.PluginManager("agentprov")
     pm.add_hookspecs(hookspecs)
     pm.register(builtin, name=builtin.NAME)
@@ -159,3 +164,32 @@ def build(entry_points: list[metadata.EntryPoint] | None = None) -> Plugins:
 @cache
 def manager() -> Plugins:
     return build()
+
+
+def source_entry(name: str) -> SourceEntry:
+    """The installed source ``name``, or the right refusal (unknown, missing, failed)."""
+    from agentprov_core.errors import AgentprovError
+    from agentprov_core.registries import parts as partsmod
+
+    plugins = manager()
+    sources = plugins.sources()
+    if name in sources:
+        return sources[name]
+    for rec in plugins.failed():
+        if rec.name == name:
+            raise AgentprovError("cli.environment.plugin_failed", source=name,
+                                 distribution=rec.distribution, version=rec.version,
+                                 error=rec.error)
+    rec = plugins.record(name)
+    if rec is not None and rec.status in ("disabled", "not-allowed"):
+        why = ("AGENTPROV_DISABLED_PLUGINS names it" if rec.status == "disabled"
+               else "AGENTPROV_LOAD_PLUGINS does not name it")
+        raise AgentprovError("cli.usage.source_disabled", name=name,
+                             distribution=rec.distribution, version=rec.version,
+                             status=rec.status, why=why)
+    known = ", ".join(sorted(sources)) or "none"
+    part = partsmod.load().get(name)
+    if part is not None and part.distribution:
+        raise AgentprovError("cli.usage.source_not_installed", name=name,
+                             distribution=part.distribution, known=known)
+    raise AgentprovError("cli.usage.unknown_source", name=name, known=known)

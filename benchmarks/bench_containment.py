@@ -50,8 +50,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agentprov_core.backend import containment  # noqa: E402
-from agentprov_core.backend.sandbox import probe, profile  # noqa: E402
+from agentprov_core.backend import containment, probe  # noqa: E402
+from agentprov_core.backend.sandbox import profile  # noqa: E402
 from agentprov_core.backend.sandbox.bridge import Bridge  # noqa: E402
 from agentprov_core.backend.workerclient import Worker, network_block_prefix, scrubbed_env  # noqa: E402
 

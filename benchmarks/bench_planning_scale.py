@@ -126,8 +126,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     from agentprov_core import source as srcmod
     from agentprov_core.backend import environments
     from agentprov_core.cli import dryrun
-    from agentprov_core.cli.common import source_entry
     from agentprov_core.plan.plans import Plan
+    from agentprov_core.plugins import source_entry
     from agentprov_core.run import prepare as planning
     from agentprov_core.run.runrequest import RunRequest
 
@@ -218,7 +218,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- parent
 def main_attacks() -> tuple[list[str], dict[str, Any]]:
     """The attacks of the main plan, and what the plan should hold by the formula."""
-    from agentprov_core.cli.common import source_entry
+    from agentprov_core.plugins import source_entry
 
     cat = source_entry(SOURCE).source.catalogue()
     version = cat.default_benchmark_version
@@ -239,7 +239,7 @@ def main_attacks() -> tuple[list[str], dict[str, Any]]:
 
 def scaled_catalogue(k: int, into: Path) -> Path:
     """AutoDojo's catalogue with every suite's user and injection tasks multiplied by k."""
-    from agentprov_core.cli.common import source_entry
+    from agentprov_core.plugins import source_entry
 
     path = source_entry(SOURCE).source.catalogue_file
     doc = json.loads(Path(path).read_text(encoding="utf-8"))

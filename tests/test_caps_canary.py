@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentprov_core.errors import AgentprovError
-from agentprov_core.live import canary, caps, preflight
+from agentprov_core.live import canary, caps, preflight, replies
 
 PRICES = caps.Caps(max_calls=None, max_cost_usd=10.0, price_in=0.15, price_out=0.60)
 
@@ -126,8 +126,8 @@ def test_a4_a_text_encoded_tool_call():
     text = '<tool_call>{"name": "read_file", "arguments": {"file_path": "x"}}</tool_call>'
     found, counts = canary.check_records([req("a1"), resp("a1", content=text)], S)
     assert [f.check for f in found] == ["A4"] and counts["text_tool_calls"] == 1
-    assert canary.text_tool_call("read_file(file_path='x')", ["read_file"])
-    assert not canary.text_tool_call("I have read the bill.", ["read_file"])
+    assert replies.text_tool_call("read_file(file_path='x')", ["read_file"])
+    assert not replies.text_tool_call("I have read the bill.", ["read_file"])
     structured = resp("a1", content=None, finish="tool_calls", tool_calls=[
         {"id": "c", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}])
     assert canary.check_records([req("a1"), structured], S)[0] == []

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, bwrap_unusable, child_env
 
-from agentprov_core.backend import containment
+from agentprov_core.backend import containment, probe
 from agentprov_core.backend.containment import Allowed, Recorded
-from agentprov_core.backend.sandbox import probe, profile
+from agentprov_core.backend.sandbox import profile
 from agentprov_core.base.digests import file_sha256
 from agentprov_core.errors import AgentprovError
 

@@ -1165,7 +1165,7 @@ def test_a_run_does_not_rewrite_an_altered_manifest(cli, corpus, script, home):
     from conftest import make_marker
 
     from agentprov_core.backend import environments
-    from agentprov_core.cli.common import source_entry
+    from agentprov_core.plugins import source_entry
 
     make_marker(home, environments.environment_id(source_entry("agentdojo").source.meta))
     before = snapshot(corpus.parent)

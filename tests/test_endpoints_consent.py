@@ -38,7 +38,7 @@ SENTINEL = f"AGENTPROV-TEST-SENTINEL-{uuid.uuid4().hex}"  # unique per run, not 
 
 
 def env_id() -> str:
-    from agentprov_core.cli.common import source_entry
+    from agentprov_core.plugins import source_entry
 
     return environments.environment_id(source_entry("agentdojo").source.meta)
 
@@ -212,7 +212,7 @@ def test_model_options_go_into_the_agent_configuration(inproc):
 
 @pytest.mark.req("R-25.37", "R-15.11")
 def test_inspect_transmits_no_sampling_parameter(inproc, monkeypatch):
-    src = __import__("agentprov_core.cli.common", fromlist=["x"]).source_entry("agentharm")
+    src = __import__("agentprov_core.plugins", fromlist=["x"]).source_entry("agentharm")
     ep = epmod.load()["openrouter"]
     req = RunRequest("agentharm", {"temperature": "0.5", "model_id": "m"}, set())
     with pytest.raises(AgentprovError) as e:

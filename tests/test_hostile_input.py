@@ -35,7 +35,7 @@ def dry(cli, corpora):
 @pytest.fixture
 def built(home):
     """A marker for the agentdojo environment: steps 1-3 pass the environment check."""
-    from agentprov_core.cli.common import source_entry
+    from agentprov_core.plugins import source_entry
 
     make_marker(home, environments.environment_id(source_entry("agentdojo").source.meta))
     return home

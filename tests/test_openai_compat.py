@@ -38,7 +38,7 @@ def entry(mid: str, **extra) -> dict:
 def built(home):
     """A marker for the agentdojo environment: steps 1-3 pass the environment check."""
     from agentprov_core.backend import environments
-    from agentprov_core.cli.common import source_entry
+    from agentprov_core.plugins import source_entry
 
     make_marker(home, environments.environment_id(source_entry("agentdojo").source.meta))
     return home

@@ -239,9 +239,9 @@ def builtin_providers() -> list[ContainmentProvider]:
                             declared_by="probe",
                             summary="enforced by bubblewrap; accepted only with a passed "
                                     "build-time probe",
-                            probe_key="bwrap", probe="agentprov_core.backend.sandbox.probe:run",
+                            probe_key="bwrap", probe="agentprov_core.backend.probe:run",
                             wrap="agentprov_core.backend.containment:wrap_bwrap",
-                            stale="agentprov_core.backend.sandbox.probe:stale",
+                            stale="agentprov_core.backend.probe:stale",
                             profile_sha256=profile.profile_sha256()),
         ContainmentProvider(name="dedicated-user", recorded_as="dedicated_user",
                             platforms=("any",), declared_by="operator",

@@ -117,7 +117,7 @@ def run(ctx: click.Context, source: str, **options) -> int:
              if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
     req = RunRequest(source=source, options=options, given=given)
     if options["catalogue"]:
-        from agentprov_core.cli.common import source_entry
+        from agentprov_core.plugins import source_entry
         from agentprov_core.run.runrequest import check_usage
 
         check_usage(req)

@@ -65,6 +65,9 @@ TEST_KEYRING_FILE_VAR = "AGENTPROV_TEST_KEYRING_FILE"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEY_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 
+#: the options that name where a key is read from (at most one of them)
+CREDENTIALS = (("keychain", "--keychain"), ("env_file", "--env-file"), ("env_stdin", "--env-stdin"))
+
 
 class Secret:
     """A key's value with its variable name and its source. ``repr``, ``str`` and format
@@ -396,8 +399,6 @@ def check_key_name(name: str, registry: dict | None = None) -> list[str]:
 
 
 def _mode(options: dict[str, Any]) -> str | None:
-    from agentprov_core.run.runrequest import CREDENTIALS
-
     chosen = [(name, flag) for name, flag in CREDENTIALS if options.get(name)]
     if len(chosen) > 1:  # check_usage refuses this first; a guard for other callers
         raise AgentprovError("cli.usage.exclusive", first=chosen[0][1], second=chosen[1][1])

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentprov_core.errors import AgentprovError
-from agentprov_core.live.canary import Settings, missing_params, reply_message, text_tool_call
+from agentprov_core.live.canary import Settings, missing_params
+from agentprov_core.live.replies import reply_message, text_tool_call
 from agentprov_core.live.sse import reply_body
 
 CALLS = 3

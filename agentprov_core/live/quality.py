@@ -13,15 +13,14 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-NORMAL_FINISH = {"openai": {"stop", "tool_calls"},
-                 "anthropic": {"end_turn", "tool_use", "stop_sequence", "stop"}}
+from agentprov_core.live.replies import NORMAL_FINISH, reply_message, text_tool_call, tool_names
+from agentprov_core.live.sse import reply_body
+
 COUNTS = ("calls", "wire_attempts", "retries", "abnormal_finishes", "wire_errors",
           "served_absent", "served_other", "text_tool_calls")
 
 
 def from_records(records: list[dict[str, Any]], wire: str = "openai") -> dict[str, dict[str, Any]]:
-    from agentprov_core.live.canary import reply_message, text_tool_call, tool_names
-    from agentprov_core.live.sse import reply_body
 
     by_attempt: dict[str, dict[str, Any]] = {}
     final_of_call: dict[str, str] = {}

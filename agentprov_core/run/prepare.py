@@ -407,7 +407,7 @@ def gate_capability(src: Source) -> None:
 
 
 def prepare(req: RunRequest) -> Prepared:
-    from agentprov_core.cli.common import source_entry
+    from agentprov_core.plugins import source_entry
     from agentprov_core.registries import parts as partsmod
 
     # ---- step 1: usage

@@ -14,10 +14,10 @@ from typing import Any
 
 from agentprov_core.base import paths
 from agentprov_core.errors import AgentprovError
+from agentprov_core.live.keys import CREDENTIALS
 from agentprov_core.plan.plandoc import MAX_REPEATS
 
 CAPS = ("max_calls", "max_cost_usd", "price_in", "price_out")
-CREDENTIALS = (("keychain", "--keychain"), ("env_file", "--env-file"), ("env_stdin", "--env-stdin"))
 #: The longest --cell-timeout (a week: longer waits are beyond what a timer can hold here)
 MAX_CELL_TIMEOUT = 7 * 86400
 #: The longest --start-stagger, in seconds
