@@ -1,1 +1,5 @@
-"""(described in docs/architecture.md)"""
+"""Reading a stored corpus back: ``verify`` (``verification``: the chain, the digests, the
+records recomputed) and ``stats`` (``stats``).
+
+May import: ``evidence``, ``corpus``, ``live`` (the caps' accounting), ``base``, ``errors``.
+"""

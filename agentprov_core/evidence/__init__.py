@@ -1,2 +1,6 @@
 """Evidence records: the AER (``agentprov-aer/0.1``), its derived semantics (SEM), the PROV
-graph, their validation, and where a corpus keeps them (``executions/``)."""
+graph, their validation, where a corpus keeps them (``executions/``), mapping a live
+attempt through the registered mapper (``live_mapping``) and T0's reading of capture logs.
+
+May import: ``corpus``, ``mapping``, ``plugins``, ``base``, ``errors``.
+"""
