@@ -672,8 +672,8 @@ def read_all(part: Path) -> dict[str, object]:
     """verify, validate --strict, stats and recompute --dry-run of ``part``, in-process
     (the CLI's own functions, on the real files), as a reader sees the corpus now."""
     from agentprov_core.audit import stats as statsmod
+    from agentprov_core.audit.validation import Run
     from agentprov_core.audit.verification import verify_corpus
-    from agentprov_core.cli.validate import Run
     from agentprov_core.corpus.opening import open_corpus
     from agentprov_core.evidence import recompute as rc
 

@@ -1108,8 +1108,8 @@ def undetected_flips(root: Path, exhaustive: bool = False, samples: int = 24,
     ``verify`` nor ``validate --strict`` fails (both in-process, on the real files)."""
     import random
 
+    from agentprov_core.audit.validation import Run
     from agentprov_core.audit.verification import verify_corpus
-    from agentprov_core.cli.validate import Run
 
     rng = random.Random(seed)
     missed = []

@@ -1,5 +1,6 @@
 """Reading a stored corpus back: ``verify`` (``verification``: the chain, the digests, the
-records recomputed) and ``stats`` (``stats``).
+records recomputed), ``validate`` (``validation``: every execution in tiers) and ``stats``
+(``stats``).
 
 May import: ``evidence``, ``corpus``, ``live`` (the caps' accounting), ``base``, ``errors``.
 """
