@@ -267,22 +267,22 @@ def wrap(owner, name, label, detail=None):
 
 
 from agentprov_core.cli.main import main
-from agentprov_core.run import campaign, prepare as planning
-from agentprov_core.backend import session, workerclient
+from agentprov_core.run import attempt, campaign, checks, dryrun, prepare as planning, units
+from agentprov_core.backend import workerclient
 from agentprov_core.live.scripted import server
 
 wrap(planning, "prepare", "prepare")
-wrap(campaign, "check_corpus", "check_corpus")
-wrap(campaign, "read_progress", "read_progress")
-wrap(session, "dry_run", "check")
+wrap(checks, "check_corpus", "check_corpus")
+wrap(units, "read_progress", "read_progress")
+wrap(dryrun, "dry_run", "check")
 wrap(workerclient, "network_block_prefix", "probe")
 wrap(workerclient.Worker, "__init__", "worker_init", lambda a, k, o: bool(k.get("network")))
 wrap(workerclient.Worker, "request", "request", lambda a, k, o: a[1])
 wrap(workerclient.Worker, "close", "worker_close")
 wrap(campaign, "run", "campaign_run")
 wrap(campaign, "_campaign", "campaign_cells")
-wrap(campaign, "_launch", "launch", lambda a, k, o: o.session_id if o is not None else None)
-wrap(campaign, "_ingest", "ingest", lambda a, k, o: a[2].session_id)
+wrap(attempt, "launch", "launch", lambda a, k, o: o.session_id if o is not None else None)
+wrap(attempt, "ingest", "ingest", lambda a, k, o: a[2].session_id)
 wrap(server.ScriptedEndpoint, "start", "endpoint_start")
 wrap(server.ScriptedEndpoint, "stop", "endpoint_stop")
 t_imported = time.time()

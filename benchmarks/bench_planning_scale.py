@@ -73,17 +73,19 @@ def _fixed_environment(environments) -> None:
             hello={}, guarded={})
 
 
-def _worker_stand_in(timed, notes: list[str]):
-    """``session.dry_run`` without the worker process (no environment is built here): what
+def _worker_stand_in(timed, notes: list[str], served_catalogue):
+    """``session.plan_check`` without the worker process (no environment is built here): what
     it costs T0 and the worker per cell, in this process. The served catalogue is the
-    plugin's own, converted as ``session`` converts the worker's answer; the plan request
-    carries every cell row as JSON both ways and the worker's ``_plan`` checks each cell.
-    Not measured: starting the worker, ``hello``, the pipe itself."""
+    plugin's own (``served_catalogue()``, the one ``prepare`` read), converted as ``session``
+    converts the worker's answer; ``run.dryrun`` re-expands the plan from it; the plan
+    request carries every cell row as JSON both ways and the worker's ``_plan`` checks each
+    cell. Not measured: starting the worker, ``hello``, the pipe itself."""
+    import contextlib
+
     import msgspec
 
     from agentprov_core.base import paths
     from agentprov_core.catalogue import Catalogue
-    from agentprov_core.run import prepare as planning
 
     check = None
     shared = (paths.backends_dir() or Path("backends")) / "shared" / "src"
@@ -95,29 +97,35 @@ def _worker_stand_in(timed, notes: list[str]):
     except Exception as exc:  # the stand-in then measures T0's side only
         notes.append(f"the worker's per-cell check was not measured ({type(exc).__name__}: "
                      f"{exc})")
-    reexpand = getattr(planning, "with_worker_catalogue", None)
-    if reexpand is None:
-        notes.append("planning.with_worker_catalogue is gone: no re-expansion measured")
 
-    def stand_in(p):
-        served = msgspec.to_builtins(p.catalogue)
-        cat = timed(lambda: msgspec.convert(served, type=Catalogue),
-                    "worker stand-in: the served catalogue, converted")
-        if reexpand is not None:  # its expansion and digest are timed as such
-            p = reexpand(p, cat)
-        msg = timed(lambda: json.dumps({"id": 3, "type": "plan", "source": SOURCE,
-                                        "benchmark_version": p.plan.benchmark_version,
-                                        "cells": [c.row() for c in p.plan.cells]}),
-                    "worker stand-in: the plan request, every cell row as JSON (T0)")
-        if check is not None:
-            worker._catalogues[SOURCE] = served
-            req = timed(lambda: json.loads(msg), "worker stand-in: decode the request (worker)")
-            res = timed(lambda: check(req), "worker stand-in: check every cell (worker _plan)")
-            timed(lambda: json.loads(json.dumps({"id": 3, "ok": True, "result": res})),
-                  "worker stand-in: the reply, both ways")
-        return p
+    class StandIn:
+        serves = True
 
-    return stand_in
+        def __init__(self) -> None:
+            self.served = msgspec.to_builtins(served_catalogue())
+
+        def catalogue(self) -> Catalogue:
+            return timed(lambda: msgspec.convert(self.served, type=Catalogue),
+                         "worker stand-in: the served catalogue, converted")
+
+        def plan_problems(self, benchmark_version, cells) -> list[str]:
+            msg = timed(lambda: json.dumps({"id": 3, "type": "plan", "source": SOURCE,
+                                            "benchmark_version": benchmark_version,
+                                            "cells": [c.row() for c in cells]}),
+                        "worker stand-in: the plan request, every cell row as JSON (T0)")
+            if check is not None:
+                worker._catalogues[SOURCE] = self.served
+                req = timed(lambda: json.loads(msg), "worker stand-in: decode the request (worker)")
+                res = timed(lambda: check(req), "worker stand-in: check every cell (worker _plan)")
+                timed(lambda: json.loads(json.dumps({"id": 3, "ok": True, "result": res})),
+                      "worker stand-in: the reply, both ways")
+            return []
+
+    @contextlib.contextmanager
+    def plan_check(meta, env_id):
+        yield StandIn()
+
+    return plan_check
 
 
 def child(spec: dict[str, Any]) -> dict[str, Any]:
@@ -160,13 +168,17 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             return
         setattr(owner, name, lambda *a, **kw: timed(lambda: real(*a, **kw), label))
 
+    prepared_box: list[Any] = []
     if dry:
         try:
             from agentprov_core.backend import session
         except ImportError:
             session = None
-        if session is not None and hasattr(session, "dry_run"):
-            session.dry_run = _worker_stand_in(timed, notes)
+        if session is not None and hasattr(session, "plan_check"):
+            session.plan_check = _worker_stand_in(timed, notes,
+                                                  lambda: prepared_box[0].catalogue)
+        else:
+            notes.append("session.plan_check is gone: the dry run's worker check not measured")
     if mode == "time":
         wrap(catmod, "load", "read the catalogue (msgspec)")
         wrap(srcmod, "expand_suites", "expand the cells")
@@ -182,6 +194,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     prepared = planning.prepare(req)
     t1 = time.perf_counter()
+    prepared_box.append(prepared)
     section[0] = "output"
     if dry:
         null = os.open(os.devnull, os.O_WRONLY)
@@ -362,9 +375,10 @@ def markdown(res: dict[str, Any]) -> str:
             "scripted model and the environment check answering a fixed id (no environment "
             "is built here). *dry run* is that and then what `agentprov run autodojo "
             "--dry-run --plan-json` does after it (`cli.dryrun.print_dry_run`, output to "
-            "/dev/null), where the worker session (`session.dry_run`) is replaced by a "
+            "/dev/null), where the worker session (`session.plan_check`) is replaced by a "
             "stand-in in the same process: the plugin's catalogue as the served one, the "
-            "second check and expansion from it (`planning.with_worker_catalogue`), the "
+            "second check and expansion from it (`run.dryrun.dry_run` through "
+            "`planning.with_worker_catalogue`), the "
             "`plan` request with every cell row as JSON both ways and the worker's per-cell "
             "check (`agentprov_backend.worker._plan`). Starting the worker, `hello` and the "
             "pipe are not measured.", ""]

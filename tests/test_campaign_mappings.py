@@ -1,4 +1,4 @@
-"""The campaign maps ledgered attempts in a background thread (``campaign._Mappings``): the
+"""The campaign maps ledgered attempts in a background thread (``run.mappings.Mappings``): the
 next cell starts while the last one is mapped; the tally counts mappings on T0's main
 thread, in ledger order, and a mapping that raises is counted failed, never lost."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 import threading
 
 from agentprov_core.corpus.ledger import Attempt
-from agentprov_core.run import campaign
+from agentprov_core.run import mappings
+from agentprov_core.run.summary import Tally
 
 
 def attempt(seq: int) -> Attempt:
@@ -33,10 +34,10 @@ def test_mappings_run_behind_the_loop_and_are_counted_in_ledger_order(monkeypatc
             raise RuntimeError("a mapper bug")
         return Mapped([f"code.{entry.seq}"])
 
-    monkeypatch.setattr(campaign, "_map_attempt", fake_map)
-    monkeypatch.setattr(campaign, "_warm_mapping", lambda: None)
-    tally = campaign.Tally()
-    m = campaign._Mappings(None, None, tally)
+    monkeypatch.setattr(mappings, "map_attempt", fake_map)
+    monkeypatch.setattr(mappings, "warm_mapping", lambda: None)
+    tally = Tally()
+    m = mappings.Mappings(None, None, tally)
     for seq in range(3):
         m.submit(attempt(seq), None)  # queued: handed to the thread by start()
     m.start()
@@ -55,7 +56,7 @@ def test_staging_directories_are_removed_behind_the_loop_before_the_campaign_end
         monkeypatch, tmp_path):
     from agentprov_core.corpus.working import WorkingCorpus
 
-    monkeypatch.setattr(campaign, "_warm_mapping", lambda: None)
+    monkeypatch.setattr(mappings, "warm_mapping", lambda: None)
     wc = WorkingCorpus(tmp_path / "c.partial")
     dirs = [wc.staging(f"s-{i}") for i in range(3)]
     for d in dirs:
@@ -68,7 +69,7 @@ def test_staging_directories_are_removed_behind_the_loop_before_the_campaign_end
         real(sid)
 
     wc.drop_staging = drop
-    m = campaign._Mappings(None, wc, campaign.Tally())
+    m = mappings.Mappings(None, wc, Tally())
     for i in range(3):
         m.drop_later(f"s-{i}")
     assert all(d.exists() for d in dirs)  # queued until the loop has launched the next cell

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import msgspec
 import pytest
 
-from agentprov_core.run import campaign
+from agentprov_core.run import attempt, mappings, summary
 from tests.test_mapping import MANIFEST, complete_session, corpus_with, native_log
 
 CASES = {
@@ -36,11 +36,11 @@ def test_a_unit_is_conclusive_when_complete_and_its_accounting_holds(tmp_path, c
     root, att = corpus_with(tmp_path, p.read_bytes(), native)
     att = msgspec.structs.replace(att, status=status, conclusive=status == "complete")
     (root / "manifest.json").write_text(json.dumps(MANIFEST))
-    tally = campaign.Tally()
+    tally = summary.Tally()
     wc = SimpleNamespace(root=root, manifest=lambda: MANIFEST)
-    mapped = campaign._map(SimpleNamespace(request=SimpleNamespace(options={})), wc, att, tally)
+    mapped = mappings.map_counted(SimpleNamespace(request=SimpleNamespace(options={})), wc, att, tally)
     assert mapped is not None and mapped.entry.live_vs_native == verdict
-    campaign._count(tally, att, None, mapped)
+    summary.count(tally, att, None, mapped)
     counts = {"conclusive": tally.conclusive, "inconsistent": tally.inconsistent,
               "inconclusive": tally.inconclusive}
     assert counts == {k: int(k == counted) for k in counts}
@@ -56,14 +56,14 @@ def test_a_complete_session_whose_call_count_disagrees_is_inconsistent(tmp_path)
     p = tmp_path / "capture.jsonl"
     complete_session(p)  # two model calls, and the worker counted 2
     records = [json.loads(x) for x in p.read_text().splitlines()]
-    assert campaign.accounting(records) == "consistent"
+    assert attempt.accounting(records) == "consistent"
     unverifiable = records[:-1] + [{k: v for k, v in records[-1].items() if k != "calls"}]
-    assert campaign.accounting(unverifiable) == "unverifiable"
+    assert attempt.accounting(unverifiable) == "unverifiable"
     miscounted = records[:-1] + [dict(records[-1], calls=3)]
-    assert campaign.accounting(miscounted) == (
+    assert attempt.accounting(miscounted) == (
         "accounting: the worker counted 3 model call(s), the capture records 2")
-    assert campaign.accounting(records[:-1] + [dict(records[-1], calls=True)]) == "unverifiable"
+    assert attempt.accounting(records[:-1] + [dict(records[-1], calls=True)]) == "unverifiable"
     root, att = corpus_with(tmp_path, p.read_bytes(), native_log())
-    tally = campaign.Tally()
-    campaign._count(tally, msgspec.structs.replace(att, conclusive=False))
+    tally = summary.Tally()
+    summary.count(tally, msgspec.structs.replace(att, conclusive=False))
     assert (tally.sealed, tally.conclusive, tally.inconsistent, tally.inconclusive) == (1, 0, 1, 0)

@@ -253,10 +253,10 @@ def test_the_class_is_decided_before_consent_and_recorded(inproc, tmp_path):
 
 @pytest.mark.req("R-10.8")
 def test_the_manifest_records_the_class(inproc):
-    from agentprov_core.run import campaign
+    from agentprov_core.run import manifest
 
-    src = Path(campaign.__file__).read_text()
-    assert '"endpoint_class": p.endpoint_class' in src
+    src = Path(manifest.__file__).read_text()
+    assert '"endpoint_class": prepared.endpoint_class' in src
     assert inproc(endpoint="ollama", model_id="m").endpoint_class == "local"
 
 

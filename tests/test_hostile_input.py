@@ -305,16 +305,16 @@ def test_a_manifest_or_ledger_line_nested_thousands_deep(cli, synthetic):
 def test_a_control_file_that_is_no_regular_file_is_no_drain(fifo, tmp_path):
     """The campaign polls --control-file before each cell: a FIFO (or a huge file) must not
     stall it; only a regular file holding ``drain`` asks for a drain."""
-    from agentprov_core.run.campaign import _drain_requested
+    from agentprov_core.run.stops import drain_requested
 
-    assert _drain_requested({"control_file": str(fifo)}) is False
+    assert drain_requested({"control_file": str(fifo)}) is False
     f = tmp_path / "control"
     f.write_text("drain\n")
-    assert _drain_requested({"control_file": str(f)}) is True
+    assert drain_requested({"control_file": str(f)}) is True
     with open(f, "wb") as out:
         out.write(b"drain")
         out.truncate(1 << 20)
-    assert _drain_requested({"control_file": str(f)}) is False
+    assert drain_requested({"control_file": str(f)}) is False
 
 
 @pytest.mark.req("R-14.1")

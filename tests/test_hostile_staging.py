@@ -25,7 +25,7 @@ import pytest
 from conftest import ROOT, bwrap_unusable
 
 from agentprov_core.corpus import staged
-from agentprov_core.run import campaign
+from agentprov_core.run import testfaults
 
 LIVE_DEMO = ROOT / "examples" / "scripts" / "live-demo.json"
 
@@ -151,7 +151,7 @@ def test_hostile_staging_is_refused_and_the_campaign_goes_on(e2e_cli, tmp_path, 
     corpus = tmp_path / "h"
     work = corpus.with_name("h.partial")
     r = e2e_cli(*run_args(containment, corpus, "0-1", request),
-                env={campaign.TEST_HOSTILE: f"{kind}:{target}"}, json_errors=False)
+                env={testfaults.TEST_HOSTILE: f"{kind}:{target}"}, json_errors=False)
     assert r.code == 1, r.out + r.err  # one errored session: exit 1, never 70
     assert "Traceback" not in r.err
     first, second = ledger(work)  # exactly one line per attempt: none through a link
@@ -168,7 +168,7 @@ def test_hostile_staging_is_refused_and_the_campaign_goes_on(e2e_cli, tmp_path, 
     assert not (work / "quarantine").exists()  # refused, never read: nothing to quarantine
     assert not list((work / "staging").glob("s-*"))  # the refused session's staging removed
     manifest = json.loads((work / "manifest.json").read_text())
-    assert any(o.startswith(f"{campaign.TEST_HOSTILE}: ")
+    assert any(o.startswith(f"{testfaults.TEST_HOSTILE}: ")
                for o in manifest["live"]["test_overrides"])
     if containment == "bwrap":  # the cell staged it inside the sandbox
         assert manifest["producer"]["sandbox"]["kind"] == "bwrap"
@@ -190,7 +190,7 @@ def test_a_link_to_another_sessions_staging_is_refused(e2e_cli, tmp_path, reques
     other = work / "staging" / kept["session_id"] / "capture.jsonl"
     assert other.is_file()  # the first session's staging, kept
     blobs = set(corpus_bytes(work / "raw"))
-    r = e2e_cli(*args, env={campaign.TEST_HOSTILE: f"symlink_other_session:{other}"},
+    r = e2e_cli(*args, env={testfaults.TEST_HOSTILE: f"symlink_other_session:{other}"},
                 json_errors=False)
     assert r.code == 1, r.out + r.err
     first, refused, last = ledger(work)
@@ -205,8 +205,8 @@ def test_a_link_to_another_sessions_staging_is_refused(e2e_cli, tmp_path, reques
 def test_the_worker_and_t0_name_the_same_hostile_faults():
     from conftest import load_backend_module
 
-    assert load_backend_module("cells").HOSTILE_FAULTS == campaign.HOSTILE_FAULTS
-    assert set(CASES) | {"symlink_other_session"} == set(campaign.HOSTILE_FAULTS)
+    assert load_backend_module("cells").HOSTILE_FAULTS == testfaults.HOSTILE_FAULTS
+    assert set(CASES) | {"symlink_other_session"} == set(testfaults.HOSTILE_FAULTS)
 
 
 # ---------------------------------------------------------------- T0's reader, in process
@@ -340,14 +340,14 @@ def test_a_key_only_in_the_native_log_quarantines_the_session(tmp_path):
     """The redaction scan covers every file T0 stores, the native log among them."""
     from tests.test_ingest import setup
 
-    campaign_, wc, fl, p = setup(tmp_path)
+    attempt, wc, fl, p = setup(tmp_path)
     sentinel = "sk-proj-SENTINEL" + uuid.uuid4().hex
     log = fl.staging / "native" / "log.json"
     log.write_bytes(log.read_bytes().replace(b"{", json.dumps(
         {"leak": sentinel}).encode()[:-1] + b",", 1))
     assert sentinel.encode() not in (fl.staging / "capture.jsonl").read_bytes()
-    entry = campaign_._ingest(p, wc, fl, {"status": "complete", "native_log":
-                                          "native/log.json", "calls": 2}, "inv", [0])
+    entry = attempt.ingest(p, wc, fl, {"status": "complete", "native_log":
+                                       "native/log.json", "calls": 2}, "inv", [0])
     assert entry.status == "quarantined" and entry.capture_sha256 is None
     assert "native/log.json: a key-shaped string" in entry.reason
     assert not (wc.root / "raw").exists() or not any(

@@ -1,4 +1,4 @@
-"""T0's ingest of a finished attempt (``campaign._ingest``): each staged file is read once
+"""T0's ingest of a finished attempt (``run.attempt.ingest``): each staged file is read once
 (the chain check, the redaction scan and the raw store see the same bytes), and a native
 log is stored only when it is a file in the attempt's staging directory, whatever path the
 worker names (the worker is hostile): a path outside it errors the session
@@ -18,7 +18,8 @@ from tests.test_mapping import complete_session, native_log
 
 def setup(tmp_path: Path):
     from agentprov_core.corpus.working import WorkingCorpus
-    from agentprov_core.run import campaign
+    from agentprov_core.run import attempt
+    from agentprov_core.run.units import Unit
 
     wc = WorkingCorpus(tmp_path / "c.partial")
     staging = wc.staging("s-1")
@@ -26,15 +27,15 @@ def setup(tmp_path: Path):
     (staging / "native").mkdir()
     (staging / "native" / "log.json").write_bytes(native_log())
     (tmp_path / "outside.json").write_bytes(b'{"not": "staged"}')
-    unit = campaign.Unit(SimpleNamespace(key="banking/user_task_0/none/none"), 0, "u", 1)
-    fl = campaign.Flight(unit, "s-1", staging, "2026-11-29T00:00:00Z", None)
+    unit = Unit(SimpleNamespace(key="banking/user_task_0/none/none"), 0, "u", 1)
+    fl = attempt.Flight(unit, "s-1", staging, "2026-11-29T00:00:00Z", None)
     p = SimpleNamespace(request=SimpleNamespace(options={}),
                         plan=SimpleNamespace(defence="none", plan_sha256="p", config_digest="c"))
-    return campaign, wc, fl, p
+    return attempt, wc, fl, p
 
 
 def test_each_staged_file_is_read_once_and_stored_as_read(tmp_path, monkeypatch):
-    campaign, wc, fl, p = setup(tmp_path)
+    attempt, wc, fl, p = setup(tmp_path)
     cap = (fl.staging / "capture.jsonl").read_bytes()
     reads: list[str] = []
     real = os.open
@@ -45,7 +46,7 @@ def test_each_staged_file_is_read_once_and_stored_as_read(tmp_path, monkeypatch)
 
     monkeypatch.setattr(os, "open", counting)
     result = {"status": "complete", "native_log": "native/log.json", "calls": 2}
-    entry = campaign._ingest(p, wc, fl, result, "inv", [0])
+    entry = attempt.ingest(p, wc, fl, result, "inv", [0])
     monkeypatch.undo()
     assert reads.count("capture.jsonl") == 1 and reads.count("log.json") == 1, reads
     assert entry.status == "complete" and entry.capture_sha256 == hashlib.sha256(cap).hexdigest()
@@ -58,11 +59,11 @@ def test_each_staged_file_is_read_once_and_stored_as_read(tmp_path, monkeypatch)
 @pytest.mark.parametrize("named", ["../../outside.json", "/abs/outside.json",
                                    ["native/log.json"], "native/../native/log.json"])
 def test_a_native_log_is_stored_only_as_a_file_of_its_staging(tmp_path, named):
-    campaign, wc, fl, p = setup(tmp_path)
+    attempt, wc, fl, p = setup(tmp_path)
     if isinstance(named, str) and named.startswith("/abs/"):
         named = str(tmp_path / "outside.json")
-    entry = campaign._ingest(p, wc, fl, {"status": "complete", "native_log": named,
-                                         "calls": 2}, "inv", [0])
+    entry = attempt.ingest(p, wc, fl, {"status": "complete", "native_log": named,
+                                        "calls": 2}, "inv", [0])
     assert entry.capture_sha256 is not None
     assert entry.native_sha256 is None and entry.native_path is None
     assert entry.status == "errored" and entry.reason.startswith("map.staging_refused: ")

@@ -574,7 +574,7 @@ def test_a_quarantined_or_unstored_attempt_is_not_mapped(tmp_path):
 def test_a_mapping_that_raises_is_counted_failed_not_raised(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from agentprov_core.run import campaign
+    from agentprov_core.run import mappings, summary
 
     p = tmp_path / "capture.jsonl"
     complete_session(p)
@@ -585,37 +585,37 @@ def test_a_mapping_that_raises_is_counted_failed_not_raised(tmp_path, monkeypatc
         raise RuntimeError("a mapper bug")
 
     monkeypatch.setattr(CaptureMapper, "map", boom)
-    tally = campaign.Tally()
+    tally = summary.Tally()
     wc = SimpleNamespace(root=root, manifest=lambda: MANIFEST)
     p_ = SimpleNamespace(request=SimpleNamespace(options={}))
-    assert campaign._map(p_, wc, att, tally) is None
+    assert mappings.map_counted(p_, wc, att, tally) is None
     assert (tally.map_failed, tally.derived) == (1, 0)
     assert "RuntimeError: a mapper bug" in tally.map_failures[0]["error"]
     monkeypatch.undo()
-    m = campaign._map(p_, wc, att, tally)
-    campaign._count(tally, att, None, m)
+    m = mappings.map_counted(p_, wc, att, tally)
+    summary.count(tally, att, None, m)
     assert (tally.derived, tally.conclusive, tally.inconsistent) == (1, 1, 0)
 
 
 def test_the_summary_counts_and_the_issues_line(capsys):
     from types import SimpleNamespace
 
-    from agentprov_core.run import campaign
+    from agentprov_core.run import summary
 
-    t = campaign.Tally(attempts=3, sealed=2, failed=1, conclusive=2, inconclusive=1, derived=3,
+    t = summary.Tally(attempts=3, sealed=2, failed=1, conclusive=2, inconclusive=1, derived=3,
                        issues=Counter({"map.no_execution_observed": 1, "map.capture_error": 1}))
     p = SimpleNamespace(plan=SimpleNamespace(units=4))
     wc = SimpleNamespace(root=Path("/c.partial"), attempts=lambda: [1, 2, 3])
-    campaign._summary(p, wc, t, "config", 1, 0.0, 0, 4)
+    summary.summary(p, wc, t, "config", 1, 0.0, 0, 4)
     out, err = capsys.readouterr()
     lines = err.splitlines()
     assert lines[1:4] == ["  units    3 of 4: sealed 2, failed 1",
                           "  issues   map.capture_error x1, map.no_execution_observed x1",
-                          campaign.CONFIG_STOP]
+                          summary.CONFIG_STOP]
     assert out.strip() == ("agentprov run: 3 attempt(s); 2 conclusive, 0 inconsistent, "
                            "1 inconclusive; 3 derived, 0 failed; 0 of 4 unit(s) done before")
-    t = campaign.Tally(attempts=2, sealed=2, conclusive=2, derived=2)
-    campaign._summary(p, wc, t, None, 0, 0.0, 2, 2)
+    t = summary.Tally(attempts=2, sealed=2, conclusive=2, derived=2)
+    summary.summary(p, wc, t, None, 0, 0.0, 2, 2)
     out, err = capsys.readouterr()
     assert "issues" not in err
     assert "2 derived, 0 failed; 2 of 4 unit(s) done before" in out

@@ -207,17 +207,17 @@ def test_one_defence_for_the_whole_plan():
     from collections import Counter
     from types import SimpleNamespace
 
-    from agentprov_core.run import campaign
+    from agentprov_core.run import units as unitsmod
 
     base = dict(suite=("banking",), user_tasks="0-1", attack=("important_instructions",),
                 injection_tasks="0", repeats=2)
     defended = plan(**base, defence="spotlighting_with_delimiting")
     assert defended.defence == "spotlighting_with_delimiting"
-    units, _ = campaign._units(SimpleNamespace(plan=defended), set(), Counter())
+    units, _ = unitsmod.due_units(SimpleNamespace(plan=defended), set(), Counter())
     assert len(units) == defended.units == 8
     assert {u.key.split("|")[1] for u in units} == {"spotlighting_with_delimiting"}
     assert {u.key.split("|")[0] for u in units} == set(keys(defended))
-    plain, _ = campaign._units(SimpleNamespace(plan=plan(**base)), set(), Counter())
+    plain, _ = unitsmod.due_units(SimpleNamespace(plan=plan(**base)), set(), Counter())
     assert {u.key.split("|")[1] for u in plain} == {"none"}
     assert not {u.key for u in units} & {u.key for u in plain}
 

@@ -23,7 +23,7 @@ from agentprov_core.corpus.ledger import Attempt, Ledger
 from agentprov_core.corpus.store import RawStore
 from agentprov_core.corpus.working import partial_dir, unit_id, unit_key
 from agentprov_core.errors import AgentprovError
-from agentprov_core.run import campaign
+from agentprov_core.run import checks, units
 from agentprov_core.run import prepare as planning
 from agentprov_core.run.runrequest import RunRequest
 
@@ -56,7 +56,7 @@ def corpus_of(p, root: Path) -> Path:
 
 def refusal(p) -> AgentprovError:
     with pytest.raises(AgentprovError) as exc:
-        campaign.check_corpus(p)
+        checks.check_corpus(p)
     return exc.value
 
 
@@ -114,7 +114,7 @@ def test_an_autodojo_variant_is_another_way_of_running_the_cells(built, tmp_path
     first = prepare(c, "autodojo", **args, autodojo_variant=0)
     part = corpus_of(first, c)
     before = snapshot(part)
-    campaign.check_corpus(prepare(c, "autodojo", **args, autodojo_variant=0))  # the same
+    checks.check_corpus(prepare(c, "autodojo", **args, autodojo_variant=0))  # the same
     other = prepare(c, "autodojo", **args, autodojo_variant=1)
     err = refusal(other)
     assert (err.code, err.spec.exit) == ("cli.refused.mixed_plan", 4)
@@ -125,7 +125,7 @@ def test_an_autodojo_variant_is_another_way_of_running_the_cells(built, tmp_path
     assert "backend configuration autodojo cache_sha256" in err.message
     cache.write_text("{}")
     allowed = prepare(c, "autodojo", **args, autodojo_variant=1, allow_mixed_config=True)
-    campaign.check_corpus(allowed)
+    checks.check_corpus(allowed)
     assert snapshot(part) == before
 
 
@@ -172,15 +172,17 @@ def test_an_old_entry_answers_only_for_its_own_plan(built, tmp_path):
     assert b"unit_digest" not in line
     [e, *_] = ledger.read()
     assert e.unit_digest is msgspec.UNSET and msgspec.json.encode(e) == line
-    campaign.read_progress(p)
+    read = units.read_progress(p)
+    assert p.plan.settled == 0  # a new prepared run: the one read from is left as it was
+    p = read
     assert (p.plan.settled, p.plan.settled_cells) == (
         2, {"banking/user_task_0/none/none": 1, "banking/user_task_1/none/none": 1})
     wider = prepare(c, **dict(DEMO, user_tasks="0-2"))  # another plan digest, same content
-    campaign.read_progress(wider)
+    wider = units.read_progress(wider)
     assert wider.plan.settled == 0
     # a new entry names its unit by key and unit digest
     new = msgspec.structs.replace(ledger.read()[0], seq=4, unit_digest="d" * 64)
-    assert campaign.unit_ids(p.plan)(new) == unit_id(new.unit, "d" * 64)
+    assert units.unit_ids(p.plan)(new) == unit_id(new.unit, "d" * 64)
     assert b'"unit_digest":"' + b"d" * 64 + b'"' in msgspec.json.encode(new)
 
 

@@ -3,8 +3,11 @@ installed benchmark serves, and the plan the worker accepts (step 5 and 6 of R-1
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -13,7 +16,11 @@ from agentprov_core.backend import environments
 from agentprov_core.backend.marker import Marker
 from agentprov_core.catalogue import Catalogue
 from agentprov_core.errors import AgentprovError
-from agentprov_core.source import Source
+from agentprov_core.source import Source, SourceMeta
+
+if TYPE_CHECKING:
+    from agentprov_core.backend.workerclient import Worker
+    from agentprov_core.plan.plans import Cell
 
 PROTOCOL = "agentprov-worker/0.1"
 
@@ -37,7 +44,6 @@ def check_hello(hello: dict, m: Marker, backend: str) -> None:
     environments.check_worker_sources(hello, m.environment_id, backend)
 
 
-
 def check_recorded_catalogue(env_dir: Path, m: Marker, source: str) -> None:
     """The catalogue recorded at build time must still be the one the marker hashed."""
     from agentprov_core.base.digests import file_sha256
@@ -49,6 +55,22 @@ def check_recorded_catalogue(env_dir: Path, m: Marker, source: str) -> None:
                              what=f"{rel} changed", backend=m.backend)
 
 
+@contextlib.contextmanager
+def _checked_worker(meta: SourceMeta, env_id: str, m: Marker) -> Iterator[tuple[Worker, dict]]:
+    """A worker of the environment, with no keys and no network, its hello checked against
+    the marker ``m``; the environment's lock held shared while it runs."""
+    from agentprov_core.backend.workerclient import Worker
+
+    env_dir = environments.environment_dir(env_id)
+    check_recorded_catalogue(env_dir, m, meta.name)
+    with backends.hold(env_id, shared=True), \
+            tempfile.TemporaryDirectory(prefix="agentprov-") as staging, \
+            Worker(env_id, env_dir, Path(staging), network=False) as w:
+        hello = w.request("hello")
+        check_hello(hello, m, meta.backend or "")
+        yield w, hello
+
+
 def worker_catalogue(src: Source) -> Catalogue | None:
     """The catalogue served by the source's built environment, or ``None`` when the
     environment is not built (the plugin's committed catalogue then answers)."""
@@ -57,44 +79,46 @@ def worker_catalogue(src: Source) -> Catalogue | None:
         env_id = environments.environment_id(meta)
     except AgentprovError:
         return None
-    env_dir = environments.environment_dir(env_id)
-    if not env_dir.is_dir():
+    if not environments.environment_dir(env_id).is_dir():
         return None
     m = environments.read_marker(meta, env_id)
     if meta.name not in m.hello.get("sources", []):
         return None
-    from agentprov_core.backend.workerclient import Worker
-
-    check_recorded_catalogue(env_dir, m, meta.name)
-    with backends.hold(env_id, shared=True), tempfile.TemporaryDirectory(prefix="agentprov-") as staging, \
-            Worker(env_id, env_dir, Path(staging), network=False) as w:
-        check_hello(w.request("hello"), m, meta.backend or "")
+    with _checked_worker(meta, env_id, m) as (w, _):
         doc = w.request("catalogue", source=meta.name)
     return msgspec.convert(doc, type=Catalogue)
 
 
-def dry_run(p):
-    """Start the worker for hello and plan only, with no keys and no network."""
-    from agentprov_core.backend.workerclient import Worker
-    from agentprov_core.run.prepare import with_worker_catalogue
+class PlanCheck:
+    """The worker of a dry run, started for hello, catalogue and plan only (no keys, no
+    network): what the installed benchmark serves of a source, asked by the caller in turn
+    (:func:`plan_check`)."""
 
-    meta = p.source.meta
-    env_id = p.plan.environment_id
+    def __init__(self, worker: Worker, source: str, hello: dict) -> None:
+        self._worker, self.source, self.hello = worker, source, hello
+
+    @property
+    def serves(self) -> bool:
+        """The worker serves the source (its catalogue and plans)."""
+        return self.source in self.hello.get("sources", [])
+
+    def catalogue(self) -> Catalogue:
+        """The source's catalogue, as the installed benchmark holds it."""
+        return msgspec.convert(self._worker.request("catalogue", source=self.source),
+                               type=Catalogue)
+
+    def plan_problems(self, benchmark_version: str | None, cells: Sequence[Cell]) -> list[str]:
+        """What the worker finds wrong with a plan's cells; empty when it accepts them all."""
+        res = self._worker.request("plan", source=self.source,
+                                   benchmark_version=benchmark_version,
+                                   cells=[c.row() for c in cells])
+        return res["problems"]
+
+
+@contextlib.contextmanager
+def plan_check(meta: SourceMeta, env_id: str) -> Iterator[PlanCheck]:
+    """The dry run's worker of environment ``env_id`` for source ``meta``, its hello checked
+    against the marker (exit 3 when they differ)."""
     m = environments.read_marker(meta, env_id)
-    env_dir = environments.environment_dir(env_id)
-    check_recorded_catalogue(env_dir, m, meta.name)
-    with backends.hold(env_id, shared=True), tempfile.TemporaryDirectory(prefix="agentprov-") as staging, \
-            Worker(env_id, env_dir, Path(staging), network=False) as w:
-        hello = w.request("hello")
-        check_hello(hello, m, meta.backend or "")
-        if meta.name in hello.get("sources", []):
-            cat = msgspec.convert(w.request("catalogue", source=meta.name), type=Catalogue)
-            p = with_worker_catalogue(p, cat)
-            res = w.request("plan", source=meta.name, benchmark_version=p.plan.benchmark_version,
-                            cells=[c.row() for c in p.plan.cells])
-            if res["problems"]:
-                more = len(res["problems"]) - 3
-                raise AgentprovError("cli.usage.worker_plan",
-                                     detail="; ".join(res["problems"][:3])
-                                     + (f" (+{more} more)" if more > 0 else ""))
-    return p
+    with _checked_worker(meta, env_id, m) as (w, hello):
+        yield PlanCheck(w, meta.name, hello)

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from agentprov_core.cli.common import echo_json
 
+if TYPE_CHECKING:
+    from agentprov_core.run.prepare import Prepared
 
-def print_dry_run(prepared, started: float) -> int:
-    from agentprov_core.backend.session import dry_run
-    from agentprov_core.run.campaign import read_progress
+
+def print_dry_run(prepared: Prepared, started: float) -> int:
+    from agentprov_core.run import dryrun
     from agentprov_core.run.prepare import plan_lines
+    from agentprov_core.run.units import read_progress
 
-    prepared = dry_run(prepared)
-    read_progress(prepared)  # the worker's catalogue re-made the plan: count again
+    prepared = dryrun.dry_run(prepared)
+    prepared = read_progress(prepared)  # the worker's catalogue re-made the plan: count again
     plan = prepared.plan
     as_json = prepared.request.options.get("plan_json")
     click.echo(f"agentprov: finished in {time.monotonic() - started:.1f}s (exit 0)", err=True)

@@ -127,32 +127,33 @@ def run(ctx: click.Context, source: str, **options) -> int:
 
         echo_json(msgspec.to_builtins(planning.catalogue_for_print(src)))
         return 0
-    from agentprov_core.run import campaign
+    from agentprov_core.run import checks, units
 
     with timing.span("prepare"):
         prepared = planning.prepare(req)
     if not options["preflight_only"]:  # the probe alone writes no corpus
         with timing.span("corpus.checks"):
-            campaign.check_corpus(prepared)
-            campaign.read_progress(prepared)
+            checks.check_corpus(prepared)
+            prepared = units.read_progress(prepared)
     if options["dry_run"]:
         from agentprov_core.cli.dryrun import print_dry_run
 
         return print_dry_run(prepared, started)
     consented = None
-    campaign.check_supported(prepared)  # run.unsupported.campaign (exit 5)
+    checks.check_supported(prepared)  # run.unsupported.campaign (exit 5)
     if not req.scripted:
         from agentprov_core.live import consent
 
         consented = consent.decide(prepared)  # step 7: cli.refused.consent (exit 4)
     from agentprov_core.backend.build import hold
-    from agentprov_core.backend.session import dry_run
+    from agentprov_core.run import campaign, dryrun
+    from agentprov_core.run.live import prewarm
 
     # the preflight probe (a real model), then the campaign (agentprov_core/run/campaign.py),
     # holding the environment's lock shared throughout: other runs share the environment,
     # a build or an offline check of it is refused until the run ends
-    campaign.prewarm(prepared)
+    prewarm(prepared)
     with hold(prepared.plan.environment_id, shared=True):
         with timing.span("check"):
-            checked = dry_run(prepared)
+            checked = dryrun.dry_run(prepared)
         return campaign.run(checked, consent=consented)

@@ -15,6 +15,7 @@ starts a process, contacts a server or writes a file.
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from dataclasses import dataclass
 from decimal import Decimal
@@ -48,8 +49,12 @@ SUITE_FLAGS = ("suite", "benchmark_version", "user_tasks", "injection_tasks", "a
                "benign", "autodojo_cache", "autodojo_variant")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Prepared:
+    """A run prepared up to its plan (steps 1 to 6): what the later steps, the dry run and
+    the campaign read. Frozen: a step that changes the plan returns a new one
+    (:func:`with_worker_catalogue`, :func:`agentprov_core.run.units.read_progress`)."""
+
     source: Source
     request: RunRequest
     doc: PlanDoc
@@ -493,19 +498,18 @@ def make_plan(src: Source, req: RunRequest, doc: PlanDoc, cat: Catalogue, cells:
     )
 
 
-def with_worker_catalogue(p: Prepared, cat: Catalogue) -> Prepared:
+def with_worker_catalogue(prepared: Prepared, cat: Catalogue) -> Prepared:
     """Re-expand the plan from the catalogue the backend's worker served (the authority on
     what the installed benchmark holds); a plan it cannot serve is a usage error."""
-    ctx = RunContext(scripted=p.request.scripted, capped=p.request.capped,
-                     llm_element=p.request.options.get("llm_element") or "native")
-    p.source.check_plan(p.doc, cat, ctx)
-    cells = p.source.expand(p.doc, cat, ctx)
-    plan = make_plan(p.source, p.request, p.doc, cat, cells, p.endpoint,
-                     p.plan.environment_id, p.identity, p.resolved,
-                     model_params(p.request, p.source, p.endpoint), p.local_record)
-    return Prepared(p.source, p.request, p.doc, cat, cells, p.endpoint, plan, p.identity,
-                    p.resolved, p.containment, p.local_identity, p.local_record,
-                    p.local_options)
+    src, req = prepared.source, prepared.request
+    ctx = RunContext(scripted=req.scripted, capped=req.capped,
+                     llm_element=req.options.get("llm_element") or "native")
+    src.check_plan(prepared.doc, cat, ctx)
+    cells = src.expand(prepared.doc, cat, ctx)
+    plan = make_plan(src, req, prepared.doc, cat, cells, prepared.endpoint,
+                     prepared.plan.environment_id, prepared.identity, prepared.resolved,
+                     model_params(req, src, prepared.endpoint), prepared.local_record)
+    return dataclasses.replace(prepared, catalogue=cat, cells=cells, plan=plan)
 
 
 def plan_lines(plan: Plan) -> list[str]:

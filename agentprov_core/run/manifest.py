@@ -1,0 +1,137 @@
+"""What a campaign writes into the working corpus's manifest: when it opens (the source, the
+backend's identity, the producer, the plan and configuration digests, consent, caps, test
+faults), what the invocation observed (``live``: caps, egress, preflight, canary, test
+overrides), and when it ends (quality, partial, the stop, mapping failures)."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from agentprov_core import __version__
+from agentprov_core.backend import environments
+from agentprov_core.corpus.working import MANIFEST_FORMAT, WorkingCorpus, now
+from agentprov_core.run import testfaults
+from agentprov_core.run.stops import EARLY_STOPS
+
+if TYPE_CHECKING:
+    from agentprov_core.live.caps import Account
+    from agentprov_core.run.live import Live
+    from agentprov_core.run.prepare import Prepared
+    from agentprov_core.run.summary import Tally
+
+
+def manifest_of(prepared: Prepared, old: dict[str, Any] | None) -> dict[str, Any]:
+    """The manifest ``old`` (or a new one) updated with this run's source, backend identity,
+    producer, plugins, plan and configuration digests, plan content and ``live`` basics."""
+    from agentprov_core.plugins import manager
+
+    plan = prepared.plan
+    meta = prepared.source.meta
+    scripted = prepared.request.scripted
+    m = dict(old or {})
+    marker = environments.read_marker(meta, plan.environment_id)
+    m.update({
+        "format": MANIFEST_FORMAT, "corpus_id": plan.corpus_id, "source": meta.name,
+        "profile": meta.live_profile, "registry_parts": "live",
+        "backend": plan.backend, "working": True, "test_only": scripted,
+        "synthetic": scripted, "updated_at": now(),
+        "backend_identity": {"environment_id": plan.environment_id,
+                             "identity_sha256": marker.identity_sha256,
+                             "lock_sha256": marker.lock_sha256,
+                             "pinned_commit": marker.pinned_commit,
+                             "distributions": marker.distributions},
+        "producer": {"agentprov": __version__,
+                     "sandbox": None if scripted else prepared.containment,
+                     "python": sys.version.split()[0]},
+        "plugins": sorted(({"name": r.name, "distribution": r.distribution,
+                            "version": r.version, "status": r.status}
+                           for r in manager().records), key=lambda r: r["name"]),
+        "source_meta": msgspec.to_builtins(meta),
+    })
+    m.setdefault("created_at", now())
+    m["plans"] = sorted(set(m.get("plans", [])) | {plan.plan_sha256})
+    m["config_digests"] = sorted(set(m.get("config_digests", [])) | {plan.config_digest})
+    # what the corpus's cells were run with, by content digest (docs/decisions.md, "Unit
+    # identity"): a plan with another one is refused unless --allow-mixed-config
+    m["plan_contents"] = {**(m.get("plan_contents") or {}),
+                          plan.content_digest: plan.content}
+    live = dict(m.get("live") or {})
+    live.update({"endpoint_class": prepared.endpoint_class,  # local|api, decided before consent
+                 "transport": "scripted" if scripted else "endpoint",
+                 "llm_element": prepared.request.options.get("llm_element") or "native"})
+    live.setdefault("caps", None)
+    live.setdefault("egress", None)
+    ident = prepared.local_identity
+    if ident is not None:  # step 4's identity record, under the digest the configuration
+        # digest holds; the first observation of a digest is kept (R-11.4)
+        live.setdefault("local_models", {}).setdefault(ident.digest, ident.to_json())
+    m["live"] = live
+    return m
+
+
+def opening(prepared: Prepared, wc: WorkingCorpus,
+            consent: dict[str, Any] | None) -> dict[str, Any]:
+    """The manifest a campaign starts with (written by :func:`write_opening`):
+    :func:`manifest_of` the corpus's, and this invocation's consent."""
+    old = wc.manifest() if (wc.root / "manifest.json").is_file() else None
+    manifest = manifest_of(prepared, old)
+    manifest["partial"] = bool(old and old.get("partial"))
+    if consent is not None:
+        manifest["live"].setdefault("consent", []).append(consent | {"at": now()})
+    return manifest
+
+
+def write_opening(wc: WorkingCorpus, manifest: dict[str, Any], acc: Account) -> None:
+    """Write the opening manifest with the caps and the test faults set for this
+    invocation."""
+    manifest["live"]["caps"] = acc.record()
+    faults = testfaults.fault_notes()
+    if faults:
+        manifest["live"]["test_overrides"] = sorted(
+            set(manifest["live"].get("test_overrides", [])) | faults)
+    wc.write_manifest(manifest)
+
+
+def record_live(wc: WorkingCorpus, live_ctx: Live, acc: Account,
+                run_state: dict[str, Any]) -> None:
+    """Write what this invocation observed into ``live``: the caps (``live.caps``), the
+    egress proxy's record (``live.egress``, per invocation; the last one at the top), the
+    preflight, the canary and the test-only overrides."""
+    manifest = wc.manifest()
+    live = manifest.setdefault("live", {})
+    live["caps"] = acc.record()
+    egress = live_ctx.egress_record()
+    if egress is not None:
+        live["egress"] = egress
+        live.setdefault("egress_invocations", []).append(egress)
+    if run_state.get("preflight") is not None:
+        live.setdefault("preflight", []).append(run_state["preflight"])
+    if run_state.get("canary") is not None:
+        live["canary"] = run_state["canary"]
+    if live_ctx.overrides:
+        live["test_overrides"] = sorted(set(live.get("test_overrides", [])) |
+                                        set(live_ctx.overrides))
+    wc.write_manifest(manifest)
+
+
+def close_manifest(wc: WorkingCorpus, tally: Tally, stop: str | None, code: int) -> None:
+    """Write how the campaign ended: the quality it observed (added to the corpus's), partial
+    or not, the stop and its exit code, and the mappings that failed."""
+    from agentprov_core.live import quality
+
+    manifest = wc.manifest()
+    live = manifest.setdefault("live", {})
+    total = live.get("quality") or {}
+    quality.merge(total, tally.quality)
+    live["quality"] = total
+    manifest["partial"] = bool(manifest.get("partial")) or stop in (
+        "limit", "interrupt", *EARLY_STOPS)
+    manifest["updated_at"] = now()
+    manifest.setdefault("stops", []).append({"at": now(), "stop": stop or "complete",
+                                             "exit": code})
+    if tally.map_failures:
+        manifest.setdefault("mapping_failures", []).extend(tally.map_failures)
+    wc.write_manifest(manifest)
