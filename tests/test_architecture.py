@@ -8,6 +8,7 @@ no import circles); these tests keep the words around them from drifting."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 import tomllib
 from pathlib import Path
@@ -88,3 +89,12 @@ def test_a_stage_imports_only_what_its_docstring_says(package):
     assert line, f"{package.name}/__init__.py's docstring has no 'May import:' line"
     allowed = set(re.findall(r"``([a-z_]+)``", line.group(1).split("never")[0]))
     assert imported_stages(package) - allowed == set()
+
+
+def test_the_prepared_run_is_frozen():
+    """A step that changes the plan returns a new prepared run; nothing edits one in place."""
+    from agentprov_core.run.prepare import Prepared
+
+    assert dataclasses.fields(Prepared) and Prepared.__dataclass_params__.frozen
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        object.__new__(Prepared).__setattr__("plan", None)

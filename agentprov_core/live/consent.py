@@ -15,10 +15,13 @@ A scripted run needs no consent. Nothing here reads a key, contacts a server or 
 from __future__ import annotations
 
 import sys
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from agentprov_core.errors import AgentprovError
 from agentprov_core.live.endpoints import shown
+
+if TYPE_CHECKING:  # pragma: no cover - the run that asks (a higher layer), named for the reader
+    from agentprov_core.run.prepare import Prepared
 
 #: The preflight probe's calls, before the first cell (R-18): named in the consent text.
 PREFLIGHT_CALLS = 3
@@ -31,20 +34,20 @@ def is_terminal(stdin: IO[str], stderr: IO[str]) -> bool:
         return False
 
 
-def summary(p: Any) -> list[str]:
+def summary(prepared: Prepared) -> list[str]:
     """What the prompt shows before ``Continue? [y/N]``: what would run, and its bounds."""
-    o = p.request.options
-    r = p.resolved
-    cls = p.endpoint_class
-    lines = [f"agentprov run {p.source.meta.name}: a real-model run, endpoint {r.name} "
+    o = prepared.request.options
+    r = prepared.resolved
+    cls = prepared.endpoint_class
+    lines = [f"agentprov run {prepared.source.meta.name}: a real-model run, endpoint {r.name} "
              f"(class {cls}) at {shown(r.base_url)}, model {o.get('model_id') or '(from the server)'}"]
     if o.get("preflight_only"):
         lines.append(f"  up to {PREFLIGHT_CALLS} preflight probe call(s), and no cell")
     else:
-        due = p.plan.attempts_due
+        due = prepared.plan.attempts_due
         lines.append(f"  up to {PREFLIGHT_CALLS} preflight probe call(s), then up to {due} "
-                     f"cell attempt(s) ({p.plan.units} unit(s), --max-attempts "
-                     f"{p.plan.max_attempts})")
+                     f"cell attempt(s) ({prepared.plan.units} unit(s), --max-attempts "
+                     f"{prepared.plan.max_attempts})")
     if cls == "api":
         caps = []
         if o.get("max_calls") is not None:
@@ -56,20 +59,20 @@ def summary(p: Any) -> list[str]:
                      + "; prompts and replies leave this machine")
     else:
         lines.append("  a local server on loopback: no provider bills these calls")
-    if p.containment:
-        lines.append(f"  containment: {p.containment['kind']} "
-                     f"(declared by {p.containment['declared_by']})")
+    if prepared.containment:
+        lines.append(f"  containment: {prepared.containment['kind']} "
+                     f"(declared by {prepared.containment['declared_by']})")
     return lines
 
 
-def decide(p: Any, *, stdin: IO[str] | None = None, stderr: IO[str] | None = None
+def decide(prepared: Prepared, *, stdin: IO[str] | None = None, stderr: IO[str] | None = None
            ) -> dict[str, Any]:
-    """Consent for the prepared real-model run ``p``, or ``cli.refused.consent`` (exit 4).
+    """Consent for the prepared real-model run, or ``cli.refused.consent`` (exit 4).
     Returns what the corpus records: how consent was given and for which class."""
     stdin = sys.stdin if stdin is None else stdin
     stderr = sys.stderr if stderr is None else stderr
-    o = p.request.options
-    cls = p.endpoint_class
+    o = prepared.request.options
+    cls = prepared.endpoint_class
     if o.get("i_consent_to_api_costs"):
         return {"given_by": "--i-consent-to-api-costs", "endpoint_class": cls}
     if o.get("i_consent_to_local_run"):
@@ -78,7 +81,7 @@ def decide(p: Any, *, stdin: IO[str] | None = None, stderr: IO[str] | None = Non
         raise AgentprovError(
             "cli.refused.consent",
             why=f"to billed calls: --i-consent-to-local-run covers a local server only, and "
-                f"{p.resolved.name} at {shown(p.resolved.base_url)} is class api; pass "
+                f"{prepared.resolved.name} at {shown(prepared.resolved.base_url)} is class api; pass "
                 "--i-consent-to-api-costs")
     flags = ("--i-consent-to-api-costs" if cls == "api"
              else "--i-consent-to-local-run or --i-consent-to-api-costs")
@@ -86,7 +89,7 @@ def decide(p: Any, *, stdin: IO[str] | None = None, stderr: IO[str] | None = Non
         raise AgentprovError(
             "cli.refused.consent",
             why=f"(no consent flag, and no terminal to ask on): pass {flags}")
-    stderr.write("\n".join(summary(p)) + "\nContinue? [y/N] ")
+    stderr.write("\n".join(summary(prepared)) + "\nContinue? [y/N] ")
     stderr.flush()
     answer = stdin.readline()
     if answer.strip().lower() not in ("y", "yes"):
