@@ -59,7 +59,7 @@ LIVE_FORMAT = "agentprov-live-corpus/0.1"
 KNOWN_FORMATS = (LIVE_FORMAT,)
 LEDGER_STATUSES = ("complete", "incomplete", "errored", "aborted", "quarantined")
 HEX64 = re.compile(r"[0-9a-f]{64}")
-#: The keys of a line of preflight/ledger.jsonl (agentprov_core/run/probe.py writes them)
+#: The keys of a line of preflight/ledger.jsonl (agentprov_core/run/preflight.py writes them)
 PREFLIGHT_KEYS = frozenset({
     "at", "invocation", "session_id", "call", "status", "capture_sha256",
     "capture_head_sha256", "billed_calls", "plan_sha256", "config_digest", "line_sha256"})

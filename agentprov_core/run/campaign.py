@@ -8,7 +8,7 @@ failed attempts too (:mod:`agentprov_core.run.mappings`).
 
 A real model adds, around the same loop, the endpoint side (:mod:`agentprov_core.run.live`:
 key, egress proxy, containment); the preflight probe before the first cell
-(:mod:`agentprov_core.run.probe`); the caps (:mod:`agentprov_core.live.caps`): a cell starts
+(:mod:`agentprov_core.run.preflight`); the caps (:mod:`agentprov_core.live.caps`): a cell starts
 only if its worst case fits; against a local server, A14 before each cell; and the canary
 (:mod:`agentprov_core.live.canary`). The manifest records ``producer.sandbox``,
 ``live.endpoint_class``, ``live.caps``, ``live.egress``, ``live.quality``, ``live.canary``
@@ -33,7 +33,7 @@ from agentprov_core.base import timing
 from agentprov_core.corpus.working import WorkingCorpus, partial_dir, unit_key
 from agentprov_core.errors import AgentprovError
 from agentprov_core.evidence import capture_chain
-from agentprov_core.run import attempt, checks, manifest, mappings, probe, stops, summary, units
+from agentprov_core.run import attempt, checks, manifest, mappings, preflight, stops, summary, units
 from agentprov_core.run.live import Live, account_of
 from agentprov_core.run.stops import CapStop, Interrupted, Signals
 from agentprov_core.run.summary import Tally
@@ -53,7 +53,7 @@ def run(prepared: Prepared, consent: dict[str, Any] | None = None) -> int:
     """Run the prepared campaign (or ``--preflight-only``, the probe alone); its exit code."""
     try:
         if prepared.request.options.get("preflight_only"):
-            return probe.preflight_only(prepared)
+            return preflight.preflight_only(prepared)
         return _run(prepared, consent)
     except OSError as exc:
         if exc.errno not in DISK_ERRNOS:
@@ -159,7 +159,7 @@ class _Loop:
                 if why is not None:
                     raise CapStop("cap_reached", f"the next cell does not fit: {why}")
                 with timing.span("preflight"):
-                    self.run_state["preflight"] = probe.run_preflight(
+                    self.run_state["preflight"] = preflight.run_preflight(
                         self.prepared, self.live, self.worker, self.wc.root / "staging",
                         self.wc, self.acc, self.invocation)
             progress = units.Progress(self.total)
