@@ -98,3 +98,13 @@ def test_the_prepared_run_is_frozen():
     assert dataclasses.fields(Prepared) and Prepared.__dataclass_params__.frozen
     with pytest.raises(dataclasses.FrozenInstanceError):
         object.__new__(Prepared).__setattr__("plan", None)
+
+
+def test_every_file_the_page_names_exists():
+    """A module renamed or moved without the page following it fails here."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`([a-z_/]+\.py)`", text))
+    assert len(named) > 30
+    roots = [PKG, ROOT / "backends" / "shared" / "src", ROOT]
+    missing = sorted(n for n in named if not any((r / n).is_file() for r in roots))
+    assert missing == []
