@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import agentprov_capture
 import click
 import msgspec
 
@@ -586,7 +587,7 @@ def _probe_call(p, live: Live, worker, staging_root: Path, wc: WorkingCorpus | N
             from agentprov_core.corpus.store import RawStore
 
             sha = RawStore(wc.root / "preflight").put_bytes(data) if data else None
-            chain = (capture_chain.check(data, require_end=False)
+            chain = (agentprov_capture.check(data, require_end=False)
                      if "capture.jsonl" in files else None)
             entry = {"at": now(), "invocation": invocation, "session_id": session_id,
                      "call": n, "status": result.get("status"),
@@ -1133,8 +1134,8 @@ def _ingest(p, wc: WorkingCorpus, fl: Flight, result: dict[str, Any], invocation
     refused = [redaction.redact_text(r, secrets.values()) for r in refused + got.refused]
     data = files.get(staged.CAPTURE)
     with timing.span("ingest.chain"):
-        chain = (capture_chain.check(data, require_end=False) if data is not None
-                 else capture_chain.Chain(0, None, ["the capture log is missing" if not any(
+        chain = (agentprov_capture.check(data, require_end=False) if data is not None
+                 else agentprov_capture.Chain(0, None, ["the capture log is missing" if not any(
                      r.startswith(staged.CAPTURE + ":") for r in refused)
                      else "the capture log was refused"], None, None, []))
     status = result.get("status", "errored")
