@@ -143,23 +143,6 @@ def test_a_lock_that_does_not_match_its_project(cli, home, tmp_path, cache, how)
         assert list(empty.iterdir()) == []
 
 
-def test_a_capture_library_requirement_the_lock_does_not_record(cli, home, tmp_path):
-    """The backend projects install packages/capture through backends/shared (a path
-    dependency of a path dependency): a requirement it declares that uv.lock does not
-    record is found from the files, before uv runs, naming the file to fix."""
-    top = tmp_path / "checkout"
-    for d in ("backends", "packages"):
-        shutil.copytree(ROOT / d, top / d, ignore=shutil.ignore_patterns("__pycache__", ".venv"))
-    py = top / "packages" / "capture" / "pyproject.toml"
-    py.write_text(py.read_text().replace("dependencies = []", 'dependencies = ["rich"]'))
-    r = cli("backends", "build", "agentdojo", "--dry-run",
-            env={"AGENTPROV_BACKENDS": str(top / "backends")})
-    assert (r.code, r.error["error"]) == (3, "cli.environment.lock_mismatch"), r.err
-    assert (f"({py}: dependencies: rich is declared, the lock does not record it)"
-            in r.error["message"])
-    assert snapshot(home) == {}
-
-
 # --------------------------------------------------------------- the real environment
 pytestmark_slow = pytest.mark.slow
 
