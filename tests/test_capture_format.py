@@ -275,3 +275,14 @@ def test_logs_the_worker_wrote_before_still_verify_byte_for_byte(log):
     for line, rec in zip(lines, chain.records, strict=True):
         assert capture.canonical(rec) == line
     assert capture.check(data, fast=False).problems == []
+
+
+@pytest.mark.parametrize(("t", "canonical"), [("1e16", False), ("1e+16", True),
+                                              ("1.5", True), ("1.50", False)])
+def test_a_float_only_msgspec_writes_so_is_not_canonical(t, canonical):
+    """msgspec writes some floats otherwise than Python (``1e16``, Python ``1e+16``): such a
+    line comes back from msgspec byte-identical, and is still refused as not canonical."""
+    line = b'{"format":"capture/0.1","kind":"header","prev":null,"seq":0,"t":' + t.encode() + b"}"
+    want = [] if canonical else ["record 0: not in canonical form"]
+    for fast in (None, False):
+        assert capture.check(line + b"\n", require_end=False, fast=fast).problems == want

@@ -144,14 +144,24 @@ def verify(path: str | os.PathLike[str], expected_head: str | None = None,
 
 
 @functools.cache
-def _accelerator() -> Callable[[bytes], dict[str, Any] | None] | None:
-    """A parser returning a line's record when msgspec reads it and writes it back to the
-    very same bytes with every float in ``repr`` form (the line is then canonical), else
-    None; None itself when msgspec is not importable."""
+def _msgspec() -> tuple[Any, Any] | None:
+    """msgspec and its sorted-key encoder, or None when msgspec is not importable."""
     try:
         import msgspec
     except ImportError:
         return None
+    return msgspec, msgspec.json.Encoder(order="sorted")
+
+
+def _accelerator() -> Callable[[bytes], dict[str, Any] | None] | None:
+    """For one check (its own decoder and float flag: checks run in several threads), a
+    parser returning a line's record when msgspec reads it and writes it back to the very
+    same bytes with every float in ``repr`` form (the line is then canonical), else None;
+    None itself when msgspec is not importable."""
+    found = _msgspec()
+    if found is None:
+        return None
+    msgspec, enc = found
     odd = [False]
 
     def float_hook(s: str) -> float:
@@ -161,7 +171,6 @@ def _accelerator() -> Callable[[bytes], dict[str, Any] | None] | None:
         return f
 
     dec = msgspec.json.Decoder(float_hook=float_hook)
-    enc = msgspec.json.Encoder(order="sorted")
 
     def parse(line: bytes) -> dict[str, Any] | None:
         odd[0] = False
