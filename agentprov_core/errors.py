@@ -194,7 +194,7 @@ _reg("cli.environment.identity", E, "coded",
      "the worker of {env_id} reports an identity that differs from its marker ({what}): run agentprov backends build {backend} --offline-check",
      "rebuild the environment")
 _reg("cli.environment.stale_worker", E, "coded",
-     "the environment {env_id} holds other worker code (agentprov_backend) than this agentprov builds from: it was built by another version of agentprov, or backends/shared changed since",
+     "the environment {env_id} holds other worker code (agentprov_backend, agentprov_capture) than this agentprov builds from: it was built by another version of agentprov, or backends/shared or packages/capture changed since",
      "rebuild it: agentprov backends build {backend} (it replaces the stale environment)")
 _reg("cli.environment.no_network_block", E, "coded",
      "cannot start the worker with the network blocked here ({detail}); install bubblewrap (apt-get install bubblewrap)",

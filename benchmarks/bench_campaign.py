@@ -9,7 +9,7 @@ tool calls and a final text). Three measurements, each side by side in one run,
 interleaved (forward order on even rounds, reverse on odd) after an untimed warm-up:
 
 1. **Recording overhead.** Inside the backend environment (``<env>/bin/python``,
-   ``PYTHONPATH`` = the checkout's ``backends/shared/src``, ``PYTHONDONTWRITEBYTECODE=1``
+   ``PYTHONPATH`` = the checkout's ``backends/shared/src`` and ``packages/capture/src``, ``PYTHONDONTWRITEBYTECODE=1``
    as the worker runs): a parent that imported what the worker's forkserver imports forks a
    fresh process per cell, as the worker does, and the cell (banking ``user_task_0``) runs
    either with AgentDojo's own pipeline over the stock ``openai.OpenAI`` client, or as
@@ -58,7 +58,10 @@ from bench_cli_start import console_script, p90
 from benchutil import load_avg
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_SRC = ROOT / "backends" / "shared" / "src"
+#: the worker library's and the capture library's sources, ahead of what the environment
+#: installed
+WORKER_SRC = os.pathsep.join([str(ROOT / "backends" / "shared" / "src"),
+                              str(ROOT / "packages" / "capture" / "src")])
 DEMO_SCRIPT = ROOT / "examples" / "scripts" / "live-demo.json"
 BACKEND = "agentdojo"
 
@@ -111,7 +114,8 @@ for name in json.loads(sys.argv[1]):
         failed.append(f"{name}: {type(exc).__name__}")
 extra_s = time.perf_counter() - t0
 from pathlib import Path
-from agentprov_backend import capture, cells, recording
+import agentprov_capture as capture
+from agentprov_backend import cells, recording
 
 
 def stock_cell(req, own_tls=False):
@@ -516,7 +520,7 @@ def measure_recording(rounds: int, built: dict[str, Any], home: Path,
                       work: Path) -> dict[str, Any]:
     env_dir = Path(built["env_dir"])
     py = env_dir / "bin" / "python"
-    henv = env_python_env(home) | {"PYTHONPATH": str(SHARED_SRC)}
+    henv = env_python_env(home) | {"PYTHONPATH": WORKER_SRC}
     tenv = t0_env(home)
     scratch = work / "recording"
     scratch.mkdir()

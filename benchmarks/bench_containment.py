@@ -69,8 +69,10 @@ def find_env() -> tuple[Path, str]:
     subprocess.run([str(Path(sys.base_prefix) / "bin" / "python3"), "-m", "venv",
                     "--without-pip", str(d)], check=True)
     site = next(d.glob("lib/python3*/site-packages"))
-    shutil.copytree(ROOT / "backends/shared/src/agentprov_backend", site / "agentprov_backend")
-    return d, "a small venv with the worker library only"
+    for src in (ROOT / "backends/shared/src/agentprov_backend",
+                ROOT / "packages/capture/src/agentprov_capture"):
+        shutil.copytree(src, site / src.name)
+    return d, "a small venv with the worker's libraries only"
 
 
 class Echo:

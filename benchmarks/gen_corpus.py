@@ -14,7 +14,6 @@ Every execution therefore has its own digests and passes ``verify`` and ``valida
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -27,21 +26,14 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).resolve().parent / "fixtures" / "session"
 
 
-def _capture_module():
-    spec = importlib.util.spec_from_file_location(
-        "_gen_capture", ROOT / "backends" / "shared" / "src" / "agentprov_backend" / "capture.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def generate(out: Path, n: int, template: Path = TEMPLATE, progress: bool = False) -> Path:
+    import agentprov_capture as capture
+
     from agentprov_core.corpus.ledger import Attempt, Ledger
     from agentprov_core.corpus.store import RawStore
     from agentprov_core.corpus.working import WorkingCorpus, partial_dir
     from agentprov_core.evidence.live_mapping import map_attempt
 
-    capture = _capture_module()
     records = [json.loads(x) for x in (template / "capture.jsonl").read_bytes().splitlines()]
     native = (template / "native.json").read_bytes()
     manifest = json.loads((template / "manifest.json").read_text(encoding="utf-8"))

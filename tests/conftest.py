@@ -99,6 +99,17 @@ def cli(home: Path):
     return run
 
 
+def install_worker_libraries(site: Path) -> None:
+    """Copy the worker's libraries, ``agentprov_backend`` and ``agentprov_capture``, from the
+    source tree into the site-packages directory ``site`` (as a backend environment holds
+    them)."""
+    import shutil
+
+    for src in (ROOT / "backends/shared/src/agentprov_backend",
+                ROOT / "packages/capture/src/agentprov_capture"):
+        shutil.copytree(src, site / src.name, ignore=shutil.ignore_patterns("__pycache__"))
+
+
 def load_backend_module(name: str):
     """A module of the worker's library (``backends/shared/src/agentprov_backend/NAME.py``)
     loaded from the source tree, for tests of its standard-library-only parts."""

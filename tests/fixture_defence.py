@@ -138,9 +138,12 @@ def make(tmp: Path, registry_dir: Path, endpoint: str | None = None) -> Fixture:
 
 def backends_with(registry: Path, dest: Path) -> Path:
     """A copy of backends/ whose worker library ships ``registry`` (the environment then
-    records the same defence registry as T0 reads)."""
+    records the same defence registry as T0 reads), with packages/ beside it (the backend
+    projects install packages/capture from ``../../packages/capture``)."""
     from conftest import ROOT
 
     shutil.copytree(ROOT / "backends", dest, ignore=shutil.ignore_patterns(".venv"))
+    shutil.copytree(ROOT / "packages", dest.parent / "packages",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copyfile(registry, dest / "shared" / "src" / "agentprov_backend" / "defences.toml")
     return dest

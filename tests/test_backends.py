@@ -7,9 +7,10 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from conftest import ROOT, snapshot
+from conftest import ROOT, child_env, snapshot
 from filelock import FileLock
 
 from agentprov_core.base.digests import file_sha256
@@ -201,26 +202,65 @@ def test_offline_check_verifies_and_catches_a_changed_file(e2e_cli, agentdojo_en
     assert e2e_cli("backends", "build", "agentdojo", "--offline-check").code == 0
 
 
+def _checkout_with_a_changed_byte(tmp_path: Path, package: str) -> Path:
+    """A copy of the repository's ``backends/`` and ``packages/`` (the worker code a build
+    installs) where one byte of ``package``'s ``__init__.py`` differs; returns its
+    ``backends/``."""
+    from agentprov_core.backend import environments
+
+    top = tmp_path / "checkout"
+    for d in ("backends", "packages"):
+        shutil.copytree(ROOT / d, top / d,
+                        ignore=shutil.ignore_patterns("__pycache__", ".venv"))
+    rel = dict(environments.WORKER_SOURCES)[f"agentprov_{package}_sources_sha256"]
+    init = top / rel / "__init__.py"
+    data = bytearray(init.read_bytes())
+    assert data[:3] == b'"""' and data[3:4].isalpha()
+    data[3] ^= 0x20  # the docstring's first letter in the other case: one byte apart
+    init.write_bytes(bytes(data))
+    return top / "backends"
+
+
 @pytest.mark.slow
 @pytest.mark.req("R-6.8")
-def test_offline_check_refuses_an_environment_holding_other_worker_code(agentdojo_env,
-                                                                          monkeypatch):
-    """The offline check asks what a run would ask: an environment whose worker code is not
-    the code this agentprov builds from fails it with the run's refusal
-    (``cli.environment.stale_worker``, exit 3), not only the run itself. Here the sources
-    "this agentprov builds from" are made to differ, as they do after an edit of
-    backends/shared; the environment is the real one."""
-    from agentprov_core.backend import build as backends
+@pytest.mark.parametrize("package", ["backend", "capture"])
+def test_a_changed_byte_of_the_worker_code_refuses_the_environment_until_rebuilt(
+        agentdojo_env, tmp_path, package):
+    """The environment id follows uv.lock, which does not change when the worker's
+    libraries do: after a one-byte change to ``agentprov_backend`` (backends/shared) or to
+    ``agentprov_capture`` (packages/capture), the environment built before it fails the
+    offline check with the run's refusal (``cli.environment.stale_worker``, exit 3), and
+    ``backends build`` replaces it with one whose worker reports the changed sources.
+    The environment is a copy of the real one; the build is the real one (offline, from
+    the uv cache the first build filled)."""
     from agentprov_core.backend import environments
-    from agentprov_core.errors import AgentprovError
 
-    monkeypatch.setenv("AGENTPROV_HOME", str(agentdojo_env.home))
-    bp = backends.plan_build("agentdojo", allow_network=False)
-    assert backends.offline_check(bp).environment_id == agentdojo_env.env_id
-    monkeypatch.setattr(environments, "shared_sources_sha256", lambda: "0" * 64)
-    with pytest.raises(AgentprovError) as e:
-        backends.offline_check(bp)
-    assert (e.value.code, e.value.exit_code) == ("cli.environment.stale_worker", 3)
+    backends = _checkout_with_a_changed_byte(tmp_path, package)
+    home = tmp_path / "home"
+    (home / "envs").mkdir(parents=True)
+    shutil.copytree(agentdojo_env.env_dir, home / "envs" / agentdojo_env.env_id, symlinks=True)
+    e = child_env() | {"AGENTPROV_HOME": str(home), "AGENTPROV_BACKENDS": str(backends),
+                       "AGENTPROV_ERROR_FORMAT": "json"}
+
+    def agentprov(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "agentprov_core", *args],
+                              capture_output=True, text=True, env=e, timeout=900)
+
+    r = agentprov("backends", "build", "agentdojo", "--offline-check")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert json.loads(r.stderr.strip().splitlines()[-1])["error"] == \
+        "cli.environment.stale_worker"
+    r = agentprov("backends", "build", "agentdojo")
+    assert r.returncode == 0 and f"{agentdojo_env.env_id} built at " in r.stdout, r.stderr
+    hello = json.loads((home / "envs" / agentdojo_env.env_id / "AGENTPROV_ENV.json")
+                       .read_text())["hello"]
+    key = f"agentprov_{package}_sources_sha256"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AGENTPROV_BACKENDS", str(backends))
+        ours = environments.worker_sources_sha256()
+    assert hello[key] == ours[key] != environments.worker_sources_sha256()[key]
+    r = agentprov("backends", "build", "agentdojo", "--offline-check")
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 @pytest.mark.slow
@@ -395,34 +435,42 @@ def test_a_full_disk_during_the_build(agentdojo_env, cli, tmp_path):
         subprocess.run(["umount", str(mnt)], check=False)
 
 
-def test_an_environment_holding_other_worker_code_is_refused_and_rebuilt(tmp_path):
-    """The environment id follows uv.lock, which does not change when backends/shared
-    does: the hello's digest of the worker's own sources is compared with the sources this
-    agentprov builds from, so an environment built by another agentprov is refused (exit 3)
-    until `backends build` replaces it."""
+@pytest.mark.parametrize("package", ["backend", "capture"])
+def test_an_environment_holding_other_worker_code_is_refused_and_rebuilt(tmp_path, package):
+    """The environment id follows uv.lock, which does not change when backends/shared or
+    packages/capture does: the hello's digest of each worker library's own sources is
+    compared with the sources this agentprov builds from, so an environment built by
+    another agentprov is refused (exit 3), and ``backends build`` counts it stale (it
+    replaces it), until it is rebuilt."""
     import hashlib
 
     from agentprov_core.backend import environments, marker, session
     from agentprov_core.errors import AgentprovError
 
+    key = f"agentprov_{package}_sources_sha256"
     # the same algorithm as the worker's (every e2e run checks the two agree)
-    src = ROOT / "backends/shared/src/agentprov_backend"
+    src = ROOT / dict(environments.WORKER_SOURCES)[key]
     lines = [f"{p.relative_to(src).as_posix()} {hashlib.sha256(p.read_bytes()).hexdigest()}"
              for p in sorted(src.rglob("*")) if p.suffix in (".py", ".toml") and p.is_file()]
-    ours = environments.shared_sources_sha256()
-    assert ours == hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    ours = environments.worker_sources_sha256()
+    assert sorted(ours) == ["agentprov_backend_sources_sha256",
+                            "agentprov_capture_sources_sha256"]
+    assert ours[key] == hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
     hello = {"protocol": session.PROTOCOL, "distributions": {}, "python": "3.12.1",
-             "defence_registry_sha256": "d", "agentprov_backend": "0.1.0"}
+             "defence_registry_sha256": "d", "agentprov_backend": "0.1.0",
+             "agentprov_capture": "0.1.0"}
     m = marker.Marker(
         format=marker.FORMAT, environment_id="agentdojo-0", backend="agentdojo",
         project="backends/agentdojo", built_at="t", agentprov="0.1.0", python="3.12.1",
         uv="uv", lock_sha256="0", exclude_newer=None, pinned_commit=None, distributions={},
         files_verified=0, guarded={}, defence_registry_sha256="d", hello=dict(hello), probe={},
         identity_sha256="0" * 64)
-    session.check_hello({**hello, "agentprov_backend_sources_sha256": ours}, m, "agentdojo")
+    session.check_hello({**hello, **ours}, m, "agentdojo")
+    assert not environments.worker_sources_differ({**hello, **ours})
     for stale in (None, "0" * 64):
+        built = {**hello, **ours, key: stale}
+        assert environments.worker_sources_differ(built)  # backends build replaces it
         with pytest.raises(AgentprovError) as e:
-            session.check_hello({**hello, "agentprov_backend_sources_sha256": stale}, m,
-                                "agentdojo")
+            session.check_hello(built, m, "agentdojo")
         assert e.value.code == "cli.environment.stale_worker" and e.value.exit_code == 3

@@ -174,7 +174,7 @@ def check_consistent(part: Path, *, damaged: frozenset[str] = frozenset(),
     line); every entry's capture log (and native log) is in the raw store and hashes to its
     name (except the objects a test damaged on purpose), its hash chain holds, it ends, its
     end is the entry's status and its head is the entry's head digest. Returns the entries."""
-    from agentprov_core.evidence import capture_chain
+    import agentprov_capture
 
     manifest = json.loads((part / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["format"] == "agentprov-live-corpus/0.1"
@@ -191,7 +191,7 @@ def check_consistent(part: Path, *, damaged: frozenset[str] = frozenset(),
         assert sha, f"{e['session_id']}: no capture log stored"
         if sha in damaged:
             continue
-        chain = capture_chain.read(raw_path(part, sha))
+        chain = agentprov_capture.check(raw_path(part, sha).read_bytes(), require_end=False)
         assert chain.ok, (e["session_id"], chain.problems)
         assert chain.end is not None and chain.end["status"] == e["status"], e["session_id"]
         assert chain.head_sha256 == e["capture_head_sha256"]

@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, bwrap_unusable, child_env
+from conftest import ROOT, bwrap_unusable, child_env, install_worker_libraries
 
 from agentprov_core.backend import containment, probe
 from agentprov_core.backend.containment import Allowed, Recorded
@@ -35,14 +35,13 @@ linux_bwrap = pytest.mark.skipif(bwrap_unusable() is not None,
 
 @pytest.fixture(scope="module")
 def small_env(tmp_path_factory) -> Path:
-    """A venv on this interpreter's base install, with agentprov_backend and a stand-in
+    """A venv on this interpreter's base install, with the worker's libraries and a stand-in
     backend package ``probe_backend`` copied in (nothing points back into the repository)."""
     d = tmp_path_factory.mktemp("env") / "env"
     base = Path(sys.base_prefix) / "bin" / "python3"
     subprocess.run([str(base), "-m", "venv", "--without-pip", str(d)], check=True)
     site = next(d.glob("lib/python3*/site-packages"))
-    shutil.copytree(ROOT / "backends/shared/src/agentprov_backend", site / "agentprov_backend",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    install_worker_libraries(site)
     (site / "probe_backend").mkdir()
     (site / "probe_backend" / "__init__.py").write_text("VALUE = 42\n")
     return d

@@ -4,7 +4,7 @@ small synthetic working corpus written the way T0 writes one.
 The corpus (built in `tmp_path`, never read from elsewhere) is the specification's example:
 five executions of agentdojo under the live profile, four conclusive and one failed in a
 config stop (a setup refusal, no model call). Capture logs are written by the real
-`agentprov_backend.capture.CaptureWriter` (loaded from the source tree), stored in the raw
+`agentprov_capture.CaptureWriter`, stored in the raw
 store beside a native log, ledgered through `Ledger.append`; each AER is built from the
 structs of `agentprov_core.evidence.aer`, its SEM, PROV and validation derived by
 `agentprov_core.evidence.derive.derive`, and written by `Executions.write` and
@@ -15,15 +15,15 @@ it is.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
 from pathlib import Path
 
+import agentprov_capture as capture
 import msgspec
 import pytest
-from conftest import ROOT, snapshot
+from conftest import snapshot
 
 from agentprov_core import __version__
 from agentprov_core.corpus import selfdigest
@@ -32,18 +32,6 @@ from agentprov_core.corpus.store import RawStore
 from agentprov_core.corpus.working import WorkingCorpus, unit_key
 from agentprov_core.evidence import aer as A
 from agentprov_core.evidence.executions import Executions, IndexEntry
-
-
-def _load_capture():
-    spec = importlib.util.spec_from_file_location(
-        "_agentprov_backend_capture_corpus_tools",
-        ROOT / "backends" / "shared" / "src" / "agentprov_backend" / "capture.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-capture = _load_capture()
 
 
 def _mapper_version() -> str:
@@ -279,8 +267,9 @@ def test_verify_on_a_working_tree_passes_with_the_one_unverified_check(cli, corp
 
 
 @pytest.mark.req("R-27.4")
-def test_verify_checks_what_the_backend_verifier_checks(corpus, tmp_path):
-    """The vendored chain check gives the reference's answers, damaged or not."""
+def test_verify_checks_what_the_standard_library_check_checks(corpus, tmp_path):
+    """verify's chain check (msgspec parses first) gives the standard library's answers,
+    damaged or not, and ``agentprov_capture.verify`` of the file the same."""
     from agentprov_core.audit.verification import check_capture
 
     path = capture_of(corpus, 0)
@@ -296,10 +285,13 @@ def test_verify_checks_what_the_backend_verifier_checks(corpus, tmp_path):
         p = tmp_path / f"v-{name}.jsonl"
         p.write_bytes(blob)
         head = hashlib.sha256(lines[-1]).hexdigest()
-        ok, n, got_head, problems = capture.verify(p, expected_head=head)
+        ref = capture.check(blob, head, fast=False)
         mine = check_capture(blob, head)
-        assert (mine.problems, mine.n_records, mine.head_sha256) == (problems, n, got_head), name
-        assert ok == (name == "intact")
+        assert (mine.problems, mine.n_records, mine.head_sha256) == (
+            ref.problems, ref.n_records, ref.head_sha256), name
+        assert capture.verify(p, expected_head=head) == (ref.ok, ref.n_records,
+                                                         ref.head_sha256, ref.problems)
+        assert ref.ok == (name == "intact")
 
 
 @pytest.mark.req("R-27.4")

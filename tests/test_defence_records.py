@@ -15,6 +15,7 @@ import msgspec
 import pytest
 from agentprov_agentdojo import live_native
 from agentprov_agentdojo.capture_mapper import MAPPER
+from agentprov_capture import INSTRUMENTATION_RE
 from conftest import load_backend_module
 
 from agentprov_core.corpus.ledger import Attempt
@@ -279,8 +280,7 @@ def test_the_worker_declares_the_harness_effects_of_each_defence():
     assert mod.declared("tool_filter") == [mod.REWRITE, "defence_aux_span@1 mode: observe",
                                            "defence_recorder@1 mode: observe"]
     assert sorted(mod.BUILDERS) == sorted(DEFENCES) == sorted(mod.CODE_MODULES)
-    capture = load_backend_module("capture")
-    assert all(capture.INSTRUMENTATION_RE.match(i) for d in DEFENCES for i in mod.declared(d))
+    assert all(INSTRUMENTATION_RE.match(i) for d in DEFENCES for i in mod.declared(d))
 
 
 # ------------------------------------------------------------------ undefended: as before

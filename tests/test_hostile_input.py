@@ -322,12 +322,12 @@ def test_a_capture_record_nested_thousands_deep_is_damage_not_a_crash():
     """The worker writes the capture log: a record nested past the parsers' recursion is a
     problem of the chain (T0 ingests, maps and verifies the log on), and sealing such a log
     leaves it as it is."""
-    from agentprov_core.evidence import capture_chain
+    import agentprov_capture
 
-    header = capture_chain.canonical({"seq": 0, "prev": None, "kind": "header", "t": 0,
+    header = agentprov_capture.canonical({"seq": 0, "prev": None, "kind": "header", "t": 0,
                                       "format": "capture/0.1"})
     deep = b'{"seq":1,"args":' + DEEP.encode() + b"}"
-    chain = capture_chain.check(header + b"\n" + deep + b"\n")
+    chain = agentprov_capture.check(header + b"\n" + deep + b"\n")
     assert "record 1: not JSON (nested too deeply to be read)" in chain.problems
     assert chain.n_records == 2 and len(chain.records) == 1
 

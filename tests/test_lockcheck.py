@@ -15,9 +15,10 @@ from conftest import ROOT
 from agentprov_core.backend.lockcheck import differences, same_marker
 
 DEP = '"agentdojo==0.1.35",'
-SHARED_DEPS = "dependencies = []"
+SHARED_DEPS = 'dependencies = ["agentprov-capture"]'
 
-#: (edit id, file under backends/, old text, new text, what the difference says)
+#: (edit id, file under backends/, old text, new text, what the difference says: {B} is
+#: the copy's backends/, {P} its packages/)
 CHANGES = [
     ("dependency-changed", "agentdojo/pyproject.toml", DEP, '"agentdojo>=0.1.34",',
      "dependencies: agentdojo>=0.1.34 is declared, the lock records agentdojo==0.1.35"),
@@ -55,9 +56,14 @@ CHANGES = [
      "exclude-newer: 2026-09-01T00:00:00Z is declared (the build passes it to uv), the lock "
      "records 2026-10-07T00:00:00Z"),
     ("path-dependency-requirement", "shared/pyproject.toml", SHARED_DEPS,
-     'dependencies = ["msgspec>=0.18"]',
+     'dependencies = ["agentprov-capture", "msgspec>=0.18"]',
      "{B}/shared/pyproject.toml: dependencies: msgspec>=0.18 is declared, the lock does not "
      "record it"),
+    # packages/capture: the path dependency of backends/shared
+    ("path-dependency-of-a-path-dependency", "../packages/capture/pyproject.toml",
+     "dependencies = []", 'dependencies = ["msgspec>=0.18"]',
+     "{P}/capture/pyproject.toml: dependencies: msgspec>=0.18 is declared, the lock does "
+     "not record it"),
 ]
 
 #: Edits uv accepts without re-locking (checked against uv by the slow test below)
@@ -78,6 +84,8 @@ SAME = [
 def copy_of_backends(tmp_path: Path, file: str, old: str, new: str) -> Path:
     backends = tmp_path / "backends"
     shutil.copytree(ROOT / "backends", backends, symlinks=True)
+    shutil.copytree(ROOT / "packages", tmp_path / "packages", symlinks=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
     f = backends / file
     text = f.read_text(encoding="utf-8")
     assert text.count(old) == 1, (file, old)
@@ -94,7 +102,8 @@ def test_the_committed_lock_matches_its_project():
 def test_each_change_a_relock_would_record_is_named(tmp_path, edit, file, old, new, says):
     backends = copy_of_backends(tmp_path, file, old, new)
     diffs = differences(backends / "agentdojo")
-    assert diffs == says.replace("{B}", str(backends.resolve())).split("\n"), diffs
+    assert diffs == says.replace("{B}", str(backends.resolve())).replace(
+        "{P}", str(backends.resolve().parent / "packages")).split("\n"), diffs
 
 
 @pytest.mark.parametrize(("edit", "file", "old", "new"), SAME, ids=[c[0] for c in SAME])

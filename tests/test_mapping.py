@@ -1,6 +1,6 @@
 """The capture mapper (agentdojo.capture), the SEM and T0's mapping of an attempt, without a
-built backend: capture logs are written by the real ``agentprov_backend.capture``
-CaptureWriter (loaded from the source tree), native logs are AgentDojo-shaped JSON."""
+built backend: capture logs are written by the real ``agentprov_capture.CaptureWriter``, the
+worker's cells module is loaded from the source tree, native logs are AgentDojo-shaped JSON."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import agentprov_capture as capture
 import msgspec
 import pytest
 from agentprov_agentdojo.capture_mapper import MAPPER, CaptureMapper
@@ -34,7 +35,6 @@ def _load(name: str):
     return mod
 
 
-capture = _load("capture")
 cells = _load("cells")
 
 ATTACKED = {"suite": "banking", "user_task_id": "user_task_0", "attack": "important_instructions",

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, bwrap_unusable
+from conftest import bwrap_unusable, install_worker_libraries
 
 from agentprov_core.backend import containment
 from agentprov_core.backend.containment import Recorded
@@ -171,8 +171,7 @@ def attack_env():
     subprocess.run([str(_attack_python()), "-m", "venv",
                     "--without-pip", str(env)], check=True)
     site = next(env.glob("lib/python3*/site-packages"))
-    shutil.copytree(ROOT / "backends/shared/src/agentprov_backend", site / "agentprov_backend",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    install_worker_libraries(site)
     (site / "agentprov_backend" / "cells.py").write_text(ATTACK_CELL)
     for p in [top, *top.rglob("*")]:
         if not p.is_symlink():

@@ -13,7 +13,7 @@ Level ``chain`` (the only level of this build) checks, streaming over the corpus
 - **the ledger**: every line parses (a line cut short is a torn write: unverified), is in
   the form T0 writes, ``seq`` runs 0, 1, 2, … (a removed, inserted or reordered line
   fails), ``unit`` is ``cell_key|defence|r<repeat>``, and its references resolve;
-- **each capture log** the ledger names (capture/0.1, as ``agentprov_backend.capture.verify``
+- **each capture log** the ledger names (capture/0.1, as ``agentprov_capture.check``
   checks it): its file name is the sha256 of its bytes, every line is canonical JSON, ``seq``
   runs without gap, each ``prev`` is the sha256 of the line before, the head is the
   ledger's ``capture_head_sha256``, ``t`` never decreases, one end record, last; and its
@@ -47,12 +47,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import agentprov_capture
 import msgspec
 
 from agentprov_core.corpus import selfdigest
 from agentprov_core.corpus.snapshot import LOCK, Snapshot
 from agentprov_core.errors import AgentprovError
-from agentprov_core.evidence import capture_chain
 
 LEVEL = "chain"
 LIVE_FORMAT = "agentprov-live-corpus/0.1"
@@ -185,7 +185,7 @@ def is_live(manifest: dict[str, Any] | None, root: Path) -> bool:
 
 # ------------------------------------------------------------------------------ capture/0.1
 # the one reader of a capture log's chain (T0's ingest, the mapper and verify share it)
-check_capture = capture_chain.check
+check_capture = agentprov_capture.check
 
 
 # ------------------------------------------------------------------------------ helpers

@@ -402,9 +402,7 @@ def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
                 m = environments.read_marker(bp.meta, bp.env_id)
             except AgentprovError:
                 m = None
-            ours = environments.shared_sources_sha256()
-            stale = ours is not None and m is not None and m.hello.get(
-                "agentprov_backend_sources_sha256") != ours
+            stale = m is not None and environments.worker_sources_differ(m.hello)
             if m is not None and bp.asset_ids is not None and not defassets.matches_registry(
                     m.defence_assets, bp.asset_ids, defassets.load()):
                 stale = True  # other assets: a rebuild, never an edit
@@ -523,7 +521,7 @@ def offline_check(bp: BuildPlan) -> marker.Marker:
         hello.pop("prefix", None)
         hdiff = _diff_dists(m.hello.get("distributions", {}), hello.get("distributions", {}),
                             "hello")
-        for key in ("python", "defence_registry_sha256", "agentprov_backend"):
+        for key in ("python", "defence_registry_sha256", "agentprov_backend", "agentprov_capture"):
             if hello.get(key) != m.hello.get(key):
                 hdiff.append(f"hello {key} {hello.get(key)!r} differs from the marker's "
                              f"{m.hello.get(key)!r}")

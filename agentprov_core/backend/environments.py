@@ -92,26 +92,48 @@ def backend_identity(meta: SourceMeta) -> tuple[str, dict]:
     return env_id, {"environment_id": env_id, "identity_sha256": m.identity_sha256}
 
 
-def shared_sources_sha256() -> str | None:
-    """The digest of the worker code this agentprov builds environments from
-    (``backends/shared/src/agentprov_backend``: ``*.py`` and ``*.toml`` by relative path),
-    the same algorithm as ``agentprov_backend.identity.sources_sha256``; ``None`` when no
-    backends directory is at hand (nothing to compare with)."""
+#: The worker code an environment is built from, as (the hello's field holding the worker's
+#: digest of it, the package's source directory relative to the directory that holds
+#: ``backends/``): the worker library and the capture/0.1 library it writes with. The
+#: backend projects install both by path (``../shared``, ``../../packages/capture``).
+WORKER_SOURCES = (
+    ("agentprov_backend_sources_sha256", "backends/shared/src/agentprov_backend"),
+    ("agentprov_capture_sources_sha256", "packages/capture/src/agentprov_capture"),
+)
+
+
+def sources_sha256(root: Path) -> str:
+    """The digest of a package's sources (``*.py`` and ``*.toml`` by relative path), the
+    same algorithm as ``agentprov_backend.identity.sources_sha256``."""
     import hashlib
 
-    base = paths.backends_dir()
-    root = base / "shared" / "src" / "agentprov_backend" if base is not None else None
-    if root is None or not root.is_dir():
-        return None
     lines = [f"{p.relative_to(root).as_posix()} {hashlib.sha256(p.read_bytes()).hexdigest()}"
              for p in sorted(root.rglob("*")) if p.suffix in (".py", ".toml") and p.is_file()]
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
 
+def worker_sources_sha256() -> dict[str, str]:
+    """The digests of the worker code this agentprov builds environments from, by the
+    hello's field (:data:`WORKER_SOURCES`); a package whose sources are not at hand (no
+    ``backends/`` directory) is left out: there is nothing to compare with."""
+    base = paths.backends_dir()
+    if base is None:
+        return {}
+    top = base.parent
+    return {key: sources_sha256(top / rel) for key, rel in WORKER_SOURCES
+            if (top / rel).is_dir()}
+
+
+def worker_sources_differ(hello: dict) -> bool:
+    """Whether the worker that answered ``hello`` runs other worker code than this agentprov
+    builds from."""
+    return any(hello.get(key) != ours for key, ours in worker_sources_sha256().items())
+
+
 def check_worker_sources(hello: dict, env_id: str, backend: str) -> None:
     """The worker code in the environment must be the code this agentprov builds from
-    (``backends/shared``): the environment id follows ``uv.lock``, which does not change when
-    the worker's sources do (``cli.environment.stale_worker``, exit 3)."""
-    ours = shared_sources_sha256()
-    if ours is not None and hello.get("agentprov_backend_sources_sha256") != ours:
+    (``backends/shared`` and ``packages/capture``): the environment id follows ``uv.lock``,
+    which does not change when the worker's sources do (``cli.environment.stale_worker``,
+    exit 3)."""
+    if worker_sources_differ(hello):
         raise AgentprovError("cli.environment.stale_worker", env_id=env_id, backend=backend)

@@ -35,7 +35,7 @@ def check_hello(hello: dict, m: Marker, backend: str) -> None:
     diffs += [f"{n} {'missing' if n not in got else 'changed'}" for n in sorted(want)
               if got.get(n) != want[n]]
     diffs += [f"{n} added" for n in sorted(set(got) - set(want))]
-    for key in ("python", "defence_registry_sha256", "agentprov_backend"):
+    for key in ("python", "defence_registry_sha256", "agentprov_backend", "agentprov_capture"):
         if hello.get(key) != m.hello.get(key):
             diffs.append(f"{key} changed")
     if diffs:

@@ -1,8 +1,7 @@
-"""T0's reading of capture/0.1 logs (docs/formats/capture-0.1.md): the one check of a log's
-hash chain that ingest, the mapper and ``verify`` share, and sealing a session its worker
-could not end. T0 never imports the worker library, so these lines mirror
-agentprov_backend.capture (``verify``, and ``CaptureWriter.reopen`` for the end a parent
-appends) on purpose; a test holds the two to the same answers."""
+"""Sealing a session its worker could not end: T0 appends the note and the end record to
+the staged capture/0.1 log (docs/formats/capture-0.1.md), reading and writing it through
+the session directory's descriptor (:mod:`agentprov_core.corpus.staged`). The format
+itself, and the chain check, are :mod:`agentprov_capture`'s."""
 
 from __future__ import annotations
 
@@ -10,165 +9,9 @@ import hashlib
 import json
 import math
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import msgspec
-
-END_STATUSES = ("complete", "incomplete", "errored", "aborted")
-
-
-def canonical(record: Any) -> bytes:
-    """A record's canonical JSON: its bytes in the log, and what its sha256 is taken of."""
-    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
-
-
-class _FloatForm:
-    """msgspec's float hook: a float token not in Python's repr form sends the line to the
-    exact (standard library) check, since msgspec writes some floats differently."""
-
-    def __init__(self) -> None:
-        self.odd = False
-
-    def __call__(self, s: str) -> float:
-        f = float(s)
-        if repr(f) != s:
-            self.odd = True
-        return f
-
-
-_ENC = msgspec.json.Encoder(order="sorted")
-
-
-@dataclass
-class Chain:
-    """What :func:`check` found: the number of lines, the head (the sha256 of the last
-    line), the problems (none: the chain holds), the header and the (last) end record, and
-    the records that could be read, in order."""
-
-    n_records: int
-    head_sha256: str | None
-    problems: list[str]
-    header: dict[str, Any] | None
-    end: dict[str, Any] | None
-    records: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-
-def check(data: bytes, expected_head: str | None = None, require_end: bool = True) -> Chain:
-    """The checks of ``agentprov_backend.capture.verify`` over a log's bytes, with the same
-    problem strings (a test holds the two to the same answers): every line canonical JSON,
-    ``seq`` 0, 1, 2, …, each ``prev`` the sha256 of the line before, the head
-    ``expected_head`` when given, a capture/0.1 header, one end record and last (absent:
-    a problem only with ``require_end``), ``t`` never decreasing. Lines are parsed by msgspec
-    and re-encoded; a line that does not come back byte-identical is parsed again by the
-    standard library exactly as the reference does, so the fast path only ever accepts."""
-    problems: list[str] = []
-    lines = data.split(b"\n")
-    torn = lines.pop()
-    digests = [hashlib.sha256(line).hexdigest() for line in lines]
-    records: list[dict[str, Any] | None] = []
-    form = _FloatForm()
-    dec = msgspec.json.Decoder(float_hook=form)
-    for i, line in enumerate(lines):
-        form.odd = False
-        try:
-            rec = dec.decode(line)
-            fast = isinstance(rec, dict) and not form.odd and _ENC.encode(rec) == line
-        except (msgspec.DecodeError, UnicodeError, TypeError, ValueError, RecursionError):
-            fast = False
-        if not fast:
-            try:
-                rec = json.loads(line.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError) as exc:
-                problems.append(f"record {i}: not JSON ({exc})")
-                records.append(None)
-                continue
-            except RecursionError:  # a record from the worker nested a thousand levels deep
-                problems.append(f"record {i}: not JSON (nested too deeply to be read)")
-                records.append(None)
-                continue
-            if not isinstance(rec, dict):
-                problems.append(f"record {i}: not a JSON object")
-                records.append(None)
-                continue
-            try:
-                if canonical(rec) != line:
-                    problems.append(f"record {i}: not in canonical form")
-            except (ValueError, RecursionError) as exc:
-                problems.append(f"record {i}: not canonical JSON ({exc})")
-        records.append(rec)
-        if rec.get("seq") != i:
-            problems.append(f"record {i}: seq is {rec.get('seq')!r}, expected {i}")
-    broken = set()
-    for j, rec in enumerate(records):
-        if rec is None:
-            continue
-        want = None if j == 0 else digests[j - 1]
-        if rec.get("prev") != want:
-            broken.add(j - 1)
-    for j in sorted(broken):
-        if j < 0:
-            problems.append("record 0: prev is not null")
-        elif j + 1 in broken:
-            problems.append(f"record {j + 1}: its prev is not the sha256 of record {j} "
-                            f"(record {j + 1} was altered)")
-        else:
-            problems.append(f"record {j}: its sha256 is not the prev of record {j + 1} "
-                            f"(record {j} was altered)")
-    head = digests[-1] if digests else None
-    if expected_head is not None and head != expected_head:
-        problems.append(f"record {len(lines) - 1}: the head sha256 {head} is not the "
-                        f"expected {expected_head} (the last record was altered or the log "
-                        f"was cut or extended)")
-    if torn:
-        problems.append(f"record {len(lines)}: torn (the file does not end with a newline)")
-    first = records[0] if records else None
-    if not records:
-        problems.append("the log is empty")
-    elif first is not None and (first.get("kind") != "header"
-                                or first.get("format") != "capture/0.1"):
-        problems.append("record 0: not a capture/0.1 header")
-    ends = [i for i, r in enumerate(records) if r is not None and r.get("kind") == "end"]
-    if len(ends) > 1:
-        problems.append(f"record {ends[1]}: a second end record")
-    if ends and ends[0] != len(records) - 1:
-        problems.append(f"record {ends[0] + 1}: written after the end record")
-    for i in ends:
-        if records[i].get("status") not in END_STATUSES:
-            problems.append(f"record {i}: end status {records[i].get('status')!r} is not "
-                            f"complete, incomplete, errored or aborted")
-    if records and not ends and require_end:
-        problems.append("the log has no end record (unsealed)")
-    last_t = None
-    for i, rec in enumerate(records):
-        if rec is None:
-            continue
-        t = rec.get("t")
-        if not isinstance(t, int | float) or isinstance(t, bool):
-            problems.append(f"record {i}: t is not a number")
-            continue
-        if last_t is not None and t < last_t:
-            problems.append(f"record {i}: t goes backwards")
-        last_t = t
-    return Chain(len(lines), head, problems, first,
-                 records[ends[-1]] if ends else None,  # type: ignore[arg-type]
-                 [r for r in records if r is not None])
-
-
-def read(path: Path) -> Chain:
-    """:func:`check` of the log at ``path`` as T0 ingests it (its end record is looked at by
-    the caller: a log without one is an aborted session, not a damaged one)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return Chain(0, None, ["the capture log is missing"], None, None, [])
-    return check(data, require_end=False)
+from agentprov_capture import canonical
 
 
 def seal(path: Path, status: str, reason: str, code: str) -> bool:

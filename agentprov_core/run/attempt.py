@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import agentprov_capture
+
 from agentprov_core.base import redaction, timing
 from agentprov_core.corpus import staged
 from agentprov_core.corpus.ledger import Attempt
@@ -113,8 +115,8 @@ def ingest(prepared: Prepared, wc: WorkingCorpus, fl: Flight, result: dict[str, 
     refused = [redaction.redact_text(r, secrets.values()) for r in refused + got.refused]
     data = files.get(staged.CAPTURE)
     with timing.span("ingest.chain"):
-        chain = (capture_chain.check(data, require_end=False) if data is not None
-                 else capture_chain.Chain(0, None, ["the capture log is missing" if not any(
+        chain = (agentprov_capture.check(data, require_end=False) if data is not None
+                 else agentprov_capture.Chain(0, None, ["the capture log is missing" if not any(
                      r.startswith(staged.CAPTURE + ":") for r in refused)
                      else "the capture log was refused"], None, None, []))
     status = result.get("status", "errored")

@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import agentprov_capture
 import click
 
 from agentprov_core.base import redaction
@@ -94,7 +95,7 @@ def probe_call(prepared: Prepared, live: Live, worker: Worker, staging_root: Pat
             from agentprov_core.corpus.store import RawStore
 
             sha = RawStore(wc.root / "preflight").put_bytes(data) if data else None
-            chain = (capture_chain.check(data, require_end=False)
+            chain = (agentprov_capture.check(data, require_end=False)
                      if "capture.jsonl" in files else None)
             entry = {"at": now(), "invocation": invocation, "session_id": session_id,
                      "call": n, "status": result.get("status"),

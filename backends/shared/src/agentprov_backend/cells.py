@@ -162,8 +162,9 @@ def make_client(agent: dict[str, Any], writer, **client_kwargs: Any):
 def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     """Run the cell described by ``req`` (a run-cell request) in this process; a request
     with ``preflight`` runs one call of the preflight probe instead (:func:`run_probe`)."""
+    from agentprov_capture import CaptureWriter
+
     from agentprov_backend import defended
-    from agentprov_backend.capture import CaptureWriter
 
     if req.get("preflight"):
         return run_probe(req)
@@ -451,9 +452,9 @@ def run_probe(req: dict[str, Any]) -> dict[str, Any]:
     billed call at most. T0 judges the recorded exchange (:mod:`agentprov_core.live.preflight`)."""
     from agentdojo.functions_runtime import FunctionsRuntime, make_function
     from agentdojo.types import ChatSystemMessage, ChatUserMessage, text_content_block_from_string
+    from agentprov_capture import CaptureWriter
     from tenacity import stop_after_attempt
 
-    from agentprov_backend.capture import CaptureWriter
     from agentprov_backend.recording import model_call
 
     staging = Path(req["staging"])

@@ -12,7 +12,10 @@ import hashlib
 import platform
 import sys
 from importlib import metadata, resources
+from pathlib import Path
 from typing import Any
+
+import agentprov_capture
 
 from agentprov_backend import __version__
 
@@ -52,14 +55,13 @@ def defence_registry_sha256() -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def sources_sha256() -> str:
-    """The digest of this package's own sources (``*.py`` and ``*.toml``, by relative path):
-    T0 computes the same over the ``backends/shared`` it builds from, so an environment
-    built from other worker code (an older agentprov) is refused until it is rebuilt. The
-    same algorithm is ``agentprov_core.backend.environments.shared_sources_sha256``."""
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent
+def sources_sha256(root: Path | None = None) -> str:
+    """The digest of a package's own sources (``*.py`` and ``*.toml``, by relative path;
+    this package's by default): T0 computes the same over the ``backends/shared`` and
+    ``packages/capture`` it builds from, so an environment built from other worker code (an
+    older agentprov) is refused until it is rebuilt. The same algorithm is
+    ``agentprov_core.backend.environments.sources_sha256``."""
+    root = Path(__file__).resolve().parent if root is None else root
     lines = [f"{p.relative_to(root).as_posix()} {hashlib.sha256(p.read_bytes()).hexdigest()}"
              for p in sorted(root.rglob("*")) if p.suffix in (".py", ".toml") and p.is_file()]
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
@@ -70,6 +72,9 @@ def hello() -> dict[str, Any]:
         "protocol": PROTOCOL,
         "agentprov_backend": __version__,
         "agentprov_backend_sources_sha256": sources_sha256(),
+        "agentprov_capture": agentprov_capture.__version__,
+        "agentprov_capture_sources_sha256": sources_sha256(
+            Path(agentprov_capture.__file__).resolve().parent),
         "python": platform.python_version(),
         "implementation": sys.implementation.name,
         "prefix": sys.prefix,

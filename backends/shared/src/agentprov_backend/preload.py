@@ -24,6 +24,7 @@ import agentdojo.agent_pipeline  # noqa: F401, E402
 import agentdojo.attacks.attack_registry  # noqa: F401, E402
 import agentdojo.benchmark  # noqa: F401, E402
 import agentdojo.task_suite.load_suites  # noqa: F401, E402
+import agentprov_capture  # noqa: F401, E402
 import h11  # noqa: F401, E402
 import httpcore2  # noqa: F401, E402
 import openai  # noqa: F401, E402
@@ -31,7 +32,6 @@ import openai.resources.chat.chat  # noqa: F401, E402
 import openai.resources.chat.completions.completions  # noqa: F401, E402
 import truststore  # noqa: F401, E402
 
-import agentprov_backend.capture  # noqa: F401, E402
 import agentprov_backend.cells  # noqa: F401, E402
 import agentprov_backend.defended  # noqa: F401, E402
 import agentprov_backend.provisioned  # noqa: F401, E402

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from agentprov_backend.capture import CaptureWriter, body_fields
+from agentprov_capture import CaptureWriter, body_fields
 
 INSTRUMENTATION = "recording_transport@1"
 

@@ -114,8 +114,9 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     """Run one cell in a forked child, confined to its own session directory (Landlock,
     :mod:`agentprov_backend.landlock`); end its session ``aborted`` when the child dies or
     outlives ``timeout_s``."""
+    from agentprov_capture import CaptureError, CaptureWriter
+
     from agentprov_backend import landlock
-    from agentprov_backend.capture import CaptureError, CaptureWriter
 
     missing = [k for k in ("session_id", "staging", "cell", "agent", "benchmark_version")
                if k not in req]

@@ -25,17 +25,17 @@ import hashlib
 import json
 from typing import Any
 
+import agentprov_capture
 from msgspec import UNSET
 
 from agentprov_agentdojo import defence_records, live_native
 from agentprov_core.evidence import aer as A
-from agentprov_core.evidence import capture_chain
 from agentprov_core.evidence.aer import NOT_RECORDED
 from agentprov_core.live.sse import reply_body
 from agentprov_core.mapping import LiveEvidence
 
 NAME = "agentdojo.capture"
-# 0.1.1: the chain is read by agentprov_core.evidence.capture_chain.check (verify's check), so a
+# 0.1.1: the chain is read by agentprov_capture.check (verify's check), so a
 # damaged log's map.capture_damaged detail names verify's problems
 # 0.2.0: a defended session is recorded: task.defense_id as the capture observed it, the
 # defence's actor, its own model calls under that actor, its digests as notes, its
@@ -338,7 +338,7 @@ class CaptureMapper:
     def map(self, evidence: LiveEvidence) -> A.AER:
         ev = evidence
         if ev.capture is not None:  # a missing end record is map.capture_error, below
-            chain = capture_chain.check(ev.capture, require_end=False)
+            chain = agentprov_capture.check(ev.capture, require_end=False)
             raw, head, problems = chain.records, chain.head_sha256, list(chain.problems)
         else:
             raw, head, problems = [], None, ["the capture log is missing from the raw store"]
