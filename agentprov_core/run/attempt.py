@@ -25,7 +25,7 @@ from agentprov_core.corpus import staged
 from agentprov_core.corpus.ledger import Attempt
 from agentprov_core.corpus.working import WorkingCorpus, now
 from agentprov_core.errors import AgentprovError
-from agentprov_core.evidence import capture_chain
+from agentprov_core.evidence import capture_seal
 from agentprov_core.run import testfaults
 from agentprov_core.run.units import Unit
 
@@ -92,7 +92,7 @@ def result(worker: Worker, fl: Flight) -> dict[str, Any]:
     try:
         return worker.result(fl.future, timeout=0)
     except AgentprovError as exc:
-        capture_chain.seal(fl.staging / "capture.jsonl", "aborted", exc.message,
+        capture_seal.seal(fl.staging / "capture.jsonl", "aborted", exc.message,
                            "session.worker_failed")
         return {"status": "aborted", "reason": exc.message}
 

@@ -32,7 +32,7 @@ import click
 from agentprov_core.base import timing
 from agentprov_core.corpus.working import WorkingCorpus, partial_dir, unit_key
 from agentprov_core.errors import AgentprovError
-from agentprov_core.evidence import capture_chain
+from agentprov_core.evidence import capture_seal
 from agentprov_core.run import attempt, checks, manifest, mappings, preflight, stops, summary, units
 from agentprov_core.run.live import Live, account_of
 from agentprov_core.run.stops import CapStop, Interrupted, Signals
@@ -291,7 +291,7 @@ class _Loop:
         if self.worker is not None:
             self.worker.kill()
         for fl in self.flights.values():
-            capture_chain.seal(fl.staging / "capture.jsonl", "aborted",
+            capture_seal.seal(fl.staging / "capture.jsonl", "aborted",
                                "interrupted: the parent received a signal", "session.interrupted")
             entry = attempt.ingest(self.prepared, self.wc, fl,
                                    {"status": "aborted", "reason": "interrupted"},
@@ -312,7 +312,7 @@ class _Loop:
                 worker.kill()
             for fl in self.flights.values():
                 with contextlib.suppress(OSError):  # unsealed in staging if it cannot be written
-                    capture_chain.seal(fl.staging / "capture.jsonl", "aborted",
+                    capture_seal.seal(fl.staging / "capture.jsonl", "aborted",
                                        "the worker ended with the cell in flight",
                                        "session.worker_died")
             worker.close()

@@ -23,7 +23,7 @@ from agentprov_core.base import redaction
 from agentprov_core.corpus import selfdigest, staged
 from agentprov_core.corpus.working import WorkingCorpus, now
 from agentprov_core.errors import AgentprovError
-from agentprov_core.evidence import capture_chain
+from agentprov_core.evidence import capture_seal
 from agentprov_core.live import endpoints as epmod
 from agentprov_core.run.live import PREFLIGHT_LEDGER, Live, account_of, capture_records
 from agentprov_core.run.stops import CapStop
@@ -68,7 +68,7 @@ def probe_call(prepared: Prepared, live: Live, worker: Worker, staging_root: Pat
             result = worker.result(worker.submit("run-cell", **req), timeout=330)
         except AgentprovError as exc:
             result = {"status": "aborted", "error": exc.message}
-            capture_chain.seal(staging / "capture.jsonl", "aborted", exc.message,
+            capture_seal.seal(staging / "capture.jsonl", "aborted", exc.message,
                                "session.worker_failed")
         raw_result = result  # the worker's: hostile input, taken as a cell's result is
         result, refused = staged.returned(result)
