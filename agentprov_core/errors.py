@@ -264,7 +264,7 @@ _reg("cli.environment.corpus", E, "coded",
 # --- unsupported (exit 5): printed before anything starts
 _reg("run.unsupported.no_live_capability", X, "cannot_run",
      "no live capability", "none in this build",
-     "{source} has no backend in this build.")
+     "{source} has no backend in this build{because}.")
 _reg("run.unsupported.planned", X, "cannot_run",
      "live status planned", "a planned part admits scripted runs only: use --llm-script",
      "The {part} part is planned: it admits scripted runs (--llm-script) only.")
@@ -307,6 +307,9 @@ _reg("corpus.environment.not_a_corpus", E, "coded",
 _reg("package.usage.spec", U, "usage",
      "package needs --spec FILE (the corpus spec: what is released, under which licence)",
      "give --spec PATH/corpus-spec.toml")
+_reg("build.unsupported.no_backend", X, "coded",
+     "backend {backend} cannot be built in this build: {why}",
+     "none in this build: the backend builds once its uv project (pyproject.toml and uv.lock) is under backends/")
 _reg("build.unsupported.defence_assets", X, "coded",
      "backend {backend} builds no defences: --defence-assets and --defence-source provision them for {builders} only",
      "drop the defence options, or build agentdojo")

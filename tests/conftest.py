@@ -70,6 +70,27 @@ def script(tmp_path: Path) -> Path:
     return s
 
 
+#: the sources whose backend this build lacks (a slot under backends/): their own refusals
+#: are checked against :func:`landed` backends
+SLOTTED = ("autodojo", "agentdyn", "agentharm")
+
+
+@pytest.fixture(scope="session")
+def landed(tmp_path_factory) -> Path:
+    """backends/ as a build that has added every slot's project would hold it (placeholder
+    projects: enough for the checks before the environment), for ``AGENTPROV_BACKENDS``."""
+    from agentprov_core.testing.fixtures import landed_backends
+
+    return landed_backends(tmp_path_factory.mktemp("landed") / "backends")
+
+
+@pytest.fixture
+def landed_env(landed: Path, monkeypatch) -> dict[str, str]:
+    """``AGENTPROV_BACKENDS`` set to :func:`landed`, in this process and for the CLI."""
+    monkeypatch.setenv("AGENTPROV_BACKENDS", str(landed))
+    return {"AGENTPROV_BACKENDS": str(landed)}
+
+
 @pytest.fixture
 def registry_copy(tmp_path: Path) -> Path:
     """A private copy of registry/ (links resolved), used through AGENTPROV_REGISTRY."""

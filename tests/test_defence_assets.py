@@ -173,7 +173,8 @@ def test_one_missing_file_refuses_the_build_naming_it(cli, home, fixture):
 
 
 @pytest.mark.req("R-6.11")
-def test_bad_asset_options_are_refused_before_anything(cli, home, fixture, tmp_path):
+def test_bad_asset_options_are_refused_before_anything(cli, home, fixture, tmp_path,
+                                                      landed_env):
     cases = [
         (("--defence-assets", "nope"), 2, "cli.usage.defence_asset_unknown"),
         (("--defence-source", str(fixture.code)), 2, "cli.usage.defence_source"),
@@ -194,9 +195,9 @@ def test_bad_asset_options_are_refused_before_anything(cli, home, fixture, tmp_p
         assert (r.code, r.error["error"]) == (code, error), (args, r.err)
     r = cli("backends", "build", "agentdojo", "--defence-assets", "melon", env=env_of(fixture))
     assert "MELON port's code is not public" in r.error["message"]
-    # a backend that builds no defences (before its own missing project, exit 3)
+    # a backend that builds no defences, once its project has landed
     r = cli("backends", "build", "autodojo", "--defence-assets", "fixture_code",
-            env=env_of(fixture))
+            env=env_of(fixture) | landed_env)
     assert (r.code, r.error["error"]) == (5, "build.unsupported.defence_assets")
     assert "for agentdojo only" in r.error["message"]
     assert snapshot(home) == {}

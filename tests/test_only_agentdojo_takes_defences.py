@@ -27,7 +27,7 @@ def prepare(source: str, defence: str, **options):
 
 
 @pytest.mark.req("R-3.2")
-def test_every_registry_defence_plans_on_agentdojo_only(monkeypatch):
+def test_every_registry_defence_plans_on_agentdojo_only(monkeypatch, landed):
     monkeypatch.setattr(environments, "backend_identity", fake_identity("00000000"))
     assert len(BUILDABLE) == 10
     entries = {d.name: d for d in defences.load_registry()}
@@ -43,6 +43,7 @@ def test_every_registry_defence_plans_on_agentdojo_only(monkeypatch):
         else:
             p = prepare("agentdojo", defence, suite=("banking",), user_tasks="0")
             assert p.plan.defence == defence
+        monkeypatch.setenv("AGENTPROV_BACKENDS", str(landed))  # as once their backends land
         for source in ("autodojo", "agentdyn"):
             with pytest.raises(AgentprovError) as e:
                 prepare(source, defence, suite=("banking",), user_tasks="0")
@@ -52,3 +53,4 @@ def test_every_registry_defence_plans_on_agentdojo_only(monkeypatch):
                     message_limit=10, token_limit=1000, time_limit=60,
                     judge=("refusal_judge=m", "semantic_judge=m"))
         assert (e.value.code, e.value.exit_code) == ("cli.usage.option_for_other_kind", 2)
+        monkeypatch.delenv("AGENTPROV_BACKENDS")

@@ -89,13 +89,13 @@ def test_bad_plan_files_name_the_file_line_and_what(cli, tmp_path, corpora, home
     assert snapshot(home) == {} and list(corpora.iterdir()) == []
 
 
-def test_plan_file_refusals(cli, tmp_path, corpora):
+def test_plan_file_refusals(cli, tmp_path, corpora, landed_env):
     f = write(tmp_path, SPOTLIGHT)
     base = ("--dry-run", "--corpus", corpora / "g", "--campaign", "g", "--llm-script", SCRIPT)
     r = cli("run", "agentdojo", "--plan", f, "--suite", "banking", *base)
     assert (r.code, r.error["error"]) == (2, "cli.usage.plan_with_cell_options")
     assert "--suite" in r.error["message"]
-    r = cli("run", "autodojo", "--plan", f, *base)
+    r = cli("run", "autodojo", "--plan", f, *base, env=landed_env)  # once its backend lands
     assert (r.code, r.error["error"]) == (2, "cli.usage.plan_backend")
     r = cli("run", "agentdojo", "--plan", tmp_path / "missing.toml", *base)
     assert (r.code, r.error["error"]) == (2, "cli.usage.plan_file")

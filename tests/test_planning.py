@@ -178,7 +178,7 @@ def test_dry_plan_document_shape():
 
 
 @pytest.mark.req("R-25.4", "R-25.21", "R-25.16")
-def test_agentharm_cells_of_cell_size_samples(tmp_path, monkeypatch):
+def test_agentharm_cells_of_cell_size_samples(tmp_path, monkeypatch, landed_env):
     from types import SimpleNamespace
 
     monkeypatch.setattr(environments, "read_marker",
@@ -228,7 +228,7 @@ INSPECT = dict(task="inspect_evals/agentharm", samples="limit:2", message_limit=
 
 
 @pytest.mark.req("R-25.33", "R-25.35", "R-25.39")
-def test_the_specs_inspect_dry_run_example():
+def test_the_specs_inspect_dry_run_example(landed_env):
     """The specification's AgentHarm dry run (scripted, no caps): two samples at
     ``--cell-size 1`` are two cells named by an id, up to 6 attempts, in corpus
     ``agentharm-live-ah``; without ``--cell-size`` (25 when there are no caps) they are one
@@ -246,7 +246,7 @@ def test_the_specs_inspect_dry_run_example():
 
 
 @pytest.mark.req("R-25.14")
-def test_an_inspect_plan_names_a_catalogue_task():
+def test_an_inspect_plan_names_a_catalogue_task(landed_env):
     from agentprov_core.errors import AgentprovError
 
     def refused(**options) -> str:

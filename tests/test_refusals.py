@@ -2,15 +2,19 @@
 and proof that nothing was written (no corpus, no DIR.partial, an empty home)."""
 
 import pytest
-from conftest import make_marker, snapshot
+from conftest import SLOTTED, make_marker, snapshot
 
 BANKING = ("--suite", "banking", "--user-tasks", "0-1", "--attack", "important_instructions",
            "--injection-tasks", "0")
 
 
 @pytest.fixture
-def dry(cli, corpora, script):
+def dry(cli, corpora, script, landed):
+    """A dry run; a source whose backend this build lacks runs against the ``landed``
+    backends, so that the refusals of its own plan are what is checked."""
     def run(source, *args, corpus="c", env=None, json_errors=True):
+        if source in SLOTTED:
+            env = {"AGENTPROV_BACKENDS": str(landed), **(env or {})}
         return cli("run", source, "--dry-run", "--corpus", corpora / corpus, "--campaign", "c",
                    *args, env=env, json_errors=json_errors)
     return run

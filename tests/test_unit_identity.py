@@ -101,7 +101,7 @@ def test_the_display_name_is_in_the_units_of_attacks_that_name_the_model(built, 
 
 # ------------------------------------------------------------------ refusals
 @pytest.mark.req("R-2.14", "R-15.13")
-def test_an_autodojo_variant_is_another_way_of_running_the_cells(built, tmp_path):
+def test_an_autodojo_variant_is_another_way_of_running_the_cells(built, tmp_path, landed_env):
     """AutoDojo's cache and variant configure the attack of every attacked cell: another
     variant (or another cache) on the corpus is refused (exit 4, ``cli.refused.mixed_plan``),
     naming what differs, and accepted under ``--allow-mixed-config``, where none of the
@@ -130,7 +130,7 @@ def test_an_autodojo_variant_is_another_way_of_running_the_cells(built, tmp_path
 
 
 @pytest.mark.req("R-2.14", "R-15.13")
-def test_a_changed_inspect_parameter_is_refused(built, tmp_path):
+def test_a_changed_inspect_parameter_is_refused(built, tmp_path, landed_env):
     """An Inspect task's limits and parameters (``--message-limit``, ``--task-param``)
     change what every sample runs."""
     c = tmp_path / "c"

@@ -12,6 +12,22 @@ def backends() -> None:
     """Build and check backend environments ($AGENTPROV_HOME/envs/<id>/)."""
 
 
+def refuse_unbuildable(name: str) -> None:
+    """A backend whose project this build lacks is answered first, whatever the options
+    (exit 5, ``build.unsupported.no_backend``): uv could only fail. An unknown name is left
+    to the build's own lookup."""
+    from agentprov_core.backend import build as b
+    from agentprov_core.backend import slots
+    from agentprov_core.errors import AgentprovError
+
+    try:
+        meta = b.backend_meta(name)
+    except AgentprovError:
+        return
+    if (why := slots.unbuildable(meta)) is not None:
+        raise AgentprovError("build.unsupported.no_backend", backend=meta.backend, why=why)
+
+
 @backends.command("build")
 @click.argument("backend")
 @click.option("--dry-run", is_flag=True, help="Print the build plan; write nothing.")
@@ -32,6 +48,7 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
     from agentprov_core.backend import build as b
     from agentprov_core.errors import AgentprovError
 
+    refuse_unbuildable(backend)
     if dry_run and offline_check:
         raise AgentprovError("cli.usage.exclusive", first="--dry-run", second="--offline-check")
     if offline_check and (defence_assets is not None or defence_source):

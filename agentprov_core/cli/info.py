@@ -27,6 +27,7 @@ def parts_rows() -> list[dict[str, Any]]:
             row["plugin"] = {"name": entry.plugin.name, "distribution": entry.plugin.distribution,
                              "version": entry.plugin.version}
             row["backend"] = entry.source.meta.backend
+            _buildable(row, entry.source.meta)
         elif name in failed:
             rec = failed[name]
             row["note"] = (f"its plugin {rec.distribution} {rec.version} failed to load: "
@@ -48,7 +49,31 @@ def parts_rows() -> list[dict[str, Any]]:
                                 "distribution": entry.plugin.distribution,
                                 "version": entry.plugin.version},
                      "note": None})
+        _buildable(rows[-1], meta)
     return rows
+
+
+def _buildable(row: dict[str, Any], meta) -> None:
+    """``buildable`` (true, false, or null when nothing here can tell) and ``unbuildable``
+    (why not) of the part's backend, read from its project under ``backends/``
+    (:mod:`agentprov_core.backend.slots`)."""
+    from agentprov_core.backend import environments, slots
+
+    why = slots.unbuildable(meta)
+    row["unbuildable"] = why
+    if meta.backend is None or why is not None:
+        row["buildable"] = False
+    else:  # null: no project under backends/ to judge by (its build names what is missing)
+        row["buildable"] = True if environments.project_dir(meta) is not None else None
+
+
+def caveat_line(row: dict[str, Any]) -> str:
+    """The caveat as the table shows it: with why no run of the part can start, when its
+    backend cannot be built in this build."""
+    if row.get("unbuildable"):
+        return (f"{row['caveat']}; no backend in this build: {row['unbuildable']} "
+                f"(agentprov run {row['name']} exits 5)")
+    return row["caveat"]
 
 
 @click.command()
@@ -61,7 +86,7 @@ def info(fmt: str) -> None:
 
         echo_json({"format": "agentprov-info/0.1", "agentprov": __version__, "parts": rows})
         return
-    body = [[r["label"], r["live_status"], r["caveat"]] for r in rows]
+    body = [[r["label"], r["live_status"], caveat_line(r)] for r in rows]
     click.echo(table(body, ["Part", "Live status", "Real-model runs so far (from its caveat)"]))
     for r in rows:
         if r["note"]:

@@ -408,13 +408,35 @@ def catalogue_for_print(src: Source) -> Catalogue:
 
 def gate_capability(src: Source) -> None:
     if src.meta.backend is None:
-        raise AgentprovError("run.unsupported.no_live_capability", source=src.meta.name)
+        raise AgentprovError("run.unsupported.no_live_capability", source=src.meta.name,
+                             because="")
+
+
+def gate_backend(name: str) -> None:
+    """Before anything else, usage included (exit 5): a source with no backend, or whose
+    backend cannot be built in this build (:func:`agentprov_core.backend.slots.unbuildable`),
+    can run nothing, whatever the options; telling the user to fix an option, or to build
+    the backend, would be advice that cannot succeed. A source that cannot be found is left
+    to the usual lookup, in its usual place."""
+    from agentprov_core.backend import slots
+    from agentprov_core.plugins import source_entry
+
+    try:
+        src = source_entry(name).source
+    except AgentprovError:
+        return
+    gate_capability(src)
+    why = slots.unbuildable(src.meta)
+    if why is not None:
+        raise AgentprovError("run.unsupported.no_live_capability", source=name,
+                             because=f": {why}")
 
 
 def prepare(req: RunRequest) -> Prepared:
     from agentprov_core.plugins import source_entry
     from agentprov_core.registries import parts as partsmod
 
+    gate_backend(req.source)  # nothing of a source that cannot run is worth checking
     # ---- step 1: usage
     check_usage(req)
     src = source_entry(req.source).source

@@ -161,9 +161,18 @@ class Cli:
         for d in (self.home, self.cwd, self.corpus.parent):
             d.mkdir(parents=True)
         self.script.write_text("[]")
+        # a backend this build lacks (a slot) is given a placeholder project, so that the
+        # source's own plan refusals are what is checked (agentprov_core.backend.slots)
+        from agentprov_core.base import paths
+        from agentprov_core.testing.fixtures import landed_backends
+
+        self.backends = (landed_backends(tmp / "backends") if paths.backends_dir() is not None
+                         else None)
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = dict(os.environ, AGENTPROV_HOME=str(self.home))
+        if self.backends is not None:
+            env["AGENTPROV_BACKENDS"] = str(self.backends)
         env.pop("AGENTPROV_ERROR_FORMAT", None)
         return subprocess.run(
             [sys.executable, "-m", "agentprov_core", "--error-format", "json", *args],

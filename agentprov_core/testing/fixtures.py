@@ -20,6 +20,10 @@ Fixtures:
     A private, empty ``$AGENTPROV_HOME`` for the test (a refusal must leave it empty).
 
 Outside pytest, :func:`build_plugins`, :func:`use_plugins` and :func:`run_cli` do the same.
+
+:func:`landed_backends` copies the ``backends/`` tree with every slot (a backend project
+this build lacks, :mod:`agentprov_core.backend.slots`) given a placeholder project, for
+checks of what a source refuses once its backend lands: point ``AGENTPROV_BACKENDS`` at it.
 """
 
 from __future__ import annotations
@@ -195,3 +199,38 @@ def agentprov_plugin() -> Iterator[Callable[..., Plugins]]:
 def agentprov_cli() -> Callable[..., CliResult]:
     """``agentprov_cli(*args, env=None)``: run the CLI in-process (see :func:`run_cli`)."""
     return run_cli
+
+
+#: the placeholder project :func:`landed_backends` puts in a slot: enough for T0's checks
+#: before the environment (usage, live status, backend and defence refusals); nothing can
+#: be built from it
+PLACEHOLDER_PYPROJECT = """\
+[project]
+name = "agentprov-landed-placeholder"
+version = "0"
+requires-python = ">=3.12"
+"""
+PLACEHOLDER_LOCK = "version = 1\nrequires-python = \">=3.12\"\n"
+
+
+def landed_backends(dest: Path) -> Path:
+    """A copy of this build's ``backends/`` at ``dest`` in which every slot holds a
+    placeholder ``pyproject.toml`` and ``uv.lock`` (and no ``slot.toml``): the tree of a
+    build that has added every backend, as far as T0's checks before the environment can
+    tell. Returns ``dest``."""
+    import shutil
+
+    from agentprov_core.backend.slots import PROJECT_FILES, SLOT_FILE
+    from agentprov_core.base import paths
+
+    src = paths.backends_dir()
+    if src is None:
+        raise RuntimeError("no backends/ directory to copy (set AGENTPROV_BACKENDS)")
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", ".venv"))
+    for slot in dest.rglob(SLOT_FILE):
+        slot.unlink()
+        project = slot.parent
+        if not all((project / f).is_file() for f in PROJECT_FILES):
+            (project / "pyproject.toml").write_text(PLACEHOLDER_PYPROJECT, encoding="utf-8")
+            (project / "uv.lock").write_text(PLACEHOLDER_LOCK, encoding="utf-8")
+    return dest

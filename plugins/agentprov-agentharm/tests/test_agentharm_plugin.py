@@ -1,15 +1,23 @@
 """The agentharm source plugin on its own: Inspect tasks, limits, judges."""
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
 
-def agentprov(*args):
+def agentprov(*args, landed=None):
+    """The CLI; ``landed``: a directory for backends/ with the agentharm project in place
+    (this build lacks it, so a run would be refused before its plan is checked)."""
+    env = None
+    if landed is not None:
+        from agentprov_core.testing.fixtures import landed_backends
+
+        env = dict(os.environ, AGENTPROV_BACKENDS=str(landed_backends(landed / "backends")))
     return subprocess.run([sys.executable, "-m", "agentprov_core", "--error-format", "json",
-                           *args], capture_output=True, text=True)
+                           *args], capture_output=True, text=True, env=env)
 
 
 @pytest.mark.req("R-25.9", "R-25.10")
@@ -28,7 +36,8 @@ def test_every_limit_is_required(tmp_path, missing):
     r = agentprov("run", "agentharm", "--dry-run", "--corpus", tmp_path / "c", "--campaign", "c",
                   "--task", "inspect_evals/agentharm", "--samples", "limit:2",
                   *[x for kv in limits.items() for x in kv], "--judge", "refusal_judge=m",
-                  "--judge", "semantic_judge=m", "--llm-script", tmp_path / "script.json")
+                  "--judge", "semantic_judge=m", "--llm-script", tmp_path / "script.json",
+                  landed=tmp_path)
     err = json.loads(r.stderr)
     assert (r.returncode, err["error"]) == (2, "cli.usage.backend_plan")
     assert missing.lstrip("-").replace("-", "_") in err["message"]
@@ -37,5 +46,6 @@ def test_every_limit_is_required(tmp_path, missing):
 def test_suite_options_do_not_apply(tmp_path):
     (tmp_path / "script.json").write_text("[]")
     r = agentprov("run", "agentharm", "--dry-run", "--corpus", tmp_path / "c", "--campaign", "c",
-                  "--suite", "banking", "--llm-script", tmp_path / "script.json")
+                  "--suite", "banking", "--llm-script", tmp_path / "script.json",
+                  landed=tmp_path)
     assert json.loads(r.stderr)["error"] == "cli.usage.option_for_other_kind"
