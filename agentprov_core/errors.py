@@ -149,6 +149,9 @@ _reg("cli.usage.jobs_above_host", U, "usage",
 _reg("cli.usage.registry_file", U, "usage",
      "{location}: {what}",
      "correct the registry file")
+_reg("cli.usage.registry_field", U, "usage",
+     "{location}: {field} {what}: {fix}",
+     "correct the field as the message says (the file's header lists its keys)")
 _reg("cli.usage.registry_unknown_entry", U, "usage",
      "{kind} {name!r} is not in {registry}; entries: {known}",
      "use a registered name")
@@ -285,7 +288,7 @@ _reg("run.unsupported.defence_wire", X, "cannot_run",
      "It needs an OpenAI-style element: AgentDojo's OpenAILLMToolFilter calls the agent's own model through the OpenAI client, and the {endpoint} endpoint is {style}.")
 _reg("run.unsupported.defence_disabled", X, "cannot_run",
      "defence {defence} is disabled.", "agentprov registry defences enable NAME",
-     "The defence registry ({registry}) has it disabled; a maintainer enables it with agentprov registry defences enable {defence}.")
+     "The defence registry ({registry}) or its overlay ($AGENTPROV_HOME/registry/defences.toml) has it disabled; a maintainer enables it with agentprov registry defences enable {defence}.")
 _reg("run.unsupported.attack_refused", X, "cannot_run",
      "attack {attack}.", "choose another attack",
      "The {backend} backend refuses it: {reason}")

@@ -49,6 +49,17 @@ def child_env() -> dict[str, str]:
             if not k.startswith("AGENTPROV_") or k in MACHINE_VARS}
 
 
+def venv_env(**extra: str) -> dict[str, str]:
+    """The environment for a command run in another virtual environment: :func:`child_env`
+    without this one's (``VIRTUAL_ENV``, ``PYTHONPATH``, ``PYTHONHOME``), uv never
+    downloading a Python, plus ``extra``."""
+    env = {k: v for k, v in child_env().items()
+           if k not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"}}
+    env["UV_PYTHON_DOWNLOADS"] = "never"
+    env.update(extra)
+    return env
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     h = tmp_path / "home"

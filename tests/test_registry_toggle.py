@@ -1,24 +1,40 @@
-"""Maintainers toggle defences and part statuses; tomlkit keeps everything else."""
+"""Maintainers toggle defences and part statuses in the overlay ($AGENTPROV_HOME/registry/),
+read over the registry files, which no command edits; every command checks the whole
+registry first and writes nothing when it is invalid."""
 
-import difflib
+import json
+import re
+import shutil
 
 import pytest
-from conftest import snapshot
+from conftest import ROOT, make_marker, snapshot
+
+from agentprov_core.base.digests import file_sha256
+
+OVERLAY_BODY = '\n[defences.tool_filter]\nenabled = false\n'
+
+
+def _registry_files() -> dict[str, bytes]:
+    """The checkout's registry files, links resolved (the defence registry is the worker's)."""
+    return {p.name: p.resolve().read_bytes() for p in sorted((ROOT / "registry").iterdir())}
 
 
 @pytest.mark.req("R-22.2")
-def test_disable_changes_only_the_toggled_line_and_refuses_runs(cli, registry_copy, corpora,
-                                                                home, script):
+def test_disable_writes_the_overlay_and_refuses_runs(cli, registry_copy, corpora, home,
+                                                     script):
     env = {"AGENTPROV_REGISTRY": str(registry_copy)}
-    path = registry_copy / "defences.toml"
-    before = path.read_text()
+    registry_before = snapshot(registry_copy)
     r = cli("registry", "defences", "disable", "tool_filter", env=env)
     assert r.code == 0, r.err
-    assert r.out.startswith("defence tool_filter: disabled in ")
-    after = path.read_text()
-    diff = [d for d in difflib.unified_diff(before.splitlines(), after.splitlines(), n=0,
-                                            lineterm="") if d[:1] in "+-" and d[:3] not in ("+++", "---")]
-    assert diff == ["-enabled = true", "+enabled = false"]
+    overlay = home / "registry" / "defences.toml"
+    assert r.out.splitlines()[0] == (f"defence tool_filter: disabled in {overlay} "
+                                     f"(over {registry_copy / 'defences.toml'})")
+    assert r.out.splitlines()[1] == "no built environment is affected"
+    # the registry is untouched; the overlay holds the one toggled key
+    assert snapshot(registry_copy) == registry_before
+    assert list(snapshot(home)) == ["registry/defences.toml"]
+    text = overlay.read_text()
+    assert text.split('format = "agentprov-defence-registry/0.1"\n')[1] == OVERLAY_BODY
     # the disabled defence is refused before anything starts, and is no longer offered
     d = cli("run", "agentdojo", "--dry-run", "--suite", "banking", "--defence", "tool_filter",
             "--corpus", corpora / "c", "--campaign", "c", "--llm-script", script, env=env)
@@ -26,27 +42,71 @@ def test_disable_changes_only_the_toggled_line_and_refuses_runs(cli, registry_co
     u = cli("run", "agentdojo", "--dry-run", "--defence", "nope", "--corpus", corpora / "c",
             "--campaign", "c", "--llm-script", script, env=env)
     assert "tool_filter" not in u.error["message"].split("builds: ")[1]
-    assert snapshot(home) == {} and list(corpora.iterdir()) == []
-    # enabling restores the file byte for byte
+    listing = cli("registry", "defences", "list", env=env).out
+    assert re.search(r"^tool_filter\s+disabled\s", listing, re.M)
+    assert list(snapshot(home)) == ["registry/defences.toml"] and list(corpora.iterdir()) == []
+    # enabling back to the registry's own value removes the line, and the emptied overlay
     assert cli("registry", "defences", "enable", "tool_filter", env=env).code == 0
-    assert path.read_text() == before
+    assert snapshot(home) == {} and snapshot(registry_copy) == registry_before
     again = cli("registry", "defences", "enable", "tool_filter", env=env)
-    assert "(unchanged)" in again.out and path.read_text() == before
+    assert "(unchanged)" in again.out and snapshot(home) == {}
 
 
-def test_replacing_defences_cannot_be_enabled(cli, registry_copy):
+def test_a_checkout_registry_is_never_edited(cli, home):
+    """Without $AGENTPROV_REGISTRY the checkout's files (the defence registry is part of
+    what an environment is built from) stay byte for byte as they were."""
+    before = _registry_files()
+    assert cli("registry", "defences", "disable", "melon").code == 0
+    assert cli("registry", "parts", "set-status", "agentdyn", "planned").code == 0
+    assert _registry_files() == before
+    assert sorted(snapshot(home)) == ["registry/defences.toml", "registry/parts.toml"]
+    listed = cli("registry", "defences", "list", "--format", "json")
+    assert {e["name"]: e["enabled"] for e in json.loads(listed.out)}["melon"] is False
+    assert cli("registry", "defences", "enable", "melon").code == 0
+    assert cli("registry", "parts", "set-status", "agentdyn", "partial").code == 0
+    assert _registry_files() == before and snapshot(home) == {}
+
+
+def test_the_toggle_names_the_environments_and_which_need_a_rebuild(cli, home,
+                                                                    registry_copy):
+    """A built environment is unaffected by a toggle; one built from another defence
+    registry (here: the registry copy is changed) is named with the command that
+    refreshes it."""
+    make_marker(home, "agentdojo-0000aaaa")
+    r = cli("registry", "defences", "disable", "melon")
+    assert r.code == 0, r.err
+    assert r.out.splitlines()[1:] == [
+        "built environments unaffected (no file of theirs changes; runs check the toggle "
+        "when they are planned): agentdojo-0000aaaa"]
+    path = registry_copy / "defences.toml"
+    path.write_text(path.read_text().replace(
+        'summary = "MELON (a port) with a semantic mask"',
+        'summary = "MELON (a port), semantic mask"'))
+    r = cli("registry", "defences", "disable", "melon_sm",
+            env={"AGENTPROV_REGISTRY": str(registry_copy)})
+    assert r.code == 0, r.err
+    assert r.out.splitlines()[1:] == [
+        "no built environment is affected",
+        f"environment agentdojo-0000aaaa was built from another defence registry than "
+        f"{path}: rebuild it with agentprov backends build agentdojo"]
+
+
+def test_replacing_defences_cannot_be_enabled(cli, registry_copy, home):
     env = {"AGENTPROV_REGISTRY": str(registry_copy)}
-    before = (registry_copy / "defences.toml").read_text()
+    before = snapshot(registry_copy)
     r = cli("registry", "defences", "enable", "progent", env=env)
     assert (r.code, r.error["error"]) == (5, "run.unsupported.defence_replaces_pipeline")
-    assert (registry_copy / "defences.toml").read_text() == before
+    assert snapshot(registry_copy) == before and snapshot(home) == {}
 
 
-def test_unknown_entry_and_list(cli, registry_copy):
+def test_unknown_entry_and_list(cli, registry_copy, home):
     env = {"AGENTPROV_REGISTRY": str(registry_copy)}
     r = cli("registry", "defences", "disable", "nope", env=env)
     assert (r.code, r.error["error"]) == (2, "cli.usage.registry_unknown_entry")
     assert "melon_sm" in r.error["message"]
+    r = cli("registry", "parts", "set-status", "nope", "full", env=env)
+    assert (r.code, r.error["error"]) == (2, "cli.usage.registry_unknown_entry")
+    assert snapshot(home) == {}
     listing = cli("registry", "defences", "list", env=env).out.splitlines()
     assert listing[0].split()[:2] == ["Defence", "State"]
     states = {line.split()[0]: line.split()[1] for line in listing[1:]}
@@ -54,18 +114,19 @@ def test_unknown_entry_and_list(cli, registry_copy):
     assert len(states) == 14
 
 
-def test_part_status_round_trip(cli, registry_copy):
+@pytest.mark.req("R-1.5")
+def test_part_status_round_trip(cli, registry_copy, home):
     env = {"AGENTPROV_REGISTRY": str(registry_copy)}
-    path = registry_copy / "parts.toml"
-    before = path.read_text()
+    before = snapshot(registry_copy)
     assert cli("registry", "parts", "set-status", "agentdyn", "planned", env=env).code == 0
-    changed = [(a, b) for a, b in zip(before.splitlines(), path.read_text().splitlines(),
-                                      strict=True) if a != b]
-    assert changed == [('live_status = "partial"', 'live_status = "planned"')]
+    assert snapshot(registry_copy) == before
+    overlay = (home / "registry" / "parts.toml").read_text()
+    assert overlay.split('format = "agentprov-parts/0.1"\n')[1] == \
+        '\n[parts.agentdyn]\nlive_status = "planned"\n'
     info = cli("info", env=env).out
     assert [ln for ln in info.splitlines() if ln.startswith("agentdyn")][0].split()[3] == "planned"
     assert cli("registry", "parts", "set-status", "agentdyn", "partial", env=env).code == 0
-    assert path.read_text() == before
+    assert snapshot(home) == {} and snapshot(registry_copy) == before
 
 
 @pytest.mark.parametrize("name", ["defences.toml", "parts.toml"])
@@ -80,3 +141,173 @@ def test_malformed_registry_names_file_and_line(cli, registry_copy, name):
     assert (r.code, r.error["error"]) == (2, "cli.usage.registry_file")
     assert f"{path}:21: malformed TOML" in r.error["message"]
     assert "Traceback" not in r.err
+
+
+def _line(text: str, needle: str) -> int:
+    return next(n for n, ln in enumerate(text.splitlines(), 1) if ln == needle)
+
+
+# (file, the line changed, what it becomes, the command, what the message names: the field
+# and the fix)
+INVALID = [
+    ("parts.toml", 'live_status = "partial"', 'live_stats = "partial"',
+     ("parts", "set-status", "agentdojo", "full"),
+     "[parts.agentdojo].live_stats is not a key of a part: did you mean live_status?"),
+    ("parts.toml", "[parts.agentdojo]", "[parts.agentdoj]",
+     ("parts", "set-status", "agentdyn", "full"),
+     "[parts.agentdoj] is not a source of agentprov-agentdojo: rename the table to one of "
+     "its sources: agentdojo"),
+    ("parts.toml", 'live_status = "planned"', 'live_status = "gated"',
+     ("parts", "set-status", "agentdyn", "full"),
+     "[parts.rope].live_status is 'gated': use one of planned, partial, full"),
+    ("defences.toml", 'backends = ["agentdojo"]', 'backend = ["agentdojo"]',
+     ("defences", "disable", "melon"),
+     "[defences.repeat_user_prompt].backend is not a key of a defence: did you mean "
+     "backends?"),
+    ("defences.toml", 'suites = ["banking"]', 'suites = ["bankin"]',
+     ("defences", "disable", "melon"),
+     "[defences.mandate_envelope].suites names 'bankin', which is not a suite of the "
+     "agentdojo backend: use banking, slack, travel, workspace"),
+    ("defences.toml", 'assets = ["mandate"]', 'assets = ["mandat"]',
+     ("defences", "enable", "melon"),
+     "[defences.mandate_envelope].assets names 'mandat', which has no [assets.mandat] table: "
+     "add the table, or name one of mandate, melon, transformers_pi_detector"),
+    ("defences.toml", "enabled = true", 'enabled = "yes"',
+     ("defences", "disable", "melon"),
+     "[defences.repeat_user_prompt].enabled is invalid (Expected `bool`, got `str`)"),
+    ("defences.toml", "[defences.melon]", "[defence.melon]",
+     ("defences", "disable", "melon_sm"),
+     "defence is not a key or table of the defence registry: did you mean defences?"),
+]
+
+
+@pytest.mark.parametrize(("name", "line", "becomes", "command", "names"), INVALID,
+                         ids=[c[4].split(" ")[0] + "-" + c[2] for c in INVALID])
+def test_an_invalid_registry_is_refused_and_nothing_is_written(cli, registry_copy, home, name,
+                                                               line, becomes, command, names):
+    """The whole registry is checked before an edit: the error names the file, the line, the
+    field and the fix; neither the registry nor the overlay is written, byte for byte."""
+    env = {"AGENTPROV_REGISTRY": str(registry_copy)}
+    path = registry_copy / name
+    text = path.read_text()
+    changed = text.replace(line, becomes, 1)
+    path.write_text(changed)
+    # an overlay already there (from an earlier toggle) is not touched either
+    assert cli("registry", "defences", "disable", "tool_filter",
+               env={"AGENTPROV_REGISTRY": str(ROOT / "registry")}).code == 0
+    registry_before, home_before = snapshot(registry_copy), snapshot(home)
+    r = cli("registry", *command, env=env)
+    assert (r.code, r.error["error"]) == (2, "cli.usage.registry_field"), r.err
+    where = f"{path}:{_line(changed, becomes)}: "
+    assert r.error["message"].startswith(f"agentprov registry: {where}{names}"), r.error
+    assert snapshot(registry_copy) == registry_before and snapshot(home) == home_before
+    listed = cli("registry", command[0], "list", env=env)
+    assert (listed.code, listed.error["message"]) == (2, r.error["message"])
+
+
+@pytest.mark.parametrize(("body", "at", "names"), [
+    ("[defences.tool_filter]\nenable = false\n", "enable = false",
+     "[defences.tool_filter].enable is not a key of an overlay entry: did you mean enabled?"),
+    ("[defences.tool_filtre]\nenabled = false\n", "[defences.tool_filtre]",
+     "[defences.tool_filtre] is not an entry of defences.toml: remove the table, or use one "
+     "of camel, "),
+    ("[defences.tool_filter]\nenabled = 0\n", "enabled = 0",
+     "[defences.tool_filter].enabled is 0: write true or false"),
+    ('[defences.tool_filter]\nenabled = false\nsummary = "x"\n', 'summary = "x"',
+     "[defences.tool_filter].summary is not a key of an overlay entry"),
+])
+def test_an_invalid_overlay_is_refused_with_its_line(cli, home, body, at, names):
+    overlay = home / "registry" / "defences.toml"
+    overlay.parent.mkdir()
+    text = f'format = "agentprov-defence-registry/0.1"\n\n{body}'
+    overlay.write_text(text)
+    before = snapshot(home)
+    r = cli("registry", "defences", "disable", "melon")
+    assert (r.code, r.error["error"]) == (2, "cli.usage.registry_field")
+    assert f"{overlay}:{_line(text, at)}: {names}" in r.error["message"], r.error
+    assert snapshot(home) == before
+    # listing reads the overlay too, and is refused the same way
+    d = cli("registry", "defences", "list")
+    assert (d.code, d.error["message"]) == (2, r.error["message"])
+
+
+@pytest.mark.req("R-22.19")
+def test_a_registry_change_that_matters_to_the_worker_is_refused(cli, home, registry_copy,
+                                                                 corpora, script):
+    """An environment built from another defence registry (a defence's assets changed) is
+    refused with exit 3, before anything starts; a toggle is not such a change."""
+    from agentprov_core.backend import environments
+    from agentprov_core.plugins import source_entry
+
+    env_id = environments.environment_id(source_entry("agentdojo").source.meta)
+    make_marker(home, env_id)
+    args = ("run", "agentdojo", "--dry-run", "--suite", "banking", "--corpus", corpora / "c",
+            "--campaign", "c", "--llm-script", script)
+    assert cli("registry", "defences", "disable", "melon").code == 0
+    ok = cli(*args)  # past the marker's checks: the worker of the stand-in marker is absent
+    assert ok.error["error"] != "cli.environment.marker", ok.err
+    path = registry_copy / "defences.toml"
+    path.write_text(path.read_text().replace('assets = ["melon"]\nendpoint = true',
+                                             'assets = ["mandate"]\nendpoint = true', 1))
+    assert file_sha256(path) != file_sha256(ROOT / "registry" / "defences.toml")
+    before = snapshot(home)
+    r = cli(*args, env={"AGENTPROV_REGISTRY": str(registry_copy)})
+    assert (r.code, r.error["error"]) == (3, "cli.environment.marker")
+    assert "records a defence registry that differs" in r.error["message"]
+    assert snapshot(home) == before and list(corpora.iterdir()) == []
+
+
+# ------------------------------------------------------------------ the real environment
+SCRIPT = ROOT / "examples" / "scripts" / "live-demo.json"
+CELLS = ("--suite", "banking", "--user-tasks", "0", "--attack", "important_instructions",
+         "--injection-tasks", "0", "--model-display-name", "Scripted Model")
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-22.1", "R-22.4")
+def test_runs_keep_working_after_a_toggle(e2e_cli, agentdojo_env, tmp_path):
+    """melon disabled: an undefended scripted campaign and a repeat_user_prompt one run to
+    the end in the built environment (real worker), whose files the toggle did not touch;
+    melon itself is refused."""
+    env_files = snapshot(agentdojo_env.env_dir / "agentprov") | {
+        "AGENTPROV_ENV.json": (agentdojo_env.env_dir / "AGENTPROV_ENV.json").read_bytes()}
+    try:
+        r = e2e_cli("registry", "defences", "disable", "melon")
+        assert r.code == 0, r.err
+        assert f"runs check the toggle when they are planned): {agentdojo_env.env_id}" in r.out
+        for defence in ("none", "repeat_user_prompt"):
+            corpus = tmp_path / defence
+            run = e2e_cli("run", "agentdojo", "--corpus", corpus, "--campaign", defence, *CELLS,
+                          "--defence", defence, "--llm-script", SCRIPT, json_errors=False)
+            assert run.code == 0, run.out + run.err
+            assert ("2 attempt(s); 2 conclusive, 0 inconsistent, 0 inconclusive; 2 derived, "
+                    "0 failed") in run.out
+        refused = e2e_cli("run", "agentdojo", "--dry-run", "--corpus", tmp_path / "m",
+                          "--campaign", "m", *CELLS, "--defence", "melon", "--llm-script",
+                          SCRIPT)
+        assert (refused.code, refused.error["error"]) == (5, "run.unsupported.defence_disabled")
+        assert snapshot(agentdojo_env.env_dir / "agentprov") | {
+            "AGENTPROV_ENV.json": (agentdojo_env.env_dir / "AGENTPROV_ENV.json").read_bytes()
+        } == env_files
+        check = e2e_cli("backends", "build", "agentdojo", "--offline-check")
+        assert check.code == 0, check.out + check.err
+    finally:
+        shutil.rmtree(agentdojo_env.home / "registry", ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-22.19")
+def test_the_real_environment_refuses_a_registry_that_changed_what_it_runs(
+        e2e_cli, agentdojo_env, registry_copy, tmp_path):
+    """A defence's pipeline field changed (melon no longer a port) in the registry T0 reads:
+    the built environment, whose worker reads its own copy, is refused (exit 3)."""
+    path = registry_copy / "defences.toml"
+    text = path.read_text()
+    path.write_text(text.replace("endpoint = true\nneeds = [\"--defence-endpoint NAME for its "
+                                 "embeddings\"]\nport = true", "endpoint = true\nneeds = "
+                                 "[\"--defence-endpoint NAME for its embeddings\"]", 1))
+    assert path.read_text() != text
+    r = e2e_cli("run", "agentdojo", "--corpus", tmp_path / "c", "--campaign", "c", *CELLS,
+                "--llm-script", SCRIPT, env={"AGENTPROV_REGISTRY": str(registry_copy)})
+    assert (r.code, r.error["error"]) == (3, "cli.environment.marker")
+    assert not (tmp_path / "c").exists() and not (tmp_path / "c.partial").exists()

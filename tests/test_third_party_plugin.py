@@ -25,7 +25,7 @@ from types import ModuleType, SimpleNamespace
 
 import pluggy
 import pytest
-from conftest import MACHINE_VARS
+from conftest import venv_env
 
 from agentprov_core import plugins as plugins_mod
 from agentprov_core.plugins import hookimpl
@@ -166,13 +166,7 @@ def _python(venv: Path) -> Path:
     return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
-def _clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if (not k.startswith("AGENTPROV_") or k in MACHINE_VARS)
-           and k not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"}}
-    env["UV_PYTHON_DOWNLOADS"] = "never"
-    env.update(extra)
-    return env
+_clean_env = venv_env
 
 
 @pytest.fixture(scope="module")

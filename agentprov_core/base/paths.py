@@ -35,6 +35,14 @@ def defence_registry() -> Path:
     return registry_dir() / "defences.toml"
 
 
+def overlay_dir() -> Path:
+    """``$AGENTPROV_HOME/registry/``: what ``agentprov registry … enable|disable|set-status``
+    writes, read over :func:`registry_dir` (the packaged or checked-out files are never
+    edited by a command: a wheel's copy would be undone by the next install, and the
+    defence registry is part of what a backend environment is built from)."""
+    return home() / "registry"
+
+
 def backends_dir() -> Path | None:
     env = os.environ.get("AGENTPROV_BACKENDS")
     if env:

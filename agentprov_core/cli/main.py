@@ -17,7 +17,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "models": ("agentprov_core.cli.models_cmd", "models", "What a local server serves (read-only), or an API's cached model list."),
     "plugins": ("agentprov_core.cli.plugins_cmd", "plugins", "List plugin distributions, versions and load errors."),
     "run": ("agentprov_core.cli.run", "run", "Plan, dry-run or run a benchmark source live."),
-    "registry": ("agentprov_core.cli.registry_cmd", "registry", "Toggle defences and part statuses in the registry files."),
+    "registry": ("agentprov_core.cli.registry_cmd", "registry", "List the registries; toggle defences and part statuses (in an overlay)."),
     "keys": ("agentprov_core.cli.keys_cmd", "keys", "Store and inspect endpoint keys in the OS keychain (names only)."),
     "validate": ("agentprov_core.cli.validate", "validate", "Validate a corpus's executions: tiers aer, sem, prov, linkage."),
     "recompute": ("agentprov_core.cli.recompute", "recompute", "Re-derive SEM, PROV and validation from the stored AERs."),

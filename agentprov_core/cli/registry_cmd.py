@@ -1,4 +1,7 @@
-"""``agentprov registry``: toggle defences and part statuses in the registry files."""
+"""``agentprov registry``: list the registries, and toggle defences and part statuses in the
+overlay (``$AGENTPROV_HOME/registry/``) read over them. Every command checks the whole
+registry first (keys, types, suites against the sources' catalogues, part names against the
+installed plugins) and writes nothing when it is invalid."""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ from agentprov_core.cli.common import echo_json, format_option, table
 
 @click.group()
 def registry() -> None:
-    """Edit the registry files (registry/*.toml) in place; comments and layout survive."""
+    """List the registries, and toggle entries in the overlay
+    ($AGENTPROV_HOME/registry/) read over them; the registry files are never edited."""
 
 
 @registry.group()
@@ -17,15 +21,39 @@ def defences() -> None:
     """The defence registry (backends/shared/src/agentprov_backend/defences.toml)."""
 
 
+def _suites_of(backend: str) -> set[str] | None:
+    """The suites of ``backend`` by the catalogues of its installed sources (``None`` when
+    none is installed)."""
+    from agentprov_core.plugins import manager
+
+    found = [e.source for e in manager().sources().values() if e.source.meta.backend == backend]
+    if not found:
+        return None
+    return {s.name for src in found for s in src.catalogue().suites}
+
+
+def _checked_defences():
+    """The defence registry checked whole: its path, its overlay's, its own entries and
+    the entries as the overlay toggles them."""
+    from agentprov_core.backend import defassets
+    from agentprov_core.base import paths
+    from agentprov_core.registries import overlay
+    from agentprov_core.registries.defences import load_registry
+
+    base = paths.defence_registry()
+    own = load_registry(base, suites_of=_suites_of)
+    defassets.load(base)
+    over = overlay.path_of(base)
+    return base, over, own, load_registry(base, over)
+
+
 @defences.command("list")
 @format_option
 def defences_list(fmt: str) -> None:
-    """List the defence registry's entries."""
+    """List the defence registry's entries (with the overlay's toggles)."""
     import msgspec
 
-    from agentprov_core.registries.defences import load_registry
-
-    entries = load_registry()
+    *_, entries = _checked_defences()
     if fmt == "json":
         echo_json([msgspec.to_builtins(e) for e in entries])
         return
@@ -37,34 +65,70 @@ def defences_list(fmt: str) -> None:
     click.echo(table(rows, ["Defence", "State", "Backends", "Suites", "What it is"]))
 
 
+def _environments(base) -> list[str]:
+    """One line per built environment: whether it runs as it did (a toggle changes none of
+    its files, and ``enabled`` is checked when a run is planned), or was already built from
+    another defence registry and needs a rebuild."""
+    from agentprov_core.backend import marker
+    from agentprov_core.base import paths
+    from agentprov_core.base.digests import file_sha256
+
+    envs = paths.home() / "envs"
+    ours = file_sha256(base)
+    ok, stale = [], []
+    for d in sorted(envs.iterdir()) if envs.is_dir() else ():
+        try:
+            m = marker.read(d)
+        except (OSError, ValueError):
+            continue
+        if m.defence_registry_sha256 in (None, ours):
+            ok.append(m.environment_id)
+        else:
+            stale.append(f"environment {m.environment_id} was built from another defence "
+                         f"registry than {paths.display(base)}: rebuild it with agentprov "
+                         f"backends build {m.backend}")
+    head = ("built environments unaffected (no file of theirs changes; runs check the "
+            "toggle when they are planned): " + ", ".join(ok)) if ok else \
+        "no built environment is affected"
+    return [head, *stale]
+
+
 def _toggle(name: str, enabled: bool) -> None:
     from agentprov_core.base import paths
     from agentprov_core.errors import AgentprovError
-    from agentprov_core.registries.defences import load_registry
-    from agentprov_core.registries.edit import set_value
+    from agentprov_core.registries.defences import REGISTRY_FORMAT, read_overlay
+    from agentprov_core.registries.edit import set_overlay
 
-    path = paths.defence_registry()
-    entries = {e.name: e for e in load_registry(path)}
-    if name in entries and entries[name].replaces_pipeline and enabled:
+    base, over, own, entries = _checked_defences()
+    by_name = {e.name: e for e in entries}
+    if name not in by_name:
+        raise AgentprovError("cli.usage.registry_unknown_entry", kind="defence", name=name,
+                             registry=paths.display(base), known=", ".join(sorted(by_name)))
+    if by_name[name].replaces_pipeline and enabled:
         raise AgentprovError("run.unsupported.defence_replaces_pipeline", source="registry",
                              defence=name)
-    changed = set_value(path, "defences", name, "enabled", enabled, "defence")
+    default = next(e.enabled for e in own if e.name == name)
+    changed = set_overlay(over, base, REGISTRY_FORMAT, "defences", name, "enabled", enabled,
+                          default, lambda text: read_overlay(over, text, own))
     word = "enabled" if enabled else "disabled"
     click.echo(f"defence {name}: {word}" + ("" if changed else " (unchanged)")
-               + f" in {paths.display(path)}")
+               + f" in {paths.display(over)} (over {paths.display(base)})")
+    for line in _environments(base):
+        click.echo(line)
 
 
 @defences.command("enable")
 @click.argument("name")
 def defences_enable(name: str) -> None:
-    """Enable defence NAME."""
+    """Enable defence NAME (in the overlay; built environments keep working)."""
     _toggle(name, True)
 
 
 @defences.command("disable")
 @click.argument("name")
 def defences_disable(name: str) -> None:
-    """Disable defence NAME: every run with it is refused (exit 5)."""
+    """Disable defence NAME: every run with it is refused (exit 5); other runs and built
+    environments are unaffected."""
     _toggle(name, False)
 
 
@@ -73,15 +137,34 @@ def parts() -> None:
     """The parts registry (registry/parts.toml)."""
 
 
+def _checked_parts():
+    from agentprov_core.plugins import manager
+    from agentprov_core.registries import overlay
+    from agentprov_core.registries.parts import check_names, load, parts_file, read_file
+
+    base = parts_file()
+    own, text = read_file(base)
+    plugins = manager()
+    sources = plugins.sources()
+    provided: dict[str, list[str]] = {}
+    for r in plugins.records:
+        if r.status == "loaded" and r.distribution:
+            provided.setdefault(r.distribution, [])
+    for n, e in sources.items():
+        if e.plugin.distribution:
+            provided.setdefault(e.plugin.distribution, []).append(n)
+    check_names(base, text, own, set(sources), provided)
+    over = overlay.path_of(base)
+    return base, over, own, load(base, over)
+
+
 @parts.command("list")
 @format_option
 def parts_list(fmt: str) -> None:
-    """List the parts and their live status."""
+    """List the parts and their live status (with the overlay's)."""
     import msgspec
 
-    from agentprov_core.registries.parts import load
-
-    entries = load()
+    *_, entries = _checked_parts()
     if fmt == "json":
         echo_json([msgspec.to_builtins(e) for e in entries.values()])
         return
@@ -93,12 +176,17 @@ def parts_list(fmt: str) -> None:
 @click.argument("name")
 @click.argument("status", type=click.Choice(["planned", "partial", "full"]))
 def parts_set_status(name: str, status: str) -> None:
-    """Set part NAME's live status (planned, partial or full)."""
+    """Set part NAME's live status (planned, partial or full), in the overlay."""
     from agentprov_core.base import paths
-    from agentprov_core.registries.edit import set_value
-    from agentprov_core.registries.parts import parts_file
+    from agentprov_core.errors import AgentprovError
+    from agentprov_core.registries.edit import set_overlay
+    from agentprov_core.registries.parts import PARTS_FORMAT, read_overlay
 
-    path = parts_file()
-    changed = set_value(path, "parts", name, "live_status", status, "part")
+    base, over, own, entries = _checked_parts()
+    if name not in own:
+        raise AgentprovError("cli.usage.registry_unknown_entry", kind="part", name=name,
+                             registry=paths.display(base), known=", ".join(sorted(own)))
+    changed = set_overlay(over, base, PARTS_FORMAT, "parts", name, "live_status", status,
+                          own[name].live_status, lambda text: read_overlay(over, text, own))
     click.echo(f"part {name}: live status {status}" + ("" if changed else " (unchanged)")
-               + f" in {paths.display(path)}")
+               + f" in {paths.display(over)} (over {paths.display(base)})")

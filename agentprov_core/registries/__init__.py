@@ -1,6 +1,7 @@
 """The tables a maintainer edits in ``registry/``: the defence registry and the rules T0
 applies to ``--defence`` (``defences``), the parts table of ``agentprov info``
-(``parts``), and toggling an entry in place with its comments kept (``edit``).
+(``parts``), their tables checked field by field (``fields``), and the overlay in
+``$AGENTPROV_HOME/registry/`` that the toggles write (``overlay``, ``edit``).
 
 May import: ``base``, ``catalogue``, ``errors``.
 """

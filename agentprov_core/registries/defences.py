@@ -6,6 +6,7 @@ raised before any worker starts, so nothing is started and nothing is written.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -13,6 +14,8 @@ import msgspec
 from agentprov_core.base import paths, tomlfile
 from agentprov_core.catalogue import Defence as DefenceEntry
 from agentprov_core.errors import AgentprovError
+from agentprov_core.registries import fields
+from agentprov_core.registries import overlay as overlaymod
 
 __all__ = ["DefenceEntry", "load_registry", "check"]
 
@@ -22,23 +25,76 @@ REGISTRY_FORMAT = "agentprov-defence-registry/0.1"
 NEEDS_OPENAI_ELEMENT = "an OpenAI-style element"
 
 
-def load_registry(path: Path | None = None) -> list[DefenceEntry]:
-    path = path or paths.defence_registry()
+#: the defence registry's top-level keys and tables
+TOP = ["format", "defences", "assets"]
+
+
+def read_file(path: Path) -> tuple[list[DefenceEntry], str]:
     data, text = tomlfile.read(path, "cli.usage.registry_file")
     if data.get("format") != REGISTRY_FORMAT:
         raise AgentprovError("cli.usage.registry_file",
                              location=tomlfile.location(path, text, "format"),
                              what=f'format must be "{REGISTRY_FORMAT}"')
+    fields.check_top(path, text, data, TOP, "the defence registry")
+    assets = data.get("assets") or {}
     out = []
     for name, entry in (data.get("defences") or {}).items():
-        try:
-            out.append(msgspec.convert(dict(entry, name=name), type=DefenceEntry))
-        except msgspec.ValidationError as exc:
-            raise AgentprovError("cli.usage.registry_file",
-                                 location=tomlfile.location(path, text, "enabled",
-                                                            f"defences.{name}"),
-                                 what=f"[defences.{name}]: {exc}") from None
-    return sorted(out, key=lambda d: d.name)
+        table = f"defences.{name}"
+        d = fields.convert(path, text, table, entry, DefenceEntry, "a defence", name=name)
+        for aid in d.assets:
+            if aid not in assets:
+                raise fields.refuse(path, text, table, "assets",
+                                    f"names {aid!r}, which has no [assets.{aid}] table",
+                                    "add the table, or name one of "
+                                    + (", ".join(sorted(assets)) or "none"))
+        out.append(d)
+    return out, text
+
+
+def check_suites(path: Path, text: str, entries: list[DefenceEntry],
+                 suites_of: Callable[[str], set[str] | None]) -> None:
+    """Every suite an entry names is a suite of each backend that builds it, by the
+    catalogue of an installed source of that backend (``suites_of``: ``None`` when no
+    installed source has that backend, and nothing can be checked)."""
+    for d in entries:
+        for backend in d.backends if d.suites is not None else ():
+            known = suites_of(backend)
+            for suite in d.suites if known is not None else ():
+                if suite not in known:
+                    raise fields.refuse(
+                        path, text, f"defences.{d.name}", "suites",
+                        f"names {suite!r}, which is not a suite of the {backend} backend",
+                        "use " + ", ".join(sorted(known)))
+
+
+def load_registry(path: Path | None = None, overlay: Path | None = None,
+                  suites_of: Callable[[str], set[str] | None] | None = None
+                  ) -> list[DefenceEntry]:
+    """The registry's entries, each checked (exit 2 naming file, line, field and fix).
+
+    :param path: the registry file; by default :func:`paths.defence_registry`, read with
+        its overlay (``$AGENTPROV_HOME/registry/defences.toml``, :mod:`.overlay`).
+    :param overlay: an overlay file to read over ``path``.
+    :param suites_of: the suites of a backend (see :func:`check_suites`)."""
+    if path is None:
+        path = paths.defence_registry()
+        overlay = overlay or overlaymod.path_of(path)
+    entries, text = read_file(path)
+    if suites_of is not None:
+        check_suites(path, text, entries, suites_of)
+    if overlay is not None:
+        enabled = read_overlay(overlay, None, entries)
+        entries = [msgspec.structs.replace(d, enabled=enabled[d.name]) if d.name in enabled
+                   else d for d in entries]
+    return sorted(entries, key=lambda d: d.name)
+
+
+def read_overlay(overlay: Path, text: str | None,
+                 entries: list[DefenceEntry]) -> dict[str, bool]:
+    """The overlay's ``enabled`` by defence (``text``: the overlay's, else read)."""
+    return overlaymod.read(overlay, text, REGISTRY_FORMAT, "defences", "enabled",
+                           [d.name for d in entries],
+                           lambda v: None if isinstance(v, bool) else "write true or false")
 
 
 def built_by(entries: list[DefenceEntry], backend: str | None) -> list[DefenceEntry]:

@@ -1,17 +1,24 @@
-"""Toggling registry entries in place with tomlkit: comments and layout survive, and only
-the toggled line changes."""
+"""Writing the overlay (:mod:`.overlay`) with tomlkit: comments and layout survive, only
+the toggled line changes, and a toggle back to the registry's own value removes it."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
 from agentprov_core.base import paths
 from agentprov_core.errors import AgentprovError
+
+HEADER = """\
+agentprov's registry overlay, written by `agentprov registry …`: read over
+{base}
+It sets only `{key}` of an entry; a toggle back to that file's value removes the line."""
 
 
 def _load(path: Path) -> tomlkit.TOMLDocument:
@@ -25,30 +32,54 @@ def _load(path: Path) -> tomlkit.TOMLDocument:
                              what=f"malformed TOML: {exc}") from None
 
 
-def _write(path: Path, doc: tomlkit.TOMLDocument) -> None:
-    target = path.resolve()  # registry/defences.toml is a link into backends/shared
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(tomlkit.dumps(doc))
-        os.chmod(tmp, target.stat().st_mode & 0o777)
-        os.replace(tmp, target)
+            f.write(text)
+        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def set_value(path: Path, table: str, name: str, key: str, value, kind: str) -> bool:
-    """Set ``[table.name].key = value``; return whether the file changed."""
-    doc = _load(path)
+def _new(base: Path, fmt: str, key: str) -> tomlkit.TOMLDocument:
+    doc = tomlkit.document()
+    for line in HEADER.format(base=paths.display(base), key=key).splitlines():
+        doc.add(tomlkit.comment(line))
+    doc["format"] = fmt
+    return doc
+
+
+def set_overlay(path: Path, base: Path, fmt: str, table: str, name: str, key: str,
+                value: Any, default: Any, check: Callable[[str], object]) -> bool:
+    """Set ``[table.name].key = value`` in the overlay ``path`` over ``base`` (``default``:
+    ``base``'s own value, which removes the line, and the file once it sets nothing).
+    ``check(text)`` refuses an invalid result (raising) before anything is written. Return
+    whether the overlay changed."""
+    doc = _load(path) if path.is_file() else _new(base, fmt, key)
     entries = doc.get(table)
-    if entries is None or name not in entries:
-        known = ", ".join(sorted(entries or {}))
-        raise AgentprovError("cli.usage.registry_unknown_entry", kind=kind, name=name,
-                             registry=paths.display(path), known=known)
-    entry = entries[name]
-    if key in entry and entry[key] == value:
+    entry = entries.get(name) if entries is not None else None
+    current = entry[key] if entry is not None and key in entry else default
+    if current == value and (entry is None or key not in entry or value != default):
         return False
-    entry[key] = value
-    _write(path, doc)
+    if value == default:
+        del entry[key]
+        if not entry:
+            del entries[name]
+        if not entries:
+            del doc[table]
+    else:
+        if entries is None:
+            doc[table] = entries = tomlkit.table(is_super_table=True)
+        if entry is None:
+            entries[name] = entry = tomlkit.table()
+        entry[key] = value
+    text = tomlkit.dumps(doc)
+    check(text)
+    if table not in doc:
+        path.unlink(missing_ok=True)
+    else:
+        _write(path, text)
     return True
