@@ -18,6 +18,7 @@ def parts_rows() -> list[dict[str, Any]]:
     failed = {r.name: r for r in plugins.failed()}
     rows = []
     registry = partsmod.load()
+    contributed = backend_projects()
     for name, part in registry.items():
         entry = sources.get(name)
         row = {"name": name, "label": part.label, "live_status": part.live_status,
@@ -27,6 +28,7 @@ def parts_rows() -> list[dict[str, Any]]:
             row["plugin"] = {"name": entry.plugin.name, "distribution": entry.plugin.distribution,
                              "version": entry.plugin.version}
             row["backend"] = entry.source.meta.backend
+            row["backend_project"] = contributed.get(entry.source.meta.backend)
         elif name in failed:
             rec = failed[name]
             row["note"] = (f"its plugin {rec.distribution} {rec.version} failed to load: "
@@ -44,11 +46,24 @@ def parts_rows() -> list[dict[str, Any]]:
         rows.append({"name": name, "label": meta.label, "live_status": meta.live_status,
                      "caveat": meta.caveat, "distribution": entry.plugin.distribution,
                      "source": "plugin", "backend": meta.backend,
+                     "backend_project": contributed.get(meta.backend),
                      "plugin": {"name": entry.plugin.name,
                                 "distribution": entry.plugin.distribution,
                                 "version": entry.plugin.version},
                      "note": None})
     return rows
+
+
+def backend_projects() -> dict[str, dict[str, Any] | None]:
+    """Which distribution contributes each backend's project, and its state (``agentprov
+    plugins`` lists every contribution; a conflicting name shows its first here)."""
+    from agentprov_core.backend import projects
+
+    out: dict[str, dict[str, Any] | None] = {}
+    for b in projects.survey():
+        out.setdefault(b["name"], {k: b[k] for k in ("distribution", "version", "plugin",
+                                                     "project", "status", "problem")})
+    return out
 
 
 @click.command()
