@@ -176,8 +176,17 @@ _reg("cli.environment.uv", E, "coded",
      "uv failed to build {env_id}: {detail}",
      "read uv's message; add --allow-network when the uv cache lacks a package")
 _reg("cli.environment.lock_mismatch", E, "coded",
-     "{lock} does not match {project}/pyproject.toml ({what}): re-lock the backend project",
-     "re-lock: uv lock --project backends/BACKEND")
+     "{lock} does not match {project}/pyproject.toml ({what}): re-lock the backend project "
+     "{backend} (from {origin})",
+     "re-lock: uv lock --project PROJECT (for a plugin's backend, a release of its "
+     "distribution with the re-locked project)")
+_reg("cli.environment.backend_project_missing", E, "coded",
+     "backend {backend} comes from {origin}, but its project is not there: {why}",
+     "reinstall {distribution}, or fix the directory its agentprov_backends hook names")
+_reg("cli.environment.backend_conflict", E, "coded",
+     "backend {backend} is contributed by more than one distribution ({distributions}); "
+     "agentprov does not choose between them",
+     "uninstall one of them, or disable one with AGENTPROV_DISABLED_PLUGINS")
 _reg("cli.environment.env_busy", E, "coded",
      "environment {env_id} is in use (locked by another build, check or run: {lock}); wait for it to finish",
      "wait for the other agentprov process")

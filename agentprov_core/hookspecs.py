@@ -1,6 +1,6 @@
 """The hooks through which agentprov is extended.
 
-agentprov is a small host: benchmark sources, defences, endpoint kinds, containment
+agentprov is a small host: benchmark sources, their backend projects, defences, endpoint kinds, containment
 providers and evidence mappers are all contributed through these hooks, by third-party
 distributions and by the core itself (``agentprov_core.builtin`` registers the built-in
 endpoint kinds and containment providers exactly as a plugin would).
@@ -24,6 +24,7 @@ import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentprov_core.backend.containment import ContainmentProvider
+    from agentprov_core.backendproject import BackendProject
     from agentprov_core.live.endpoints import EndpointKind
     from agentprov_core.mapping import Mapper
     from agentprov_core.registries.defences import DefenceEntry
@@ -35,6 +36,7 @@ hookimpl = pluggy.HookimplMarker("agentprov")
 
 __all__ = [
     "agentprov_sources",
+    "agentprov_backends",
     "agentprov_defences",
     "agentprov_endpoint_kinds",
     "agentprov_containment_providers",
@@ -57,6 +59,26 @@ def agentprov_sources() -> Sequence[Source]:
 
     :returns: a sequence of :class:`agentprov_core.source.Source` objects. A source whose
         name is already registered is ignored and reported as a duplicate.
+
+    .. versionadded:: 0.1
+    """
+
+
+# ------------------------------------------------------------------------------- backends
+@hookspec
+def agentprov_backends() -> Sequence[BackendProject]:
+    """Return the backend projects this distribution ships.
+
+    A backend project is the uv project (``pyproject.toml`` and its ``uv.lock``) that
+    ``agentprov backends build NAME`` turns into the environment a source's worker runs in.
+    Ship it as package data and name the package and the directory inside it; the host
+    finds it with :mod:`importlib.resources`, so a normal (non-editable) install builds it.
+    ``agentprov plugins`` lists which distribution contributes each backend, and names a
+    project whose directory is missing, whose lock does not match its ``pyproject.toml``,
+    or whose name another distribution contributes too; ``backends build`` refuses each.
+
+    :returns: a sequence of :class:`agentprov_core.backendproject.BackendProject`, one per
+        backend (its ``name`` is what a source's ``SourceMeta.backend`` names).
 
     .. versionadded:: 0.1
     """

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import metadata
@@ -24,14 +25,15 @@ from agentprov_core import hookspecs
 from agentprov_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover
+    from agentprov_core.backendproject import BackendProject
     from agentprov_core.source import Source
 
 GROUP = "agentprov"
 #: the core's own hook implementations, loaded by name as pytest loads its default plugins:
 #: the manager depends on no implementation module, and they stand above it
 BUILTIN = "agentprov_core.builtin"
-__all__ = ["GROUP", "BUILTIN", "hookimpl", "Plugins", "PluginRecord", "SourceEntry", "build",
-           "manager", "source_entry"]
+__all__ = ["GROUP", "BUILTIN", "hookimpl", "Plugins", "PluginRecord", "SourceEntry",
+           "BackendEntry", "build", "manager", "source_entry"]
 
 
 @dataclass
@@ -55,11 +57,18 @@ class SourceEntry:
 
 
 @dataclass
+class BackendEntry:
+    project: BackendProject
+    plugin: PluginRecord
+
+
+@dataclass
 class Plugins:
     pm: pluggy.PluginManager
     records: list[PluginRecord]
     _sources: dict[str, SourceEntry] | None = None
     duplicates: list[str] = field(default_factory=list)
+    _backends: dict[str, list[BackendEntry]] | None = None
 
     @property
     def hook(self):
@@ -71,17 +80,23 @@ class Plugins:
                 return r
         return None
 
+    def _contributed(self, hook: str) -> Iterator[tuple[PluginRecord, list[Any]]]:
+        """What each plugin's ``hook`` returns, in registration order; a plugin whose hook
+        raises is recorded as failed and skipped (its bug must not take the CLI down)."""
+        for impl in getattr(self.pm.hook, hook).get_hookimpls():
+            rec = self.record(impl.plugin_name) or PluginRecord(impl.plugin_name, None,
+                                                                 None, "loaded")
+            try:
+                found = list(impl.function() or ())
+            except Exception as exc:
+                rec.status, rec.error = "failed", f"{hook}: {_describe(exc)}"
+                continue
+            yield rec, found
+
     def sources(self) -> dict[str, SourceEntry]:
         if self._sources is None:
             self._sources = {}
-            for impl in self.pm.hook.agentprov_sources.get_hookimpls():  # registration order
-                rec = self.record(impl.plugin_name) or PluginRecord(impl.plugin_name, None,
-                                                                     None, "loaded")
-                try:
-                    found = list(impl.function() or ())
-                except Exception as exc:  # a plugin's bug must not take the CLI down
-                    rec.status, rec.error = "failed", f"agentprov_sources: {_describe(exc)}"
-                    continue
+            for rec, found in self._contributed("agentprov_sources"):
                 for src in found:
                     name = src.meta.name
                     if name in self._sources:
@@ -91,6 +106,24 @@ class Plugins:
                         continue
                     self._sources[name] = SourceEntry(src, rec)
         return self._sources
+
+    def backends(self) -> dict[str, list[BackendEntry]]:
+        """Every contributed backend project by name, in registration order. A name with
+        more than one entry is a conflict: no build may choose between distributions."""
+        if self._backends is None:
+            from agentprov_core.backendproject import BackendProject
+
+            self._backends = {}
+            for rec, found in self._contributed("agentprov_backends"):
+                for project in found:
+                    if not isinstance(project, BackendProject):
+                        rec.status = "failed"
+                        rec.error = (f"agentprov_backends: returned {type(project).__name__}, "
+                                     "not a BackendProject")
+                        continue
+                    self._backends.setdefault(project.name, []).append(
+                        BackendEntry(project, rec))
+        return self._backends
 
     def failed(self) -> list[PluginRecord]:
         return [r for r in self.records if r.status == "failed"]

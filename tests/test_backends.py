@@ -136,7 +136,7 @@ def test_a_lock_that_does_not_match_its_project(cli, home, tmp_path, cache, how)
         f"agentprov: error [cli.environment.lock_mismatch]: "
         f"{backends}/agentdojo/uv.lock does not match {backends}/agentdojo/pyproject.toml "
         "(dependencies: agentdojo>=0.1.34 is declared, the lock records agentdojo==0.1.35): "
-        "re-lock the backend project")
+        "re-lock the backend project agentdojo (from agentprov-agentdojo 0.1.0)")
     assert snapshot(home) == {}
     if cache == "empty":
         assert list(empty.iterdir()) == []
@@ -283,8 +283,8 @@ def test_offline_check_catches_marker_damage(e2e_cli, agentdojo_env):
         mpath.write_text(json.dumps(doc))
         r = e2e_cli("backends", "build", "agentdojo", "--offline-check")
         assert (r.code, r.error["error"]) == (3, "cli.environment.marker")
-        assert f"records lock_sha256 00000000, but backends/agentdojo/uv.lock is {LOCK8}" in \
-            r.error["message"]
+        assert (f"records lock_sha256 00000000, but backends/agentdojo/uv.lock "
+                f"(agentprov-agentdojo 0.1.0) is {LOCK8}") in r.error["message"]
         doc = json.loads(original)
         doc["guarded"]["agentprov/uv.lock"] = "0" * 64
         mpath.write_text(json.dumps(doc))

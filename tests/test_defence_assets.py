@@ -139,7 +139,9 @@ def test_the_dry_run_shows_what_would_be_provisioned_and_writes_nothing(cli, hom
     assert (f"    missing: README.md, agentprov_fixture_defence.py; the build fetches them from "
             f"{fixture.code}@{fixture.commit[:12]} with --allow-network") in r.out.splitlines()
     r = cli("backends", "build", "agentdojo", "--dry-run", "--defence-assets", "none")
-    assert r.code == 0 and r.out.splitlines()[6:] == ["  defence assets: none"]
+    assert r.code == 0 and r.out.splitlines()[6:] == [
+        "  defence assets: none",
+        "  project: backends/agentdojo (from agentprov-agentdojo 0.1.0; worker agentprov_backend)"]
     assert snapshot(home) == {}
 
 

@@ -81,8 +81,25 @@ def test_plugins_and_version_list_distributions_and_versions(cli):
         assert recs[name]["version"] == "0.1.0"
         assert recs[name]["status"] == "loaded"
         assert recs[name]["sources"] == [name]
-        assert recs[name]["hooks"] == (["agentprov_mappers", "agentprov_sources"]
-                                       if name == "agentdojo" else ["agentprov_sources"])
+        hooks = ["agentprov_sources"] if name == "rope" else ["agentprov_backends",
+                                                              "agentprov_sources"]
+        assert recs[name]["hooks"] == sorted(hooks + (["agentprov_mappers"]
+                                                      if name == "agentdojo" else []))
+    # each backend project, with the distribution that contributes it and its state
+    backends = {b["name"]: b for b in json.loads(r.out)["backends"]}
+    assert {n: (b["distribution"], b["project"], b["pinned"], b["status"])
+            for n, b in backends.items()} == {
+        "agentdojo": ("agentprov-agentdojo", "backends/agentdojo", "uv.lock", "ok"),
+        "autodojo": ("agentprov-autodojo", "backends/autodojo", "commit aa458794", "unlocked"),
+        "agentdyn": ("agentprov-agentdyn", "backends/agentdyn", "commit 5353cf76", "unlocked"),
+        "inspect-agentharm": ("agentprov-agentharm", "backends/inspect/envs/agentharm",
+                              "uv.lock", "unlocked")}
+    assert recs["agentharm"]["backends"] == ["inspect-agentharm"]
+    assert recs["rope"]["backends"] == []
+    info = {p["name"]: p for p in json.loads(cli("info", "--format", "json").out)["parts"]}
+    assert info["agentdojo"]["backend_project"] == {
+        "distribution": "agentprov-agentdojo", "version": "0.1.0", "plugin": "agentdojo",
+        "project": "backends/agentdojo", "status": "ok", "problem": None}
     v = cli("--version")
     assert v.out.splitlines()[0] == "agentprov 0.1.0"
     assert "  agentdojo: agentprov-agentdojo 0.1.0" in v.out.splitlines()

@@ -97,7 +97,7 @@ def test_agentprov_plugin_registers_a_plugin_for_one_test(agentprov_plugin, agen
     # only the core's built-ins and the registered plugin: no installed entry point
     assert sorted(rows) == ["agentprov.builtin", "examplebench"]
     assert rows["examplebench"]["sources"] == ["examplebench"]
-    assert rows["examplebench"]["hooks"] == ["agentprov_sources"]
+    assert rows["examplebench"]["hooks"] == ["agentprov_backends", "agentprov_sources"]
 
     shown = agentprov_cli("--error-format", "json", "run", "examplebench", "--catalogue")
     assert shown.exit_code == 0, shown.stderr
@@ -171,7 +171,8 @@ _clean_env = venv_env
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh environment: the core (editable) and the two third-party wheels."""
+    """A fresh environment: the core and the two third-party wheels, none editable (an
+    installed core has no checkout: no registry/ and no backends/ beside it)."""
     uv = shutil.which("uv")
     if uv is None:
         pytest.fail("uv is needed to build and install the example distributions")
@@ -192,7 +193,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env_dir = base / "venv"
     for cmd in ([uv, "venv", "--quiet", "--python", sys.executable, str(env_dir)],
                 [uv, "pip", "install", "--quiet", "--python", str(_python(env_dir)),
-                 "-e", str(ROOT), *map(str, wheels), "pytest"]):
+                 str(ROOT), str(ROOT / "packages" / "capture"), *map(str, wheels), "pytest"]):
         done = subprocess.run(cmd, env=_clean_env(), capture_output=True, text=True,
                               timeout=300)
         assert done.returncode == 0, done.stderr
@@ -215,6 +216,8 @@ class ThirdParty:
 
     def __init__(self, venv: Path, tmp: Path) -> None:
         self.python = _python(venv)
+        self.site = (venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+                     / "site-packages")
         self.home, self.cwd, self.corpora = tmp / "home", tmp / "cwd", tmp / "corpora"
         for d in (self.home, self.cwd, self.corpora):
             d.mkdir()
@@ -242,7 +245,7 @@ class ThirdParty:
             env=_clean_env(AGENTPROV_HOME=str(self.home), COLUMNS="100", **env),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
             stdin=subprocess.DEVNULL)
-        got = done.stdout.rstrip("\n").replace(str(ROOT), "…")
+        got = done.stdout.rstrip("\n").replace(str(ROOT), "…").replace(str(self.site), "…")
         for name in ("script", "corpora"):
             got = got.replace(str(getattr(self, name)), "$" + name.upper())
         return got + (f"\n[exit {done.returncode}]" if done.returncode else "")
@@ -298,7 +301,8 @@ def test_plugins_lists_the_third_party_distributions(agentprov: ThirdParty) -> N
     example = rows["examplebench"]
     assert (example["distribution"], example["version"], example["status"]) == (
         "agentprov-example-source", "0.1.0", "loaded")
-    assert example["hooks"] == ["agentprov_sources"] and example["sources"] == ["examplebench"]
+    assert example["hooks"] == ["agentprov_backends", "agentprov_sources"]
+    assert example["sources"] == ["examplebench"] and example["backends"] == ["examplebench"]
     assert example["error"] is None
     broken = rows["brokenbench"]
     assert (broken["distribution"], broken["version"], broken["status"]) == (
@@ -443,3 +447,196 @@ def test_the_example_passes_the_contract_and_the_broken_plugin_fails_it(
     assert re.search(r"^FAILED \S*::test_source_is_installed\[brokenbench\]", done.stdout, re.M)
     assert "agentprov-broken-source 0.2.0 failed to load" in done.stdout
     assert re.search(r"^PASSED \S*::test_expansion_order\[examplebench\]$", done.stdout, re.M)
+
+
+# ------------------------------------------------------------ backends through the hook
+EXAMPLE_BACKEND = EXAMPLE_PKG / "backend"
+
+
+def _site_packages(venv: Path) -> Path:
+    done = subprocess.run([str(_python(venv)), "-c",
+                           "import agentprov_example_source as m; print(m.__file__)"],
+                          env=_clean_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return Path(done.stdout.strip()).parent
+
+
+@pytest.mark.req("R-5.1", "R-5.3", "R-6.1")
+def test_the_third_party_backend_is_found_through_its_hook(agentprov: ThirdParty,
+                                                          venv: Path) -> None:
+    """The example ships its backend project as package data of a wheel (a normal
+    install, no ``AGENTPROV_BACKENDS``): the dry run plans the build of the installed copy,
+    names the distribution, and the offline check looks for the environment that lock
+    names."""
+    from agentprov_core.base.digests import file_sha256
+
+    installed = _site_packages(venv) / "backend"
+    assert (installed / "uv.lock").read_bytes() == (EXAMPLE_BACKEND / "uv.lock").read_bytes()
+    env_id = f"examplebench-{file_sha256(installed / 'uv.lock')[:8]}"
+    done = agentprov("backends", "build", "examplebench", "--dry-run")
+    assert done.code == 0, done.err
+    lines = done.out.splitlines()
+    assert lines[0] == f"backend examplebench: environment {agentprov.home}/envs/{env_id}"
+    assert ("--exclude-newer 2026-10-07T00:00:00Z") in lines[2]
+    assert lines[-1] == (f"  project: {installed} (from agentprov-example-source 0.1.0; "
+                         "worker agentprov_backend)")
+    agentprov.assert_nothing_written()
+
+    done = agentprov("backends", "build", "examplebench", "--offline-check")
+    assert (done.code, done.error["error"]) == (3, "cli.environment.backend_missing")
+    assert env_id in done.error["message"]
+    assert not (agentprov.home / "envs" / env_id).exists()
+
+    rows = json.loads(agentprov("plugins", "--format", "json").out)
+    (row,) = [b for b in rows["backends"] if b["name"] == "examplebench"]
+    assert row == {"name": "examplebench", "plugin": "examplebench",
+                   "distribution": "agentprov-example-source", "version": "0.1.0",
+                   "package": "agentprov_example_source", "path": "backend",
+                   "project": str(installed), "pinned": "uv.lock",
+                   "worker": "agentprov_backend", "status": "ok", "problem": None}
+    plugin = {p["name"]: p for p in rows["plugins"]}["examplebench"]
+    assert plugin["backends"] == ["examplebench"]
+    info = json.loads(agentprov("info", "--format", "json").out)
+    example = {r["name"]: r for r in info["parts"]}["examplebench"]
+    assert example["backend_project"] == {
+        "distribution": "agentprov-example-source", "version": "0.1.0",
+        "plugin": "examplebench", "project": str(installed), "status": "ok", "problem": None}
+
+
+def test_help_does_not_import_the_backend_hook(venv: Path) -> None:
+    done = subprocess.run([str(_python(venv)), "-X", "importtime", "-m", "agentprov_core",
+                           "--help"], env=_clean_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "agentprov_core.cli.main" in imported
+    for module in ("agentprov_core.backendproject", "agentprov_core.backend.projects",
+                   "agentprov_core.plugins", "agentprov_example_source.plugin"):
+        assert module not in imported
+
+
+def _bench_plugin(name: str, project: object | None, *, source: bool = True) -> SimpleNamespace:
+    """A plugin adding source ``name`` (backend ``name``) and, optionally, a backend project."""
+    from agentprov_core.source import Source, SourceMeta
+
+    class Bench(Source):
+        meta = SourceMeta(name=name, label=name, summary="a backend project test",
+                          kind="suites", backend=name)
+
+    hooks = {}
+    if source:
+        hooks["agentprov_sources"] = hookimpl(lambda: [Bench()])
+    if project is not None:
+        hooks["agentprov_backends"] = hookimpl(lambda: [project])
+    return SimpleNamespace(**hooks)
+
+
+def _backends_listed(agentprov_cli) -> dict[str, list[dict]]:
+    listed = agentprov_cli("plugins", "--format", "json")
+    assert listed.exit_code == 0, listed.stderr
+    out: dict[str, list[dict]] = {}
+    for b in listed.json()["backends"]:
+        out.setdefault(b["name"], []).append(b)
+    return out
+
+
+def _build_refused(agentprov_cli, name: str, code: str, home: Path) -> str:
+    for how in ("--dry-run", "--offline-check"):
+        done = agentprov_cli("--error-format", "json", "backends", "build", name, how)
+        assert (done.exit_code, done.error["error"]) == (3, code), done.stderr
+    assert list(home.iterdir()) == []
+    return done.error["message"]
+
+
+def test_a_backend_project_whose_directory_is_missing(agentprov_plugin, agentprov_cli,
+                                                     agentprov_home, tmp_path,
+                                                     monkeypatch) -> None:
+    from agentprov_core.backendproject import BackendProject
+
+    monkeypatch.setenv("AGENTPROV_BACKENDS", str(tmp_path))  # holds no ghost/
+    agentprov_plugin(_bench_plugin("ghostbench", BackendProject(name="ghostbench",
+                                                                path="ghost")),
+                     "ghostbench", distribution="agentprov-ghost", version="1.2")
+    agentprov_plugin(_bench_plugin("nopkgbench", BackendProject(
+        name="nopkgbench", package="agentprov_no_such_package", path="backend")),
+        "nopkgbench", distribution="agentprov-nopkg", version="0.3")
+    rows = _backends_listed(agentprov_cli)
+    (ghost,), (nopkg,) = rows["ghostbench"], rows["nopkgbench"]
+    assert (ghost["status"], ghost["distribution"]) == ("missing", "agentprov-ghost")
+    assert ghost["problem"] == (f"backend ghostbench comes from agentprov-ghost 1.2, but its "
+                                f"project is not there: {tmp_path}/ghost is not a directory")
+    assert nopkg["status"] == "missing"
+    assert "its package 'agentprov_no_such_package' cannot be imported" in nopkg["problem"]
+    message = _build_refused(agentprov_cli, "ghostbench",
+                             "cli.environment.backend_project_missing", agentprov_home)
+    assert "agentprov-ghost 1.2" in message and f"{tmp_path}/ghost" in message
+    message = _build_refused(agentprov_cli, "nopkgbench",
+                             "cli.environment.backend_project_missing", agentprov_home)
+    assert "agentprov-nopkg 0.3" in message
+    text = agentprov_cli("plugins")
+    assert text.exit_code == 0, text.stderr
+    assert "  backend ghostbench (missing): backend ghostbench comes from agentprov-ghost" \
+        in text.stdout
+
+
+def test_a_backend_project_whose_lock_does_not_match(agentprov_plugin, agentprov_cli,
+                                                    agentprov_home, tmp_path,
+                                                    monkeypatch) -> None:
+    from agentprov_core.backendproject import BackendProject
+
+    project = shutil.copytree(EXAMPLE_BACKEND, tmp_path / "stalebench")
+    py = project / "pyproject.toml"
+    py.write_text(py.read_text().replace("dependencies = []", 'dependencies = ["httpx"]'))
+    monkeypatch.setenv("AGENTPROV_BACKENDS", str(tmp_path))
+    agentprov_plugin(_bench_plugin("stalebench", BackendProject(name="stalebench",
+                                                                path="stalebench")),
+                     "stalebench", distribution="agentprov-stale", version="2.0")
+    (row,) = _backends_listed(agentprov_cli)["stalebench"]
+    assert row["status"] == "lock mismatch"
+    assert row["problem"].endswith("re-lock the backend project stalebench "
+                                   "(from agentprov-stale 2.0)")
+    assert "dependencies: httpx is declared" in row["problem"]
+    message = _build_refused(agentprov_cli, "stalebench", "cli.environment.lock_mismatch",
+                             agentprov_home)
+    assert message == ("agentprov: error [cli.environment.lock_mismatch]: " + row["problem"])
+
+
+def test_two_distributions_contributing_one_backend(agentprov_plugin, agentprov_cli,
+                                                   agentprov_home, tmp_path,
+                                                   monkeypatch) -> None:
+    """agentprov does not pick one of two projects for a backend: both are listed as a
+    conflict, and the build's dry run and the offline check refuse naming both."""
+    from agentprov_core.backendproject import BackendProject
+
+    shutil.copytree(EXAMPLE_BACKEND, tmp_path / "twinbench")
+    monkeypatch.setenv("AGENTPROV_BACKENDS", str(tmp_path))
+    agentprov_plugin(_bench_plugin("twinbench", BackendProject(name="twinbench",
+                                                               path="twinbench")),
+                     "twin-a", distribution="agentprov-twin-a", version="1.0")
+    agentprov_plugin(_bench_plugin("twinbench", BackendProject(
+        name="twinbench", package="agentprov_example_source", path="backend"), source=False),
+        "twin-b", distribution="agentprov-twin-b", version="1.1")
+    rows = _backends_listed(agentprov_cli)["twinbench"]
+    assert [(r["distribution"], r["status"]) for r in rows] == [
+        ("agentprov-twin-a", "conflict"), ("agentprov-twin-b", "conflict")]
+    expected = ("backend twinbench is contributed by more than one distribution "
+                "(agentprov-twin-a 1.0, agentprov-twin-b 1.1); agentprov does not choose "
+                "between them")
+    assert {r["problem"] for r in rows} == {expected}
+    message = _build_refused(agentprov_cli, "twinbench", "cli.environment.backend_conflict",
+                             agentprov_home)
+    assert message == f"agentprov: error [cli.environment.backend_conflict]: {expected}"
+
+
+def test_a_backend_hook_that_returns_something_else(agentprov_plugin, agentprov_cli) -> None:
+    """A hook returning a dict (not a ``BackendProject``) fails its plugin, visibly."""
+    agentprov_plugin(SimpleNamespace(agentprov_backends=hookimpl(
+        lambda: [{"name": "dictbench", "path": "backend"}])), "dictbench",
+        distribution="agentprov-dict", version="0.1")
+    listed = agentprov_cli("plugins", "--format", "json")
+    assert listed.exit_code == 0, listed.stderr
+    rec = {p["name"]: p for p in listed.json()["plugins"]}["dictbench"]
+    assert (rec["status"], rec["error"]) == (
+        "failed", "agentprov_backends: returned dict, not a BackendProject")
+    assert listed.json()["backends"] == []

@@ -3,8 +3,8 @@
 recomputed from its files (``environments``, ``marker``, ``identity``), starting and talking
 to a worker (``workerclient``, ``session``: hello, catalogue, plan), how the worker is
 contained (``containment``, ``sandbox/``, the build-time ``probe``) and how many may run at
-once (``hostlimits``). Never imports the worker library: the worker is another process.
+once (``hostlimits``); where a contributed backend project is (``projects``). Never imports the worker library: the worker is another process.
 
-May import: ``source``, ``plugins``, ``registries``, ``plan``, ``catalogue``, ``base``,
-``errors``; never ``run``, ``cli`` or ``live``.
+May import: ``source``, ``plugins``, ``registries``, ``plan``, ``catalogue``,
+``backendproject``, ``base``, ``errors``; never ``run``, ``cli`` or ``live``.
 """

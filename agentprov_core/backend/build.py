@@ -23,7 +23,7 @@ from pathlib import Path
 import msgspec
 
 from agentprov_core import __version__
-from agentprov_core.backend import defassets, environments, lockcheck, marker
+from agentprov_core.backend import defassets, environments, lockcheck, marker, projects
 from agentprov_core.backend import identity as envidentity
 from agentprov_core.base import paths
 from agentprov_core.base.digests import file_sha256
@@ -51,6 +51,9 @@ class BuildPlan:
     groups: list[str] = field(default_factory=list)
     #: every asset file is at hand (fetched or refused) and the local trees' are cached
     assets_ready: bool = False
+    #: the contributed project (its distribution, for refusals and the dry run)
+    located: projects.Located | None = None
+    pinned_commit: str | None = None
 
     def uv_args(self) -> list[str]:
         args = ["sync", "--locked", "--no-config", "--no-dev", "--link-mode", "copy",
@@ -87,22 +90,21 @@ def plan_build(name: str, allow_network: bool, defence_assets: str | None = None
     if (defence_assets is not None or defence_sources) and not meta.takes_defences:
         raise AgentprovError("build.unsupported.defence_assets", backend=meta.backend,
                              builders=", ".join(defence_builders()) or "no backend")
-    project = environments.project_dir(meta)
     env_id = environments.environment_id(meta)  # exit 3 when the project has no lock
-    if project is None or not (project / "uv.lock").is_file():  # git-pinned, no project yet
-        why = (f"{paths.display(project)}/uv.lock is absent" if project is not None
-               else "the source declares no backend project")
-        raise AgentprovError("cli.environment.no_backend_project", backend=meta.backend, why=why)
+    loc = projects.require(meta.backend)  # exit 3 naming the distribution
+    project = loc.directory
+    if not (project / "uv.lock").is_file():  # git-pinned, no project yet
+        raise AgentprovError("cli.environment.no_backend_project", backend=meta.backend,
+                             why=f"{loc.where}/uv.lock is absent")
+    if not (project / "pyproject.toml").is_file():
+        raise projects.missing(loc)
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
     lock = tomllib.loads((project / "uv.lock").read_text(encoding="utf-8"))
     # uv finds a mismatch only by resolving, which offline needs a warm cache: compare the
     # two files first, so a stale lock is named on any machine (build, dry run and check)
     if diffs := lockcheck.differences(project):
-        raise AgentprovError("cli.environment.lock_mismatch",
-                             lock=paths.display(project / "uv.lock"),
-                             project=paths.display(project),
-                             what="; ".join(diffs[:5]) + (f" (+{len(diffs) - 5} more)"
-                                                         if len(diffs) > 5 else ""))
+        raise projects.lock_mismatch(loc, "; ".join(diffs[:5]) + (
+            f" (+{len(diffs) - 5} more)" if len(diffs) > 5 else ""))
     # The no-build list: every package the lock takes from a registry is installed from a
     # wheel only; the backend's own path dependencies are the only builds.
     no_build = sorted(p["name"] for p in lock.get("package", [])
@@ -110,7 +112,8 @@ def plan_build(name: str, allow_network: bool, defence_assets: str | None = None
     bp = BuildPlan(meta, project, env_id, environments.environment_dir(env_id),
                    file_sha256(project / "uv.lock"),
                    pyproject.get("tool", {}).get("uv", {}).get("exclude-newer"),
-                   no_build, offline=not allow_network)
+                   no_build, offline=not allow_network, located=loc,
+                   pinned_commit=environments.pinned_commit(meta))
     if defence_assets is not None or defence_sources:
         plan_assets(bp, defence_assets, defence_sources)
     return bp
@@ -136,7 +139,7 @@ def plan_assets(bp: BuildPlan, ids_option: str | None, sources: tuple[str, ...],
     srcs = defassets.parse_sources(sources, ids, assets)
     if ids is None:
         return
-    project = f"backends/{bp.meta.backend_project}"
+    project = bp.located.where if bp.located is not None else paths.display(bp.project)
     pyproject = tomllib.loads((bp.project / "pyproject.toml").read_text(encoding="utf-8"))
     groups = defassets.lock_groups((bp.project / "uv.lock").read_text(encoding="utf-8"),
                                    (pyproject.get("project") or {}).get("name"))
@@ -185,7 +188,7 @@ def dry_run_lines(bp: BuildPlan) -> list[str]:
     if bp.no_build:
         first = cut.index("--no-build-package")
         cut = [*cut[:first], "--no-build-package", "…"]
-    commit8 = (f"commit8 {bp.meta.pinned_commit[:8]} (the pinned commit)" if bp.meta.pinned_commit
+    commit8 = (f"commit8 {bp.pinned_commit[:8]} (the pinned commit)" if bp.pinned_commit
                else f"commit8 {bp.lock_sha256[:8]} (from lock_sha256)")
     network = ("none (uv --offline: the build uses the uv cache only)" if bp.offline
                else "allowed (--allow-network: uv may download the locked wheels)")
@@ -201,6 +204,8 @@ def dry_run_lines(bp: BuildPlan) -> list[str]:
         *(([] if bp.asset_ids else ["  defence assets: none"])
           + defassets.plan_lines(bp.assets, _replace_note(bp)) if bp.asset_ids is not None
           else []),
+        *([f"  project: {bp.located.where} (from {bp.located.origin}; worker "
+            f"{bp.located.entry.project.worker})"] if bp.located is not None else []),
     ]
 
 
@@ -441,10 +446,7 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
     if proc.returncode != 0:
         text = (proc.stderr or proc.stdout).strip()
         if "--locked" in text and ("needs to be updated" in text or "out of date" in text):
-            raise AgentprovError("cli.environment.lock_mismatch",
-                                 lock=paths.display(bp.project / "uv.lock"),
-                                 project=paths.display(bp.project),
-                                 what="uv sync --locked refused it")
+            raise projects.lock_mismatch(bp.located, "uv sync --locked refused it")
         if "No space left" in text:
             raise OSError(errno.ENOSPC, "No space left on device")
         tail = " | ".join(text.splitlines()[-4:])
@@ -469,11 +471,11 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
     uv_version = subprocess.run([uv, "--version"], capture_output=True, text=True).stdout.strip()
     m = marker.Marker(
         format=marker.FORMAT, environment_id=bp.env_id, backend=bp.meta.backend or "",
-        project=f"backends/{bp.meta.backend_project}",
+        project=bp.located.where if bp.located is not None else paths.display(bp.project),
         built_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         agentprov=__version__, python=hello.get("python", ""), uv=uv_version,
         lock_sha256=bp.lock_sha256, exclude_newer=bp.exclude_newer,
-        pinned_commit=bp.meta.pinned_commit, distributions=ident.distributions,
+        pinned_commit=bp.pinned_commit, distributions=ident.distributions,
         files_verified=ident.files_verified, guarded=ident.guarded, compiled=ident.compiled,
         defence_registry_sha256=ident.defence_registry_sha256, hello=hello, probe=probed,
         identity_sha256=ident.digest(bp.lock_sha256, hello.get("python", ""),
@@ -496,8 +498,8 @@ def offline_check(bp: BuildPlan) -> marker.Marker:
                                  backend=bp.meta.backend)
         m = environments.read_marker(bp.meta, bp.env_id)
         if m.lock_sha256 != bp.lock_sha256:
-            raise fail(f"the marker's lock_sha256 differs from backends/{bp.meta.backend_project}"
-                       "/uv.lock")
+            raise fail(f"the marker's lock_sha256 differs from {bp.located.where}/uv.lock "
+                       f"({bp.located.origin})")
         from agentprov_core.backend.workerclient import Worker
 
         # the worker starts while T0 hashes the files; its hello is read afterwards

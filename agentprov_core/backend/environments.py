@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentprov_core.backend import projects
 from agentprov_core.backend.marker import MARKER
 from agentprov_core.base import paths
 from agentprov_core.base.digests import file_sha256
@@ -15,23 +16,25 @@ from agentprov_core.errors import AgentprovError
 from agentprov_core.source import SourceMeta
 
 
-def project_dir(meta: SourceMeta) -> Path | None:
-    base = paths.backends_dir()
-    if base is None or meta.backend_project is None:
-        return None
-    return base / meta.backend_project
+def pinned_commit(meta: SourceMeta) -> str | None:
+    """The commit a git-pinned backend is named by: its project's pin, else the source's."""
+    loc = projects.locate(meta.backend)
+    if loc is not None and loc.entry.project.pinned_commit:
+        return loc.entry.project.pinned_commit
+    return meta.pinned_commit
 
 
 def environment_id(meta: SourceMeta) -> str:
     prefix = meta.environment_prefix or meta.backend or meta.name
-    if meta.pinned_commit:
-        return f"{prefix}-{meta.pinned_commit[:8]}"
-    project = project_dir(meta)
-    lock = project / "uv.lock" if project is not None else None
-    if lock is None or not lock.is_file():
-        why = (f"{paths.display(lock)} is absent" if lock is not None
-               else "the source declares no backend project")
-        raise AgentprovError("cli.environment.no_backend_project", backend=meta.backend, why=why)
+    commit = pinned_commit(meta)
+    if commit:
+        return f"{prefix}-{commit[:8]}"
+    loc = projects.require(meta.backend)
+    lock = loc.directory / "uv.lock"
+    if not lock.is_file():
+        raise AgentprovError("cli.environment.no_backend_project", backend=meta.backend,
+                             why=f"{loc.where}/uv.lock is absent (the project {loc.origin} "
+                                 "contributes is not locked)")
     return f"{prefix}-{file_sha256(lock)[:8]}"
 
 
@@ -68,13 +71,13 @@ def read_marker(meta: SourceMeta, env_id: str):
         raise AgentprovError("cli.environment.marker", marker=where, backend=meta.backend,
                              what=f"is of backend {m.backend} ({m.environment_id}), not "
                                   f"{meta.backend} ({env_id})")
-    project = project_dir(meta)
-    if project is not None and (project / "uv.lock").is_file():
-        lock = file_sha256(project / "uv.lock")
+    loc = projects.locate(meta.backend)
+    if loc is not None and loc.directory is not None and (loc.directory / "uv.lock").is_file():
+        lock = file_sha256(loc.directory / "uv.lock")
         if lock != m.lock_sha256:
             raise AgentprovError("cli.environment.marker", marker=where, backend=meta.backend,
                                  what=f"records lock_sha256 {m.lock_sha256[:8]}, but "
-                                      f"backends/{meta.backend_project}/uv.lock is {lock[:8]}")
+                                      f"{loc.where}/uv.lock ({loc.origin}) is {lock[:8]}")
     reg = paths.defence_registry()
     if m.defence_registry_sha256 is not None and reg.is_file() and (
             file_sha256(reg) != m.defence_registry_sha256):

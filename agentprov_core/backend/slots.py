@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentprov_core.backend import environments
+from agentprov_core.backend import projects
 from agentprov_core.base import paths, tomlfile
 from agentprov_core.errors import AgentprovError
 from agentprov_core.source import SourceMeta
@@ -45,12 +45,25 @@ def slot_why(project: Path) -> str | None:
     return why.strip()
 
 
+def project_dir(meta: SourceMeta) -> Path | None:
+    """The directory of the backend project contributed for ``meta``'s backend (the
+    ``agentprov_backends`` hook), or None when none is contributed, its directory cannot be
+    known here, or two distributions contribute it (the build names that refusal)."""
+    if meta.backend is None:
+        return None
+    try:
+        loc = projects.locate(meta.backend)
+    except AgentprovError:
+        return None
+    return loc.directory if loc is not None else None
+
+
 def unbuildable(meta: SourceMeta) -> str | None:
     """Why the backend of ``meta`` cannot be built in this build, or None when it can, or
     when nothing here can tell: no ``backends/`` directory, or a source that names no
     backend project in it (its environment check says what is missing, exit 3). A source
     without a backend is :func:`agentprov_core.run.prepare.gate_capability`'s case."""
-    project = environments.project_dir(meta) if meta.backend is not None else None
+    project = project_dir(meta)
     if project is None:
         return None
     missing = [f for f in PROJECT_FILES if not (project / f).is_file()]

@@ -18,6 +18,7 @@ def parts_rows() -> list[dict[str, Any]]:
     failed = {r.name: r for r in plugins.failed()}
     rows = []
     registry = partsmod.load()
+    contributed = backend_projects()
     for name, part in registry.items():
         entry = sources.get(name)
         row = {"name": name, "label": part.label, "live_status": part.live_status,
@@ -27,6 +28,7 @@ def parts_rows() -> list[dict[str, Any]]:
             row["plugin"] = {"name": entry.plugin.name, "distribution": entry.plugin.distribution,
                              "version": entry.plugin.version}
             row["backend"] = entry.source.meta.backend
+            row["backend_project"] = contributed.get(entry.source.meta.backend)
             _buildable(row, entry.source.meta)
         elif name in failed:
             rec = failed[name]
@@ -45,6 +47,7 @@ def parts_rows() -> list[dict[str, Any]]:
         rows.append({"name": name, "label": meta.label, "live_status": meta.live_status,
                      "caveat": meta.caveat, "distribution": entry.plugin.distribution,
                      "source": "plugin", "backend": meta.backend,
+                     "backend_project": contributed.get(meta.backend),
                      "plugin": {"name": entry.plugin.name,
                                 "distribution": entry.plugin.distribution,
                                 "version": entry.plugin.version},
@@ -57,14 +60,14 @@ def _buildable(row: dict[str, Any], meta) -> None:
     """``buildable`` (true, false, or null when nothing here can tell) and ``unbuildable``
     (why not) of the part's backend, read from its project under ``backends/``
     (:mod:`agentprov_core.backend.slots`)."""
-    from agentprov_core.backend import environments, slots
+    from agentprov_core.backend import slots
 
     why = slots.unbuildable(meta)
     row["unbuildable"] = why
     if meta.backend is None or why is not None:
         row["buildable"] = False
     else:  # null: no project under backends/ to judge by (its build names what is missing)
-        row["buildable"] = True if environments.project_dir(meta) is not None else None
+        row["buildable"] = True if slots.project_dir(meta) is not None else None
 
 
 def caveat_line(row: dict[str, Any]) -> str:
@@ -74,6 +77,18 @@ def caveat_line(row: dict[str, Any]) -> str:
         return (f"{row['caveat']}; no backend in this build: {row['unbuildable']} "
                 f"(agentprov run {row['name']} exits 5)")
     return row["caveat"]
+
+
+def backend_projects() -> dict[str, dict[str, Any] | None]:
+    """Which distribution contributes each backend's project, and its state (``agentprov
+    plugins`` lists every contribution; a conflicting name shows its first here)."""
+    from agentprov_core.backend import projects
+
+    out: dict[str, dict[str, Any] | None] = {}
+    for b in projects.survey():
+        out.setdefault(b["name"], {k: b[k] for k in ("distribution", "version", "plugin",
+                                                     "project", "status", "problem")})
+    return out
 
 
 @click.command()

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from agentprov_core.backendproject import BackendProject
 from agentprov_core.plugins import hookimpl
 from agentprov_core.source import SourceMeta, SuiteSource
 
@@ -24,6 +25,12 @@ class AgentDojo(SuiteSource):
     )
     # generated from the real package by scripts/snapshot_catalogue.py
     catalogue_file = Path(__file__).with_name("catalogue.snapshot.json")
+
+
+@hookimpl
+def agentprov_backends():
+    """The backend project: ``backends/agentdojo`` of the agentprov checkout (locked by its uv.lock)."""
+    return [BackendProject(name="agentdojo", path="agentdojo")]
 
 
 @hookimpl

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from agentprov_core.backendproject import BackendProject
 from agentprov_core.plugins import hookimpl
 from agentprov_core.source import SourceMeta, SuiteSource
 
@@ -22,6 +23,12 @@ class AgentDyn(SuiteSource):
     )
     # the repository is not reachable from these machines: declared counts, not verified
     catalogue_file = Path(__file__).with_name("catalogue.declared.json")
+
+
+@hookimpl
+def agentprov_backends():
+    """The backend project: ``backends/agentdyn`` of the agentprov checkout (a slot: its README says what it will pin)."""
+    return [BackendProject(name="agentdyn", path="agentdyn", pinned_commit="5353cf76")]
 
 
 @hookimpl

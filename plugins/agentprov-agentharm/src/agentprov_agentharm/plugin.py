@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from agentprov_core.backendproject import BackendProject
 from agentprov_core.plugins import hookimpl
 from agentprov_core.source import InspectSource, SourceMeta
 
@@ -20,6 +21,12 @@ class AgentHarm(InspectSource):
         llm_elements=("native",),
     )
     catalogue_file = Path(__file__).with_name("catalogue.declared.json")
+
+
+@hookimpl
+def agentprov_backends():
+    """The backend project: ``backends/inspect/envs/agentharm`` of the agentprov checkout (a slot: its README says what it will pin)."""
+    return [BackendProject(name="inspect-agentharm", path="inspect/envs/agentharm")]
 
 
 @hookimpl

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from agentprov_core.backendproject import BackendProject
 from agentprov_core.plugins import hookimpl
 from agentprov_core.source import SourceMeta, SuiteSource
 
@@ -23,6 +24,12 @@ class AutoDojo(SuiteSource):
     )
     # the fork is not public: the spec's declared counts, not verified
     catalogue_file = Path(__file__).with_name("catalogue.declared.json")
+
+
+@hookimpl
+def agentprov_backends():
+    """The backend project: ``backends/autodojo`` of the agentprov checkout (a slot: its README says what it will pin)."""
+    return [BackendProject(name="autodojo", path="autodojo", pinned_commit="aa458794")]
 
 
 @hookimpl
