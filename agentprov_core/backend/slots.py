@@ -60,16 +60,16 @@ def project_dir(meta: SourceMeta) -> Path | None:
 
 def unbuildable(meta: SourceMeta) -> str | None:
     """Why the backend of ``meta`` cannot be built in this build, or None when it can, or
-    when nothing here can tell: no ``backends/`` directory, or a source that names no
-    backend project in it (its environment check says what is missing, exit 3). A source
+    when nothing here can tell: no project contributed, or its directory missing (the
+    environment check and the build say what is missing, exit 3). A source
     without a backend is :func:`agentprov_core.run.prepare.gate_capability`'s case."""
     project = project_dir(meta)
-    if project is None:
+    if project is None or not project.is_dir():  # a missing project: the build refuses it
         return None
     missing = [f for f in PROJECT_FILES if not (project / f).is_file()]
     if not missing:
         return None
     where = paths.display(project)
     what = f"{where}/ holds no {' and no '.join(missing)}"
-    why = slot_why(project) if project.is_dir() else None
+    why = slot_why(project)
     return f"{why}, so {what}" if why else what
