@@ -63,7 +63,12 @@ def unbuildable(meta: SourceMeta) -> str | None:
     when nothing here can tell: no project contributed, or its directory missing (the
     environment check and the build say what is missing, exit 3). A source
     without a backend is :func:`agentprov_core.run.prepare.gate_capability`'s case."""
-    project = project_dir(meta)
+    return unbuildable_at(project_dir(meta))
+
+
+def unbuildable_at(project: Path | None) -> str | None:
+    """Why the backend project at ``project`` cannot be built, or None (see
+    :func:`unbuildable`); for a caller that has located the project already."""
     if project is None or not project.is_dir():  # a missing project: the build refuses it
         return None
     missing = [f for f in PROJECT_FILES if not (project / f).is_file()]

@@ -62,12 +62,13 @@ def _buildable(row: dict[str, Any], meta) -> None:
     (:mod:`agentprov_core.backend.slots`)."""
     from agentprov_core.backend import slots
 
-    why = slots.unbuildable(meta)
+    project = slots.project_dir(meta)  # located once: the reason and the answer read it
+    why = slots.unbuildable_at(project)
     row["unbuildable"] = why
     if meta.backend is None or why is not None:
         row["buildable"] = False
     else:  # null: no project under backends/ to judge by (its build names what is missing)
-        row["buildable"] = True if slots.project_dir(meta) is not None else None
+        row["buildable"] = True if project is not None else None
 
 
 def caveat_line(row: dict[str, Any]) -> str:
