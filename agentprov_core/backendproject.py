@@ -28,5 +28,8 @@ class BackendProject(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     #: how the backend is pinned: ``None`` by its ``uv.lock`` (the environment id is the
     #: lock's digest), else the git commit of the benchmark it builds (the id is the commit)
     pinned_commit: str | None = None
-    #: the worker package installed in the environment that serves the backend's sources
-    worker: str = "agentprov_backend"
+    #: the distribution of the worker package that serves the backend's sources inside the
+    #: environment (it registers them under the entry-point group ``agentprov.worker``);
+    #: ``backends build`` refuses an environment whose sources another distribution serves,
+    #: or none does. ``None``: any distribution may serve them.
+    worker: str | None = None

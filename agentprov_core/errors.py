@@ -202,11 +202,14 @@ _reg("cli.environment.offline_check", E, "coded",
 _reg("cli.environment.worker", E, "coded",
      "the worker of {env_id} failed: {detail}",
      "run agentprov backends build BACKEND --offline-check, then rebuild")
+_reg("cli.environment.worker_missing", E, "coded",
+     "the environment {env_id} built from the backend project {backend} ({origin}) cannot serve the source {source}: {why}; nothing was kept",
+     "install the source's worker package in the backend project (a path dependency that registers it under the entry-point group agentprov.worker), lock it, and build again")
 _reg("cli.environment.identity", E, "coded",
      "the worker of {env_id} reports an identity that differs from its marker ({what}): run agentprov backends build {backend} --offline-check",
      "rebuild the environment")
 _reg("cli.environment.stale_worker", E, "coded",
-     "the environment {env_id} holds other worker code (agentprov_backend, agentprov_capture) than this agentprov builds from: it was built by another version of agentprov, or backends/shared or packages/capture changed since",
+     "the environment {env_id} holds other worker code than this agentprov builds from ({what}): it was built by another version of agentprov, or those sources changed since",
      "rebuild it: agentprov backends build {backend} (it replaces the stale environment)")
 _reg("cli.environment.no_network_block", E, "coded",
      "cannot start the worker with the network blocked here ({detail}); install bubblewrap (apt-get install bubblewrap)",

@@ -13,7 +13,7 @@ interleaved (forward order on even rounds, reverse on odd) after an untimed warm
    as the worker runs): a parent that imported what the worker's forkserver imports forks a
    fresh process per cell, as the worker does, and the cell (banking ``user_task_0``) runs
    either with AgentDojo's own pipeline over the stock ``openai.OpenAI`` client, or as
-   ``agentprov_backend.cells.run_cell`` does (``recording_http_client(writer)``, the
+   ``agentprov_dojo.cells.run_cell`` does (``recording_http_client(writer)``, the
    ``CaptureWriter`` and the observation hooks), with ``durable=True`` (the default: an
    fsync at the header, before each wire request and at the end) and with ``durable=False``; at 0 ms and at 50 ms per call. The endpoint runs
    in a separate process of T0's interpreter. Besides: what a forked cell still imports after
@@ -92,7 +92,7 @@ print(json.dumps(ep.sessions()), flush=True)
 '''
 
 # A cell runner in the backend environment. It imports what the worker's forkserver
-# imports (agentprov_backend.preload) and the modules named in argv[1], runs the stock cell
+# imports (agentprov_dojo.preload) and the modules named in argv[1], runs the stock cell
 # of argv[2] in itself when one is given (a parent in the state of a runner's later cells),
 # then, per request
 # line on stdin, forks a child that runs one cell (a fresh process per cell, as the worker
@@ -103,7 +103,7 @@ proto = os.fdopen(os.dup(1), "w", encoding="utf-8")
 os.dup2(2, 1)
 sys.stdout = sys.stderr
 t0 = time.perf_counter()
-import agentprov_backend.preload  # noqa: F401  what the worker's forkserver imports
+import agentprov_dojo.preload  # noqa: F401  what the worker's forkserver imports
 preload_s = time.perf_counter() - t0
 failed = []
 t0 = time.perf_counter()
@@ -115,7 +115,8 @@ for name in json.loads(sys.argv[1]):
 extra_s = time.perf_counter() - t0
 from pathlib import Path
 import agentprov_capture as capture
-from agentprov_backend import cells, recording
+from agentprov_backend import recording
+from agentprov_dojo import cells
 
 
 def stock_cell(req, own_tls=False):
@@ -756,7 +757,7 @@ def measure_runner(rounds: int, instrumented: int, built: dict[str, Any], home: 
 
     def preload() -> float:
         t = time.perf_counter()
-        subprocess.run([py, "-c", "import agentprov_backend.preload"], env=env, cwd=cwd,
+        subprocess.run([py, "-c", "import agentprov_dojo.preload"], env=env, cwd=cwd,
                        check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         return time.perf_counter() - t
 
@@ -944,11 +945,11 @@ def _md_recording(r: dict[str, Any]) -> list[str]:
     out = ["#### Recording overhead", "",
            "What is measured: one benign cell, banking `user_task_0`, run inside the backend "
            "environment the way the worker runs it: a parent process imports what the "
-           "worker's forkserver imports (`agentprov_backend.preload`) and forks a fresh "
+           "worker's forkserver imports (`agentprov_dojo.preload`) and forks a fresh "
            "process per cell; the time is the parent's, from `fork` to reaping the child. "
            "(a) runs AgentDojo's own pipeline (`AgentPipeline.from_config` with `OpenAILLM`, "
            "`run_task_without_injection_tasks` inside `OutputLogger`) over the stock "
-           "`openai.OpenAI` client; (b) is `agentprov_backend.cells.run_cell`, the worker's "
+           "`openai.OpenAI` client; (b) is `agentprov_dojo.cells.run_cell`, the worker's "
            "cell: the same pipeline over `recording_http_client(writer)`, the "
            "`CaptureWriter` and the observation hooks (call boundaries, tool results, "
            "environment digests); (c) is (b) without its fsyncs. "
@@ -1150,7 +1151,7 @@ def _md_runner(r: dict[str, Any]) -> list[str]:
             "Besides agentdojo's timer, the largest rows: " + "; ".join(
                 f"{p['phase']}, {p['s']:.2f} s" for p in top) + ".", "",
             "The forkserver's preload alone, `<env>/bin/python -c \"import "
-            "agentprov_backend.preload\"` as the worker runs it, in a fresh process "
+            "agentprov_dojo.preload\"` as the worker runs it, in a fresh process "
             f"({r['rounds']} rounds after a warm-up): {_s(pre['median'])} s (p90 "
             f"{_s(pre['p90'])}); agentdojo's runner pays about the same import before its "
             "first cell.", ""]

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 PROBE = r'''
 import json
-import agentprov_backend.preload as preload
+import agentprov_dojo.preload as preload
 from agentdojo.task_suite.task_suite import read_suite_file
 from openai.types.chat import ChatCompletion
 print(json.dumps({"cached": read_suite_file.cache_info().currsize,

@@ -23,7 +23,7 @@ from pathlib import Path
 import msgspec
 
 from agentprov_core import __version__
-from agentprov_core.backend import defassets, environments, lockcheck, marker, projects
+from agentprov_core.backend import defassets, environments, hostlibs, lockcheck, marker, projects
 from agentprov_core.backend import identity as envidentity
 from agentprov_core.base import paths
 from agentprov_core.base.digests import file_sha256
@@ -105,6 +105,12 @@ def plan_build(name: str, allow_network: bool, defence_assets: str | None = None
     if diffs := lockcheck.differences(project):
         raise projects.lock_mismatch(loc, "; ".join(diffs[:5]) + (
             f" (+{len(diffs) - 5} more)" if len(diffs) > 5 else ""))
+    locked_host = sorted(hostlibs.NAMES & {p.get("name") for p in lock.get("package", [])})
+    if locked_host:
+        raise projects.lock_mismatch(loc, (
+            f"it locks {', '.join(locked_host)}, the worker host's own libraries, which "
+            "agentprov backends build installs from the running agentprov: remove them from "
+            "the project's dependencies and its [tool.uv.sources], and lock it again"))
     # The no-build list: every package the lock takes from a registry is installed from a
     # wheel only; the backend's own path dependencies are the only builds.
     no_build = sorted(p["name"] for p in lock.get("package", [])
@@ -407,7 +413,9 @@ def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
                 m = environments.read_marker(bp.meta, bp.env_id)
             except AgentprovError:
                 m = None
-            stale = m is not None and environments.worker_sources_differ(m.hello)
+            stale = m is not None and bool(
+                environments.worker_sources_differ(m.hello)
+                or environments.stale_path_sources(m, bp.project))
             if m is not None and bp.asset_ids is not None and not defassets.matches_registry(
                     m.defence_assets, bp.asset_ids, defassets.load()):
                 stale = True  # other assets: a rebuild, never an edit
@@ -439,6 +447,61 @@ def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def install_host(bp: BuildPlan, uv: str, python: str, tmp: Path) -> list[hostlibs.Located]:
+    """Install the worker host's libraries that ship with this agentprov into the new
+    environment (``uv pip install --no-deps``, offline unless ``--allow-network``): the
+    project does not lock them (:mod:`agentprov_core.backend.hostlibs`)."""
+    found = hostlibs.locate()
+    if len(found) != len(hostlibs.LIBRARIES):
+        have = {loc.library.distribution for loc in found}
+        raise AgentprovError("cli.environment.uv", env_id=bp.env_id, detail=(
+            "this agentprov ships no copy of " + ", ".join(sorted(hostlibs.NAMES - have))
+            + " (a broken install: reinstall agentprov)"))
+    args = [uv, "pip", "install", "--no-config", "--no-deps", "--reinstall", "--link-mode",
+            "copy", "--compile-bytecode", "--python", str(tmp / "bin" / "python")]
+    if bp.offline:
+        args.append("--offline")
+    if bp.exclude_newer:
+        args += ["--exclude-newer", bp.exclude_newer]
+    proc = subprocess.run([*args, *(str(loc.directory) for loc in found)],
+                          env=uv_env(tmp, python), capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-4:])
+        raise AgentprovError("cli.environment.uv", env_id=bp.env_id,
+                             detail=f"installing the worker host's libraries: {tail}")
+    return found
+
+
+def check_served(bp: BuildPlan, hello: dict) -> None:
+    """Every source of this backend must be served by the new environment's worker, by the
+    worker package its project names (exit 3 naming the distribution): a project whose
+    worker package is absent, fails to load or is another's is refused, and nothing is
+    kept."""
+    from agentprov_core.plugins import manager
+
+    served = hello.get("served") or {}
+    want = bp.located.entry.project.worker if bp.located is not None else None
+    origin = bp.located.origin if bp.located is not None else "the backend project"
+    for entry in manager().sources().values():
+        meta = entry.source.meta
+        if meta.backend != bp.meta.backend:
+            continue
+        got = served.get(meta.name)
+        why = None
+        if got is None:
+            why = ("no worker package in it registers the source (entry-point group "
+                   f"agentprov.worker, name {meta.name})")
+        elif got.get("error"):
+            why = got["error"]
+        elif want and got.get("distribution") != hostlibs.canonical(want):
+            why = (f"the source is served by {got.get('distribution')}, not by the worker "
+                   f"package {want} the project names")
+        if why is not None:
+            raise AgentprovError("cli.environment.worker_missing", env_id=bp.env_id,
+                                 source=meta.name, backend=bp.meta.backend, origin=origin,
+                                 why=why)
+
+
 def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
     uv = uv_binary()
     proc = subprocess.run([uv, *bp.uv_args(), "--project", str(bp.project)],
@@ -451,11 +514,13 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
             raise OSError(errno.ENOSPC, "No space left on device")
         tail = " | ".join(text.splitlines()[-4:])
         raise AgentprovError("cli.environment.uv", env_id=bp.env_id, detail=tail)
+    host = install_host(bp, uv, python, tmp)
     (tmp / "agentprov").mkdir(exist_ok=True)
     shutil.copyfile(bp.project / "uv.lock", tmp / "agentprov" / "uv.lock")
     shutil.copyfile(bp.project / "pyproject.toml", tmp / "agentprov" / "pyproject.toml")
     assets = defassets.provision(bp.assets, tmp) if bp.assets else None
     hello = record_catalogues(bp, tmp)
+    check_served(bp, hello)
     ident = envidentity.compute(tmp)
     if ident.problems:
         raise AgentprovError("cli.environment.uv", env_id=bp.env_id,
@@ -480,7 +545,8 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
         defence_registry_sha256=ident.defence_registry_sha256, hello=hello, probe=probed,
         identity_sha256=ident.digest(bp.lock_sha256, hello.get("python", ""),
                                      defassets.identity(assets)),
-        defence_assets=assets)
+        defence_assets=assets, host=hostlibs.record(host),
+        path_sources=environments.path_sources(bp.project))
     marker.write(tmp, m)
     return m
 
@@ -529,7 +595,7 @@ def offline_check(bp: BuildPlan) -> marker.Marker:
                              f"{m.hello.get(key)!r}")
         if hdiff:
             raise fail("; ".join(hdiff[:5]))
-        environments.check_worker_sources(hello, bp.env_id, bp.meta.backend)
+        environments.check_worker_sources(hello, bp.env_id, bp.meta.backend, m)
         return m
 
 

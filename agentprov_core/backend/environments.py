@@ -95,48 +95,60 @@ def backend_identity(meta: SourceMeta) -> tuple[str, dict]:
     return env_id, {"environment_id": env_id, "identity_sha256": m.identity_sha256}
 
 
-#: The worker code an environment is built from, as (the hello's field holding the worker's
-#: digest of it, the package's source directory relative to the directory that holds
-#: ``backends/``): the worker library and the capture/0.1 library it writes with. The
-#: backend projects install both by path (``../shared``, ``../../packages/capture``).
-WORKER_SOURCES = (
-    ("agentprov_backend_sources_sha256", "backends/shared/src/agentprov_backend"),
-    ("agentprov_capture_sources_sha256", "packages/capture/src/agentprov_capture"),
-)
+def worker_sources_differ(hello: dict) -> list[str]:
+    """The host libraries (``agentprov-backend``, ``agentprov-capture``) whose sources, as the
+    worker that answered ``hello`` runs them, differ from the copy this agentprov installs
+    (:mod:`agentprov_core.backend.hostlibs`)."""
+    from agentprov_core.backend import hostlibs
+
+    ours = hostlibs.digests()
+    return [lib.distribution for lib in hostlibs.LIBRARIES
+            if lib.hello_key in ours and hello.get(lib.hello_key) != ours[lib.hello_key]]
 
 
-def sources_sha256(root: Path) -> str:
-    """The digest of a package's sources (``*.py`` and ``*.toml`` by relative path), the
-    same algorithm as ``agentprov_backend.identity.sources_sha256``."""
-    import hashlib
+def path_sources(project: Path) -> dict[str, str]:
+    """The digest of the sources of every path dependency the project's ``uv.lock`` names
+    (its worker package and the libraries beside it), by distribution. The environment id
+    follows ``uv.lock``, which does not change when those sources do; the marker records
+    these digests so that an environment built from other worker code is found stale."""
+    import tomllib
 
-    lines = [f"{p.relative_to(root).as_posix()} {hashlib.sha256(p.read_bytes()).hexdigest()}"
-             for p in sorted(root.rglob("*")) if p.suffix in (".py", ".toml") and p.is_file()]
-    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+    from agentprov_core.backend import hostlibs
 
-
-def worker_sources_sha256() -> dict[str, str]:
-    """The digests of the worker code this agentprov builds environments from, by the
-    hello's field (:data:`WORKER_SOURCES`); a package whose sources are not at hand (no
-    ``backends/`` directory) is left out: there is nothing to compare with."""
-    base = paths.backends_dir()
-    if base is None:
+    try:
+        lock = tomllib.loads((project / "uv.lock").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
         return {}
-    top = base.parent
-    return {key: sources_sha256(top / rel) for key, rel in WORKER_SOURCES
-            if (top / rel).is_dir()}
+    out = {}
+    for pkg in lock.get("package", []):
+        src = pkg.get("source") or {}
+        rel = src.get("directory") or src.get("path") or src.get("editable")
+        if rel is None or "virtual" in src:
+            continue
+        d = (project / rel).resolve()
+        if d.is_dir():
+            out[pkg["name"]] = hostlibs.sources_sha256(d)
+    return dict(sorted(out.items()))
 
 
-def worker_sources_differ(hello: dict) -> bool:
-    """Whether the worker that answered ``hello`` runs other worker code than this agentprov
-    builds from."""
-    return any(hello.get(key) != ours for key, ours in worker_sources_sha256().items())
+def stale_path_sources(m, project: Path | None) -> list[str]:
+    """The path dependencies whose sources changed since the environment was built."""
+    if project is None or m.path_sources is None:
+        return []
+    now = path_sources(project)
+    return [name for name in sorted(set(now) | set(m.path_sources))
+            if now.get(name) != m.path_sources.get(name)]
 
 
-def check_worker_sources(hello: dict, env_id: str, backend: str) -> None:
-    """The worker code in the environment must be the code this agentprov builds from
-    (``backends/shared`` and ``packages/capture``): the environment id follows ``uv.lock``,
-    which does not change when the worker's sources do (``cli.environment.stale_worker``,
-    exit 3)."""
-    if worker_sources_differ(hello):
-        raise AgentprovError("cli.environment.stale_worker", env_id=env_id, backend=backend)
+def check_worker_sources(hello: dict, env_id: str, backend: str, m=None) -> None:
+    """The worker code in the environment must be the code this agentprov builds from: the
+    host libraries it installs and the project's path dependencies (its worker package).
+    The environment id follows ``uv.lock``, which does not change when their sources do
+    (``cli.environment.stale_worker``, exit 3)."""
+    stale = worker_sources_differ(hello)
+    if m is not None:
+        loc = projects.locate(backend)
+        stale += stale_path_sources(m, loc.directory if loc is not None else None)
+    if stale:
+        raise AgentprovError("cli.environment.stale_worker", env_id=env_id, backend=backend,
+                             what="the sources of " + ", ".join(stale) + " changed")

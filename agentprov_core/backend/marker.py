@@ -34,6 +34,12 @@ class Marker(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: the provisioned defence assets by id (``agentprov_core.backend.defassets.record``): pins,
     #: origin, kind, licence and digest; ``None`` when the build provisioned none
     defence_assets: dict[str, Any] | None = None
+    #: the host libraries the build installed (``agentprov_core.backend.hostlibs.record``):
+    #: version, where the copy came from, the digest of its sources
+    host: dict[str, dict[str, str]] | None = None
+    #: the digest of each path dependency's sources at build time, by distribution
+    #: (``agentprov_core.backend.environments.path_sources``)
+    path_sources: dict[str, str] | None = None
 
 
 def path(env_dir: Path) -> Path:

@@ -108,10 +108,15 @@ def _site_packages(env_dir: Path) -> Path | None:
 
 
 def default_modules(env_dir: Path, hello: dict[str, Any] | None) -> list[str]:
-    """The worker module, and each served source that is an importable top-level package."""
+    """The worker module, each served source's worker package (the module its entry point
+    names), and each served source that is an importable top-level package."""
     site = _site_packages(env_dir)
     mods = ["agentprov_backend.worker"]
+    served = (hello or {}).get("served") or {}
     for s in (hello or {}).get("sources", []):
+        module = str((served.get(s) or {}).get("entry_point") or "").partition(":")[0]
+        if module and module not in mods:
+            mods.append(module)
         if site is not None and ((site / s).is_dir() or (site / f"{s}.py").is_file()):
             mods.append(s)
     return mods

@@ -41,7 +41,7 @@ def check_hello(hello: dict, m: Marker, backend: str) -> None:
     if diffs:
         raise AgentprovError("cli.environment.identity", env_id=m.environment_id,
                              what=", ".join(diffs[:5]), backend=backend)
-    environments.check_worker_sources(hello, m.environment_id, backend)
+    environments.check_worker_sources(hello, m.environment_id, backend, m)
 
 
 def check_recorded_catalogue(env_dir: Path, m: Marker, source: str) -> None:

@@ -6,7 +6,7 @@ Each probe call is one ``run-cell`` request carrying ``preflight`` to the run's 
 (same environment, containment, egress proxy and key): the worker's child builds the
 request with AgentDojo's stock ``OpenAILLM`` element over the recording transport (the
 system message in its stock role, one tool, the configured parameters as the element sends
-them) and makes exactly one wire attempt (``agentprov_backend.cells.run_probe``). T0 judges
+them) and makes exactly one wire attempt (``agentprov_dojo.cells.run_probe``). T0 judges
 the recorded exchange here:
 
 * **confirmed**: a structured call of ``report_probe`` whose ``code`` is the one only the

@@ -122,10 +122,12 @@ class Live:
     def warm_env(self) -> dict[str, str]:
         """What makes the campaign's worker start its forkserver at once, and what the
         forkserver's warm-up reads: the benchmark version and the plan's suites (every cell
-        of a suite reads the same files; agentprov_backend.preload.warm_cells)."""
+        of a suite reads the same files), for the source's worker package to warm
+        (``agentprov_backend.forkserver``)."""
         plan = self.prepared.plan
         return {"AGENTPROV_WORKER_WARM": json.dumps(
-            {"benchmark_version": plan.benchmark_version,
+            {"source": self.prepared.source.meta.name,
+             "benchmark_version": plan.benchmark_version,
              "suites": sorted({c.suite for c in plan.cells if c.suite})})}
 
     def agent(self, session_id: str) -> dict[str, Any]:

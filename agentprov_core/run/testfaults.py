@@ -14,7 +14,7 @@ cell has run and before its end is judged (the session then ends ``incomplete``;
 header declares ``test_fault@1``). ``AGENTPROV_TEST_HOSTILE=KIND[:TARGET]`` asks the first
 cell this invocation launches to stage hostile input once it has ended (a symlink, a hard
 link, a FIFO, a socket or a sparse file of several GB in its staging, or a native log path
-outside it; TARGET a host file; ``agentprov_backend.cells.HOSTILE_FAULTS``), which T0 refuses
+outside it; TARGET a host file; ``agentprov_dojo.cells.HOSTILE_FAULTS``), which T0 refuses
 (``map.staging_refused``; the capture header declares ``test_fault@1``).
 """
 

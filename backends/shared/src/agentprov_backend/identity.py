@@ -60,14 +60,22 @@ def sources_sha256(root: Path | None = None) -> str:
     this package's by default): T0 computes the same over the ``backends/shared`` and
     ``packages/capture`` it builds from, so an environment built from other worker code (an
     older agentprov) is refused until it is rebuilt. The same algorithm is
-    ``agentprov_core.backend.environments.sources_sha256``."""
+    ``agentprov_core.backend.hostlibs.sources_sha256``."""
     root = Path(__file__).resolve().parent if root is None else root
-    lines = [f"{p.relative_to(root).as_posix()} {hashlib.sha256(p.read_bytes()).hexdigest()}"
-             for p in sorted(root.rglob("*")) if p.suffix in (".py", ".toml") and p.is_file()]
+    lines = []
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root)
+        if any(part.startswith(".") or part == "__pycache__" for part in rel.parts[:-1]):
+            continue
+        if p.suffix in (".py", ".toml") and p.is_file():
+            lines.append(f"{rel.as_posix()} {hashlib.sha256(p.read_bytes()).hexdigest()}")
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
 
 def hello() -> dict[str, Any]:
+    from agentprov_backend import host
+
+    served = host.served()
     return {
         "protocol": PROTOCOL,
         "agentprov_backend": __version__,
@@ -80,11 +88,6 @@ def hello() -> dict[str, Any]:
         "prefix": sys.prefix,
         "distributions": distributions(),
         "defence_registry_sha256": defence_registry_sha256(),
-        "sources": sorted(_served_sources()),
+        "sources": sorted(n for n, e in served.items() if "error" not in e),
+        "served": served,
     }
-
-
-def _served_sources() -> list[str]:
-    from agentprov_backend.catalogue import SOURCES
-
-    return list(SOURCES)

@@ -153,8 +153,22 @@ def confine_cell(session_dir: str) -> dict[str, Any] | None:
 
 
 def cell_main(req: dict[str, Any]) -> None:
-    """The forked cell's entry point: confine it to its own session, then run it."""
-    from agentprov_backend import cells
+    """The forked cell's entry point: confine it to its own session, then let the source's
+    worker package run it (:meth:`agentprov_backend.source.WorkerSource.run_cell`); the
+    result it returns is written to ``result.json`` unless it staged one itself."""
+    import json
+    import time
 
+    from agentprov_backend import host, timing
+
+    t = time.time()
     confine_cell(req["staging"])
-    cells.child_main(req)
+    os.chdir(req["staging"])
+    try:
+        result = host.source(req.get("source") or "").run_cell(req)
+        out = os.path.join(req["staging"], "result.json")
+        if not os.path.lexists(out):
+            with open(out, "x", encoding="utf-8") as f:
+                json.dump(result, f, sort_keys=True)
+    finally:
+        timing.emit("cell.child", t, session=req["session_id"])

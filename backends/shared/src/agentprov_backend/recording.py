@@ -6,9 +6,9 @@ capture log: a ``wire_request`` before the request goes out, then a ``wire_respo
 nothing: the request is sent as the SDK built it, and the response's status, headers and
 raw (still content-encoded) body bytes are re-served to the SDK unchanged. The body is read
 whole before the SDK sees it, so a streamed response arrives at once (same bytes, other
-timing); AgentDojo's elements do not stream.
+timing); the stock LLM elements the worker packages drive do not stream.
 
-openai 3.26.0 (the version the agentdojo backend pins) is built on ``httpx2``; its
+openai 3.26.0 (the version the backend projects pin) is built on ``httpx2``; its
 ``OpenAI(http_client=...)`` accepts an ``httpx2.Client`` or, when ``httpx`` is imported, a
 legacy ``httpx.Client``. The stock client is ``openai.DefaultHttpxClient`` (an
 ``httpx2.Client`` with the SDK's timeout, connection limits and redirects), whose transport
@@ -281,7 +281,8 @@ def recording_http_client(writer: CaptureWriter, *, library: str = "httpx2",
 class AsyncRecordingTransport:
     """The async twin of :class:`RecordingTransport` (``httpx2.AsyncClient`` or
     ``httpx.AsyncClient``): the same records, the same unaltered request and response.
-    AgentDojo's ``AnthropicLLM`` always talks through an ``AsyncAnthropic`` client."""
+    An element that talks through an ``AsyncAnthropic`` client (the stock Anthropic one does)
+    records through it."""
 
     def __init__(self, inner: Any, writer: CaptureWriter) -> None:
         self.inner = inner

@@ -32,68 +32,50 @@ class RequestError(Exception):
         self.code = code
 
 
+def _source(name: str):
+    """The source's worker package (:mod:`agentprov_backend.host`), or the request's error."""
+    from agentprov_backend import host
+
+    try:
+        return host.source(name)
+    except host.SourceUnavailable as exc:
+        raise RequestError(exc.code, str(exc)) from None
+
+
 def _catalogue(source: str) -> dict[str, Any]:
     """The catalogue recorded in the environment at build time (its sha256 is in the
-    marker's guarded files, checked by T0), else computed from the installed package."""
+    marker's guarded files, checked by T0), else the one the source's worker package reads
+    from the installed benchmark."""
     if source not in _catalogues:
         recorded = Path(sys.prefix) / "agentprov" / f"catalogue-{source}.json"
         if recorded.is_file():
             _catalogues[source] = json.loads(recorded.read_text(encoding="utf-8"))
             return _catalogues[source]
-        from agentprov_backend import catalogue
-
-        if source not in catalogue.SOURCES:
-            raise RequestError("worker.unknown_source",
-                               f"this backend serves {', '.join(catalogue.SOURCES)}, not {source!r}")
-        doc = catalogue.build(source)
-        doc["provenance"] = dict(doc["provenance"], kind="worker",
+        doc = _source(source).catalogue()
+        doc["provenance"] = dict(doc.get("provenance") or {}, kind="worker",
                                  note="served by the backend environment's worker")
         _catalogues[source] = doc
     return _catalogues[source]
 
 
 def _plan(req: dict[str, Any]) -> dict[str, Any]:
-    """Check every cell against the installed benchmark: suites, tasks and attacks exist."""
+    """Check every cell against the installed benchmark, as the source's worker package
+    does (:meth:`agentprov_backend.source.WorkerSource.check_plan`)."""
     cat = _catalogue(req["source"])
-    version = req.get("benchmark_version") or cat["default_benchmark_version"]
-    suites = {s["name"]: dict(s, user_set=set(s["user_tasks"]), inj_set=set(s["injection_tasks"]))
-              for s in cat["suites"] if s["benchmark_version"] == version}
-    attacks = {a["name"]: a for a in cat["attacks"]}
-    problems: list[str] = []
-    if version not in cat["benchmark_versions"]:
-        problems.append(f"benchmark version {version!r} is not one of "
-                        + ", ".join(cat["benchmark_versions"]))
-    for cell in req.get("cells", []):
-        suite = suites.get(cell.get("suite"))
-        if suite is None:
-            problems.append(f"{cell.get('cell_key')}: no suite {cell.get('suite')!r} "
-                            f"(suites: {', '.join(suites)})")
-            continue
-        if cell.get("user_task_id") not in suite["user_set"]:
-            problems.append(f"{cell['cell_key']}: no user task {cell.get('user_task_id')!r} "
-                            f"in {suite['name']}")
-        inj = cell.get("injection_task_id")
-        if cell.get("attack") is not None:
-            if cell["attack"] not in attacks:
-                problems.append(f"{cell['cell_key']}: no attack {cell['attack']!r} "
-                                f"(attacks: {', '.join(attacks)})")
-            elif attacks[cell["attack"]]["refused"]:
-                problems.append(f"{cell['cell_key']}: attack {cell['attack']!r} is refused")
-            if inj not in suite["inj_set"]:
-                problems.append(f"{cell['cell_key']}: no injection task {inj!r} in "
-                                f"{suite['name']}")
+    version = req.get("benchmark_version") or cat.get("default_benchmark_version")
+    problems = _source(req["source"]).check_plan(req, cat)
     return {"cells": len(req.get("cells", [])), "benchmark_version": version,
-            "problems": problems}
+            "problems": [str(p) for p in problems]}
 
 
 _ctx = None
 _ctx_lock = threading.Lock()
 
 
-#: Set by T0 for a campaign's worker (never for the check worker): the benchmark version and
-#: the plan's suites, as JSON. The worker then starts its forkserver at once, before the first
-#: run-cell request, and the forkserver's warm-up (``agentprov_backend.preload.warm_cells``)
-#: reads them from the environment it inherits.
+#: Set by T0 for a campaign's worker (never for the check worker): the source, benchmark
+#: version and the plan's suites, as JSON. The worker then starts its forkserver at once,
+#: before the first run-cell request, and the forkserver's warm-up
+#: (:mod:`agentprov_backend.forkserver`) reads them from the environment it inherits.
 WARM_VARIABLE = "AGENTPROV_WORKER_WARM"
 
 
@@ -105,7 +87,7 @@ def _forkserver():
             import multiprocessing
 
             ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["agentprov_backend.preload", "agentprov_backend.landlock"])
+            ctx.set_forkserver_preload(["agentprov_backend.landlock", "agentprov_backend.forkserver"])
             _ctx = ctx
         return _ctx
 
@@ -118,10 +100,11 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
 
     from agentprov_backend import landlock
 
-    missing = [k for k in ("session_id", "staging", "cell", "agent", "benchmark_version")
-               if k not in req]
+    missing = [k for k in ("session_id", "staging", "cell", "agent", "benchmark_version",
+                           "source") if k not in req]
     if missing:
         raise RequestError("worker.bad_request", "run-cell needs " + ", ".join(missing))
+    _source(req["source"])  # an unknown or broken source is the request's error, not a cell's
     staging = Path(req["staging"])
     staging.mkdir(parents=True, exist_ok=True)
     proc = _forkserver().Process(target=landlock.cell_main, args=(req,), daemon=True)

@@ -1,6 +1,6 @@
 """A defended session's part of the AER, read from the capture's defence notes.
 
-The worker records a defence with ``defence_recorder@1`` (``agentprov_backend.defended``):
+The worker records a defence with ``defence_recorder@1`` (``agentprov_dojo.defended``):
 the header's ``defence`` (what the worker was asked to run), one ``defence.installed`` note
 (what it built: the pipeline name, the elements, the sha256 of the defence's code as
 installed, its parameters and their digest, its weights), and one note per intervention,

@@ -29,8 +29,10 @@ class AgentDojo(SuiteSource):
 
 @hookimpl
 def agentprov_backends():
-    """The backend project: ``backends/agentdojo`` of the agentprov checkout (locked by its uv.lock)."""
-    return [BackendProject(name="agentdojo", path="agentdojo")]
+    """The backend project: ``backends/agentdojo`` of the agentprov checkout (locked by its
+    uv.lock), served by the worker package ``backends/agentdojo/worker``."""
+    return [BackendProject(name="agentdojo", path="agentdojo",
+                           worker="agentprov-worker-agentdojo")]
 
 
 @hookimpl

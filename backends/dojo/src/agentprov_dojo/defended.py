@@ -151,7 +151,7 @@ class Recorder:
         defence added or changed, the sha256 of its code files as installed (by default
         the built-in's modules, :data:`CODE_MODULES`), its parameters and their digest,
         the harness's rewrites, and its weights (``{path, sha256}``; none for a built-in)."""
-        from agentprov_backend.cells import _no_floats  # floats as decimal text
+        from agentprov_dojo.cells import _no_floats  # floats as decimal text
 
         code = code_digests(CODE_MODULES[self.defence]) if code is None else list(code)
         parameters = _no_floats(parameters)
@@ -214,7 +214,6 @@ def _parts(pipeline):
 
 def _tool_filter(pipeline, llm, agent: dict[str, Any], rec: Recorder) -> None:
     from agentdojo.agent_pipeline.llms.openai_llm import OpenAILLMToolFilter
-
     from agentprov_backend.recording import model_call
 
     filt = next(e for e in pipeline.elements if isinstance(e, OpenAILLMToolFilter))

@@ -5,7 +5,7 @@ per cell, so cells are isolated and never pay the import again. The child:
 
 1. writes the capture header, builds the stock pipeline (``AgentPipeline.from_config`` with
    AgentDojo's own ``OpenAILLM`` and the plan's defence, by
-   :func:`agentprov_backend.defended.build_pipeline`) over an ``openai.OpenAI`` client whose
+   :func:`agentprov_dojo.defended.build_pipeline`) over an ``openai.OpenAI`` client whose
    HTTP transport is the recording transport;
 2. loads the attack (a setup refusal, such as an attack that addresses the model by name
    when the pipeline name has no stock entry, ends the session ``errored`` with the
@@ -26,6 +26,8 @@ import os
 import traceback
 from pathlib import Path
 from typing import Any
+
+from agentprov_backend.source import open_capture
 
 DECLARED = [
     "http_backoff@1 policy: stock_sdk",
@@ -52,31 +54,6 @@ def _jsonable(obj: Any) -> Any:
 def _env_digest(env: Any) -> str:
     data = env.model_dump_json() if hasattr(env, "model_dump_json") else repr(env)
     return hashlib.sha256(data.encode("utf-8")).hexdigest()
-
-
-def _no_floats(value: Any) -> Any:
-    """A header value without floats (the writer allows floats only in payloads): a float
-    is written as its decimal string, ``0.7`` as ``"0.7"``."""
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, dict):
-        return {str(k): _no_floats(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_no_floats(v) for v in value]
-    return value
-
-
-def agent_header(agent: dict[str, Any]) -> dict[str, Any]:
-    """The agent configuration as the capture header records it: the model id, the pipeline
-    name and display name, the endpoint kind and base URL (never a key, nor the name of the
-    variable that holds one), the LLM element, its wire family and the configured
-    parameters."""
-    kind = agent.get("endpoint_kind") or ("scripted" if agent.get("scripted") else None)
-    return {"model": agent.get("model_id"), "pipeline_name": agent.get("pipeline_name"),
-            "display_name": agent.get("display_name"), "endpoint_kind": kind,
-            "base_url": agent.get("base_url"), "element": agent.get("element", "OpenAILLM"),
-            "wire": agent.get("wire", "openai"),
-            "parameters": _no_floats(dict(agent.get("params") or {}))}
 
 
 def native_log_path(native: Path, pipeline: str, suite: str, user: str, attack: str | None,
@@ -121,7 +98,6 @@ def make_anthropic_client(agent: dict[str, Any], writer, **client_kwargs: Any):
     ``DefaultAsyncHttpxClient`` wrapped by the recording transport. The key is read as
     :func:`make_client` reads it."""
     import anthropic
-
     from agentprov_backend.recording import recording_anthropic_http_client
 
     key = os.environ.get(agent["key_env"]) if agent.get("key_env") else None
@@ -150,7 +126,6 @@ def make_client(agent: dict[str, Any], writer, **client_kwargs: Any):
     never in argv, never in a file); a scripted or keyless local endpoint gets a
     placeholder the server ignores."""
     import openai
-
     from agentprov_backend.recording import recording_http_client
 
     key = os.environ.get(agent["key_env"]) if agent.get("key_env") else None
@@ -162,21 +137,18 @@ def make_client(agent: dict[str, Any], writer, **client_kwargs: Any):
 def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     """Run the cell described by ``req`` (a run-cell request) in this process; a request
     with ``preflight`` runs one call of the preflight probe instead (:func:`run_probe`)."""
-    from agentprov_capture import CaptureWriter
-
-    from agentprov_backend import defended
+    from agentprov_dojo import defended
 
     if req.get("preflight"):
         return run_probe(req)
 
     staging = Path(req["staging"])
-    cell = req["cell"]
     agent = req["agent"]
     defence = req.get("defence") or "none"
     declared = list(DECLARED)
     if agent.get("display_name"):
         declared.append(f"model_display_name@1 value: {agent['display_name']}")
-    from agentprov_backend import provisioned
+    from agentprov_dojo import provisioned
 
     declared += defended.declared(defence)
     declared += provisioned.declared(req)  # a provisioned defence's code, weights, port
@@ -187,14 +159,7 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     if hostile is not None:
         declared.append(f"test_fault@1 hostile: {hostile['hostile']} "
                         "(AGENTPROV_TEST_HOSTILE; a test, never a real run)")
-    writer = CaptureWriter(staging / "capture.jsonl", {
-        "session_id": req["session_id"], "cell": cell, "unit": req.get("unit"),
-        "attempt": req.get("attempt"), "backend": req.get("backend", {}),
-        "plan_sha256": req.get("plan_sha256"), "config_digest": req.get("config_digest"),
-        "declared_instrumentation": declared, "source": req.get("source"),
-        "benchmark_version": req.get("benchmark_version"), "test_only": agent.get("scripted", False),
-        "agent": agent_header(agent), "defence": defence,
-    })
+    writer = open_capture(req, declared, element="OpenAILLM", defence=defence)
     result: dict[str, Any] = {"status": "errored", "utility": None, "security": None,
                               "setup_refusal": None, "native_log": None, "error": None}
     local = req.get("local_model")
@@ -244,8 +209,9 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
     llm.name = agent["pipeline_name"]
 
     # --- observation hooks (declared): call boundaries, tool results, environment digests
-    from agentprov_backend import defended
     from agentprov_backend.recording import model_call
+
+    from agentprov_dojo import defended
 
     counter = {"calls": 0}
 
@@ -286,7 +252,7 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
     # AgentDojo names a defended pipeline f"{llm.name}-{defence}": the native log's
     # directory and the attack's model-name lookup follow pipeline.name. A provisioned
     # defence's factory builds its own, named the same way.
-    from agentprov_backend import provisioned
+    from agentprov_dojo import provisioned
 
     pipeline = provisioned.pipeline(req, llm, agent, writer, next_call_id) or defended.build_pipeline(
         req.get("defence"), llm, agent, writer, next_call_id)
@@ -452,22 +418,14 @@ def run_probe(req: dict[str, Any]) -> dict[str, Any]:
     billed call at most. T0 judges the recorded exchange (:mod:`agentprov_core.live.preflight`)."""
     from agentdojo.functions_runtime import FunctionsRuntime, make_function
     from agentdojo.types import ChatSystemMessage, ChatUserMessage, text_content_block_from_string
-    from agentprov_capture import CaptureWriter
-    from tenacity import stop_after_attempt
-
     from agentprov_backend.recording import model_call
+    from tenacity import stop_after_attempt
 
     staging = Path(req["staging"])
     agent, probe = req["agent"], req["preflight"]
-    writer = CaptureWriter(staging / "capture.jsonl", {
-        "session_id": req["session_id"], "cell": req.get("cell") or {}, "unit": None,
-        "attempt": probe.get("call"), "backend": req.get("backend", {}),
-        "plan_sha256": req.get("plan_sha256"), "config_digest": req.get("config_digest"),
-        "declared_instrumentation": ["recording_transport@1 mode: observe",
-                                     "preflight_probe@1 calls: 1"],
-        "source": req.get("source"), "benchmark_version": req.get("benchmark_version"),
-        "test_only": agent.get("scripted", False), "agent": agent_header(agent),
-    })
+    writer = open_capture(req, ["recording_transport@1 mode: observe",
+                                "preflight_probe@1 calls: 1"], element="OpenAILLM",
+                          unit=None, attempt=probe.get("call"))
     result: dict[str, Any] = {"status": "errored", "error": None, "error_type": None,
                               "http_status": None, "calls": 1}
 
@@ -512,16 +470,3 @@ def run_probe(req: dict[str, Any]) -> dict[str, Any]:
     (staging / "result.json").write_text(json.dumps(result, sort_keys=True), encoding="utf-8")
     return result
 
-
-def child_main(req: dict[str, Any]) -> None:
-    """The forked child's entry point."""
-    import time
-
-    from agentprov_backend import timing
-
-    t = time.time()
-    os.chdir(req["staging"])
-    try:
-        run_cell(req)
-    finally:
-        timing.emit("cell.child", t, session=req["session_id"])

@@ -181,7 +181,7 @@ def pipeline(req: dict[str, Any], llm, agent: dict[str, Any], writer,
     sys.dont_write_bytecode = True  # the environment is never edited, not even by a cache
     if files not in sys.path:
         sys.path.insert(0, files)
-    from agentprov_backend.defended import Recorder
+    from agentprov_dojo.defended import Recorder
 
     factory = getattr(importlib.import_module(a["module"]), a["factory"])
     rec = Recorder(writer, req["defence"], next_call_id)

@@ -9,7 +9,7 @@ again: about 75 ms a cell from the environment's bytecode, 0.25 s compiling from
 It also builds the client's TLS context once (``recording.warm_tls_context``): reading the
 trust store costs about 40 ms, which every forked cell would otherwise pay again.
 
-And it runs one stock cell offline (:func:`warm_cells`): agentdojo's runner runs all its
+And :func:`warm_cells` (``DojoSource.warm``) runs one stock cell offline: agentdojo's runner runs all its
 cells in one process, so its second and later cells find built what the first one built
 lazily (the SDK's request and response models, its parameter transforms, pydantic's JSON
 schemas of the tools, the suites' files read and parsed once by ``read_suite_file``);
@@ -24,6 +24,7 @@ import agentdojo.agent_pipeline  # noqa: F401, E402
 import agentdojo.attacks.attack_registry  # noqa: F401, E402
 import agentdojo.benchmark  # noqa: F401, E402
 import agentdojo.task_suite.load_suites  # noqa: F401, E402
+import agentprov_backend.recording  # noqa: F401, E402
 import agentprov_capture  # noqa: F401, E402
 import h11  # noqa: F401, E402
 import httpcore2  # noqa: F401, E402
@@ -31,21 +32,16 @@ import openai  # noqa: F401, E402
 import openai.resources.chat.chat  # noqa: F401, E402
 import openai.resources.chat.completions.completions  # noqa: F401, E402
 import truststore  # noqa: F401, E402
+from agentprov_backend import timing  # noqa: E402
 
-import agentprov_backend.cells  # noqa: F401, E402
-import agentprov_backend.defended  # noqa: F401, E402
-import agentprov_backend.provisioned  # noqa: F401, E402
-import agentprov_backend.recording  # noqa: F401, E402
+import agentprov_dojo.cells  # noqa: F401, E402
+import agentprov_dojo.defended  # noqa: F401, E402
+import agentprov_dojo.provisioned  # noqa: F401, E402
 
 agentprov_backend.recording.warm_tls_context()
 
 
-#: What T0 asks the warm-up for, through the campaign worker's environment
-#: (``agentprov_backend.worker.WARM_VARIABLE``): ``{"benchmark_version": V, "suites": [...]}``.
-WARM_VARIABLE = "AGENTPROV_WORKER_WARM"
-
-
-def warm_cells() -> None:
+def warm_cells(asked: dict) -> None:
     """One benign banking cell (``user_task_0``), through AgentDojo's stock pipeline and
     ``OpenAILLM`` over an ``openai.OpenAI`` client whose transport answers in process (a
     ``get_balance`` call, then a text): no network, nothing written but a native log in a
@@ -56,7 +52,6 @@ def warm_cells() -> None:
     import contextlib
     import io
     import json
-    import os
     import shutil
     import tempfile
     from pathlib import Path
@@ -81,10 +76,6 @@ def warm_cells() -> None:
             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
 
-    try:
-        asked = json.loads(os.environ.get(WARM_VARIABLE) or "{}")
-    except ValueError:
-        asked = {}
     version = asked.get("benchmark_version")
     if version not in _SUITES:
         version = max(_SUITES, key=lambda v: tuple(int(x) for x in v.lstrip("v").split(".")))
@@ -111,15 +102,4 @@ def warm_cells() -> None:
         shutil.rmtree(logdir, ignore_errors=True)
 
 
-from agentprov_backend import timing  # noqa: E402
-
-_t1 = time.time()
-try:
-    warm_cells()
-except Exception as exc:  # noqa: BLE001 - cold cells run the same, only slower
-    import sys
-
-    print(f"agentprov worker: the forkserver's warm-up failed ({type(exc).__name__}: {exc}); "
-          "cells start cold", file=sys.stderr)
-timing.emit("forkserver.warm", _t1)
-timing.emit("forkserver.preload", _t0)
+timing.emit("forkserver.preload.agentprov_dojo", _t0)

@@ -1,0 +1,124 @@
+"""The worker host's libraries, which ``agentprov backends build`` installs into every
+backend environment: ``agentprov-backend`` (the worker, its host of worker packages, the
+recording transport, Landlock) and ``agentprov-capture`` (the capture/0.1 writer).
+
+They are agentprov's, not the benchmark's: a backend project does not lock them, and a
+third party's project needs no path into this repository nor a package index that has
+them. The copy installed is the one that ships with the running agentprov: inside its
+wheel as ``agentprov_core/_worker/<distribution>/`` (each a small project with its
+``pyproject.toml`` and sources), or, in a checkout, ``backends/shared`` and
+``packages/capture``. The marker records which (:func:`record`), and the worker's hello
+reports the digest of the sources it runs, which T0 compares with this copy's
+(``cli.environment.stale_worker``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from agentprov_core.base import paths
+
+
+@dataclass(frozen=True)
+class HostLibrary:
+    #: the distribution's name, as the environment's RECORDs and the lock name it
+    distribution: str
+    #: the hello's field holding the worker's digest of the package's sources
+    hello_key: str
+    #: the import package, relative to the project directory
+    package: str
+    #: where the library's project is in a checkout, relative to the repository root
+    checkout: str
+
+
+LIBRARIES = (
+    HostLibrary("agentprov-backend", "agentprov_backend_sources_sha256",
+                "src/agentprov_backend", "backends/shared"),
+    HostLibrary("agentprov-capture", "agentprov_capture_sources_sha256",
+                "src/agentprov_capture", "packages/capture"),
+)
+NAMES = frozenset(lib.distribution for lib in LIBRARIES)
+
+
+@dataclass(frozen=True)
+class Located:
+    library: HostLibrary
+    #: the library's project directory (``pyproject.toml`` and ``src/``)
+    directory: Path
+    #: where it comes from, as the marker and ``--dry-run`` say it
+    origin: str
+
+    @property
+    def sources(self) -> Path:
+        return self.directory / self.library.package
+
+
+def _packaged() -> Path | None:
+    try:
+        found = resources.files("agentprov_core").joinpath("_worker")
+    except (ImportError, TypeError):  # pragma: no cover - agentprov_core is importable
+        return None
+    return found if isinstance(found, Path) and found.is_dir() else None
+
+
+def locate() -> list[Located]:
+    """Every host library this agentprov ships, where its project is; empty when neither a
+    wheel's copy nor a checkout is at hand (nothing can then be built or compared)."""
+    from agentprov_core import __version__
+
+    packaged = _packaged()
+    out = []
+    for lib in LIBRARIES:
+        if packaged is not None and (packaged / lib.distribution / "pyproject.toml").is_file():
+            out.append(Located(lib, packaged / lib.distribution,
+                               f"shipped with agentprov {__version__}"))
+            continue
+        root = paths.repo_root()
+        if root is not None and (root / lib.checkout / "pyproject.toml").is_file():
+            out.append(Located(lib, root / lib.checkout,
+                               f"the agentprov {__version__} checkout's {lib.checkout}"))
+    return out
+
+
+def sources_sha256(root: Path) -> str:
+    """The digest of a package's sources (``*.py`` and ``*.toml`` by relative path, outside
+    hidden and cache directories), the same algorithm as
+    ``agentprov_backend.identity.sources_sha256``."""
+    lines = []
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root)
+        if any(part.startswith(".") or part == "__pycache__" for part in rel.parts[:-1]):
+            continue
+        if p.suffix in (".py", ".toml") and p.is_file():
+            lines.append(f"{rel.as_posix()} {hashlib.sha256(p.read_bytes()).hexdigest()}")
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+
+
+def digests() -> dict[str, str]:
+    """The digests of the host libraries' sources, by the hello's field."""
+    return {loc.library.hello_key: sources_sha256(loc.sources) for loc in locate()
+            if loc.sources.is_dir()}
+
+
+def record(found: list[Located]) -> dict[str, dict[str, str]]:
+    """What the marker records of the host libraries a build installed: version, where the
+    copy came from, and the digest of its sources."""
+    out = {}
+    for loc in found:
+        text = (loc.directory / "pyproject.toml").read_text(encoding="utf-8")
+        project = tomllib.loads(text).get("project") or {}
+        out[loc.library.distribution] = {"version": str(project.get("version", "")),
+                                         "from": loc.origin,
+                                         "sources_sha256": sources_sha256(loc.sources)}
+    return out
+
+
+def canonical(name: str) -> str:
+    """A distribution name as the hello says it (PEP 503: lower case, ``-``)."""
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
