@@ -142,14 +142,47 @@ def install_worker_libraries(site: Path) -> None:
         shutil.copytree(src, site / src.name, ignore=shutil.ignore_patterns("__pycache__"))
 
 
-def load_backend_module(name: str):
-    """A module of the worker's library (``backends/shared/src/agentprov_backend/NAME.py``)
-    loaded from the source tree, for tests of its standard-library-only parts."""
+def install_worker_source(site: Path, name: str, body: str,
+                          distribution: str = "agentprov-test-worker") -> None:
+    """Register a stand-in worker source ``name`` in the site-packages directory ``site``,
+    as a worker package does (a module and a ``.dist-info`` whose entry point in the group
+    ``agentprov.worker`` names it): ``body`` defines ``child_main(request)``, which runs
+    the cell and stages its own ``result.json``."""
+    module = f"{distribution.replace('-', '_')}_{name}"
+    (site / f"{module}.py").write_text(body + f"""
+
+from agentprov_backend.source import WorkerSource as _WorkerSource
+
+
+class _Source(_WorkerSource):
+    name = {name!r}
+
+    def run_cell(self, request):
+        child_main(request)
+        return {{"status": "errored", "error": "the stand-in staged no result"}}
+
+
+SOURCE = _Source()
+""", encoding="utf-8")
+    info = site / f"{distribution.replace('-', '_')}-0.0.0.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\n"
+                                   "Version: 0.0.0\n", encoding="utf-8")
+    eps = info / "entry_points.txt"
+    old = eps.read_text(encoding="utf-8") if eps.is_file() else "[agentprov.worker]\n"
+    eps.write_text(old + f"{name} = {module}:SOURCE\n", encoding="utf-8")
+
+
+def load_backend_module(name: str, library: str = "agentprov_backend"):
+    """A module of a worker-side library (``agentprov_backend``: backends/shared,
+    ``agentprov_dojo``: backends/dojo) loaded from the source tree, for tests of its
+    standard-library-only parts."""
     import importlib.util
 
+    where = {"agentprov_backend": "shared", "agentprov_dojo": "dojo"}[library]
     spec = importlib.util.spec_from_file_location(
-        f"_agentprov_backend_{name}_from_source",
-        ROOT / "backends" / "shared" / "src" / "agentprov_backend" / f"{name}.py")
+        f"_{library}_{name}_from_source",
+        ROOT / "backends" / where / "src" / library / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -79,8 +79,11 @@ def test_build_dry_run_prints_the_plan_and_writes_nothing(cli, home):
     assert lines[3].startswith(f"  UV_PROJECT_ENVIRONMENT={home}/envs/{ENV_ID}; every other "
                                "UV_* variable is dropped except")
     assert lines[4] == "  network: none (uv --offline: the build uses the uv cache only)"
-    assert lines[5] == ("  then: T0 identity, hello identity, sandbox-exec feasibility probe, "
-                        "marker AGENTPROV_ENV.json")
+    assert lines[5] == ("  then: uv pip install the worker host's libraries, T0 identity, "
+                        "hello identity, sandbox-exec feasibility probe, marker AGENTPROV_ENV.json")
+    assert lines[-1] == ("  host libraries: agentprov-backend from the agentprov 0.1.0 checkout's "
+                         "backends/shared; agentprov-capture from the agentprov 0.1.0 checkout's "
+                         "packages/capture")
     assert snapshot(home) == {}
 
 
@@ -205,19 +208,26 @@ def _checkout_with_a_changed_byte(tmp_path: Path, package: str) -> Path:
     """A copy of the repository's ``backends/`` and ``packages/`` (the worker code a build
     installs) where one byte of ``package``'s ``__init__.py`` differs; returns its
     ``backends/``."""
-    from agentprov_core.backend import environments
 
     top = tmp_path / "checkout"
     for d in ("backends", "packages"):
         shutil.copytree(ROOT / d, top / d,
                         ignore=shutil.ignore_patterns("__pycache__", ".venv"))
-    rel = dict(environments.WORKER_SOURCES)[f"agentprov_{package}_sources_sha256"]
+    rel = _library_sources(f"agentprov_{package}_sources_sha256")
     init = top / rel / "__init__.py"
     data = bytearray(init.read_bytes())
     assert data[:3] == b'"""' and data[3:4].isalpha()
     data[3] ^= 0x20  # the docstring's first letter in the other case: one byte apart
     init.write_bytes(bytes(data))
     return top / "backends"
+
+
+def _library_sources(hello_key: str) -> str:
+    """A host library's package directory, relative to the checkout, by the hello's field."""
+    from agentprov_core.backend import hostlibs
+
+    lib = next(lib for lib in hostlibs.LIBRARIES if lib.hello_key == hello_key)
+    return f"{lib.checkout}/{lib.package}"
 
 
 @pytest.mark.slow
@@ -256,7 +266,7 @@ def test_a_changed_byte_of_the_worker_code_refuses_the_environment_until_rebuilt
     key = f"agentprov_{package}_sources_sha256"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AGENTPROV_BACKENDS", str(backends))
-        ours = environments.worker_sources_sha256()
+        ours = hostlibs.digests()
     assert hello[key] == ours[key] != environments.worker_sources_sha256()[key]
     r = agentprov("backends", "build", "agentdojo", "--offline-check")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -443,15 +453,15 @@ def test_an_environment_holding_other_worker_code_is_refused_and_rebuilt(tmp_pat
     replaces it), until it is rebuilt."""
     import hashlib
 
-    from agentprov_core.backend import environments, marker, session
+    from agentprov_core.backend import environments, hostlibs, marker, session
     from agentprov_core.errors import AgentprovError
 
     key = f"agentprov_{package}_sources_sha256"
     # the same algorithm as the worker's (every e2e run checks the two agree)
-    src = ROOT / dict(environments.WORKER_SOURCES)[key]
+    src = ROOT / _library_sources(key)
     lines = [f"{p.relative_to(src).as_posix()} {hashlib.sha256(p.read_bytes()).hexdigest()}"
              for p in sorted(src.rglob("*")) if p.suffix in (".py", ".toml") and p.is_file()]
-    ours = environments.worker_sources_sha256()
+    ours = hostlibs.digests()
     assert sorted(ours) == ["agentprov_backend_sources_sha256",
                             "agentprov_capture_sources_sha256"]
     assert ours[key] == hashlib.sha256("\n".join(lines).encode()).hexdigest()

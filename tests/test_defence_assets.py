@@ -122,8 +122,8 @@ def test_the_dry_run_shows_what_would_be_provisioned_and_writes_nothing(cli, hom
     r = build(cli, fixture, "--dry-run", *sources(fixture))
     assert r.code == 0, r.err
     lines = r.out.splitlines()
-    assert lines[5] == ("  then: T0 identity, hello identity, sandbox-exec feasibility probe, "
-                        "marker AGENTPROV_ENV.json")
+    assert lines[5] == ("  then: uv pip install the worker host's libraries, T0 identity, "
+                        "hello identity, sandbox-exec feasibility probe, marker AGENTPROV_ENV.json")
     assert lines[6].startswith("  defence asset fixture_code (code, 2 file(s), ")
     assert lines[6].endswith(f"2 of 2 present and matching their pins, from --defence-source "
                              f"{fixture.code}")
@@ -141,7 +141,9 @@ def test_the_dry_run_shows_what_would_be_provisioned_and_writes_nothing(cli, hom
     r = cli("backends", "build", "agentdojo", "--dry-run", "--defence-assets", "none")
     assert r.code == 0 and r.out.splitlines()[6:] == [
         "  defence assets: none",
-        "  project: backends/agentdojo (from agentprov-agentdojo 0.1.0; worker agentprov_backend)"]
+        "  project: backends/agentdojo (from agentprov-agentdojo 0.1.0; worker agentprov-worker-agentdojo)",
+        "  host libraries: agentprov-backend from the agentprov 0.1.0 checkout's backends/shared; "
+        "agentprov-capture from the agentprov 0.1.0 checkout's packages/capture"]
     assert snapshot(home) == {}
 
 

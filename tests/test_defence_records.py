@@ -274,7 +274,7 @@ def test_the_cells_worst_case_follows_the_defence():
 
 # ------------------------------------------------------------------ the worker's declared items
 def test_the_worker_declares_the_harness_effects_of_each_defence():
-    mod = load_backend_module("defended")
+    mod = load_backend_module("defended", "agentprov_dojo")
     assert mod.declared("none") == mod.declared(None) == []
     assert mod.declared("repeat_user_prompt") == ["defence_recorder@1 mode: observe"]
     assert mod.declared("tool_filter") == [mod.REWRITE, "defence_aux_span@1 mode: observe",

@@ -205,7 +205,7 @@ def test_a_link_to_another_sessions_staging_is_refused(e2e_cli, tmp_path, reques
 def test_the_worker_and_t0_name_the_same_hostile_faults():
     from conftest import load_backend_module
 
-    assert load_backend_module("cells").HOSTILE_FAULTS == testfaults.HOSTILE_FAULTS
+    assert load_backend_module("cells", "agentprov_dojo").HOSTILE_FAULTS == testfaults.HOSTILE_FAULTS
     assert set(CASES) | {"symlink_other_session"} == set(testfaults.HOSTILE_FAULTS)
 
 

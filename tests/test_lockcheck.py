@@ -15,7 +15,7 @@ from conftest import ROOT
 from agentprov_core.backend.lockcheck import differences, same_marker
 
 DEP = '"agentdojo==0.1.35",'
-SHARED_DEPS = 'dependencies = ["agentprov-capture"]'
+WORKER_DEPS = 'dependencies = ["agentprov-dojo"]'
 
 #: (edit id, file under backends/, old text, new text, what the difference says: {B} is
 #: the copy's backends/, {P} its packages/)
@@ -48,21 +48,22 @@ CHANGES = [
     ("requires-python", "agentdojo/pyproject.toml", 'requires-python = "==3.12.*"',
      'requires-python = ">=3.12"',
      "requires-python: >=3.12 is declared, the lock records ==3.12.*"),
-    ("source-editable", "agentdojo/pyproject.toml", "editable = false", "editable = true",
-     "dependencies: agentprov-backend (editable {B}/shared) is declared, the lock records "
-     "agentprov-backend (directory {B}/shared)"),
+    ("source-editable", "agentdojo/pyproject.toml", 'path = "worker", editable = false',
+     'path = "worker", editable = true',
+     "dependencies: agentprov-worker-agentdojo (editable {B}/agentdojo/worker) is declared, "
+     "the lock records agentprov-worker-agentdojo (directory {B}/agentdojo/worker)"),
     ("exclude-newer", "agentdojo/pyproject.toml", 'exclude-newer = "2026-10-07T00:00:00Z"',
      'exclude-newer = "2026-09-01T00:00:00Z"',
      "exclude-newer: 2026-09-01T00:00:00Z is declared (the build passes it to uv), the lock "
      "records 2026-10-07T00:00:00Z"),
-    ("path-dependency-requirement", "shared/pyproject.toml", SHARED_DEPS,
-     'dependencies = ["agentprov-capture", "msgspec>=0.18"]',
-     "{B}/shared/pyproject.toml: dependencies: msgspec>=0.18 is declared, the lock does not "
-     "record it"),
-    # packages/capture: the path dependency of backends/shared
-    ("path-dependency-of-a-path-dependency", "../packages/capture/pyproject.toml",
+    ("path-dependency-requirement", "agentdojo/worker/pyproject.toml", WORKER_DEPS,
+     'dependencies = ["agentprov-dojo", "msgspec>=0.18"]',
+     "{B}/agentdojo/worker/pyproject.toml: dependencies: msgspec>=0.18 is declared, the lock "
+     "does not record it"),
+    # backends/dojo: the path dependency of the worker package
+    ("path-dependency-of-a-path-dependency", "dojo/pyproject.toml",
      "dependencies = []", 'dependencies = ["msgspec>=0.18"]',
-     "{P}/capture/pyproject.toml: dependencies: msgspec>=0.18 is declared, the lock does "
+     "{B}/dojo/pyproject.toml: dependencies: msgspec>=0.18 is declared, the lock does "
      "not record it"),
 ]
 
@@ -70,13 +71,14 @@ CHANGES = [
 SAME = [
     ("spacing", "agentdojo/pyproject.toml", DEP, '"agentdojo == 0.1.35",'),
     ("name-spelling", "agentdojo/pyproject.toml", DEP, '"AgentDojo==0.1.35",'),
-    ("editable-unsaid", "agentdojo/pyproject.toml", ", editable = false", ""),
-    ("path-specifier", "agentdojo/pyproject.toml", '"agentprov-backend",',
-     '"agentprov-backend>=0.1",'),
+    ("editable-unsaid", "agentdojo/pyproject.toml", 'path = "worker", editable = false',
+     'path = "worker"'),
+    ("path-specifier", "agentdojo/pyproject.toml", '"agentprov-worker-agentdojo",',
+     '"agentprov-worker-agentdojo>=0.1",'),
     ("comment", "agentdojo/pyproject.toml", "[tool.uv]", "# a comment\n[tool.uv]"),
     ("later-exclude-newer", "agentdojo/pyproject.toml", 'exclude-newer = "2026-10-07T00:00:00Z"',
      'exclude-newer = "2026-11-01T00:00:00Z"'),
-    ("path-dependency-description", "shared/pyproject.toml", 'description = "',
+    ("path-dependency-description", "dojo/pyproject.toml", 'description = "',
      'description = "(edited) '),
 ]
 

@@ -14,6 +14,7 @@ import agentprov_capture as capture
 import msgspec
 import pytest
 from agentprov_agentdojo.capture_mapper import MAPPER, CaptureMapper
+from conftest import load_backend_module
 
 from agentprov_core.corpus.ledger import Attempt
 from agentprov_core.corpus.store import RawStore
@@ -24,18 +25,19 @@ from agentprov_core.evidence.executions import Executions
 from agentprov_core.mapping import LiveEvidence, Mapper, mapper_for
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT / "backends" / "shared" / "src" / "agentprov_backend"
+DOJO = ROOT / "backends" / "dojo" / "src" / "agentprov_dojo"
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"_agentprov_backend_{name}_under_test",
-                                                  SHARED / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_agentprov_dojo_{name}_under_test",
+                                                  DOJO / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
 cells = _load("cells")
+worker_source = load_backend_module("source")
 
 ATTACKED = {"suite": "banking", "user_task_id": "user_task_0", "attack": "important_instructions",
             "injection_task_id": "injection_task_0", "kind": "attacked",
@@ -58,7 +60,7 @@ def header(cell: dict, session: str = "s-test") -> dict:
             "declared_instrumentation": [*cells.DECLARED,
                                          "model_display_name@1 value: Scripted Model"],
             "source": "agentdojo", "benchmark_version": "v1.2.2", "test_only": True,
-            "agent": cells.agent_header(AGENT), "started_at": "2026-11-29T10:00:00.000000Z"}
+            "agent": worker_source.agent_header(AGENT, "OpenAILLM"), "started_at": "2026-11-29T10:00:00.000000Z"}
 
 
 def chat(content=None, tool_calls=None, finish="stop", usage=True) -> bytes:
@@ -457,7 +459,7 @@ def test_mapping_and_deriving_are_deterministic(tmp_path):
 def test_the_capture_header_records_the_agent_without_a_key(tmp_path):
     agent = dict(AGENT, key_env="OPENROUTER_API_KEY", params={"temperature": 0.7},
                  endpoint_kind="api", scripted=False)
-    h = cells.agent_header(agent)
+    h = worker_source.agent_header(agent, "OpenAILLM")
     assert h["model"] == "scripted" and h["endpoint_kind"] == "api"
     assert h["parameters"] == {"temperature": "0.7"}
     assert "OPENROUTER_API_KEY" not in json.dumps(h)

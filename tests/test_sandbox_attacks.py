@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import bwrap_unusable, install_worker_libraries
+from conftest import bwrap_unusable, install_worker_libraries, install_worker_source
 
 from agentprov_core.backend import containment
 from agentprov_core.backend.containment import Recorded
@@ -164,7 +164,7 @@ USERS = [pytest.param("root", marks=pytest.mark.skipif(os.geteuid() != 0,
 @pytest.fixture(scope="module")
 def attack_env():
     """A venv on a base install every user can read (:func:`_attack_python`), holding the
-    worker library with the stand-in cell module (the rest of the library is the real one)."""
+    worker library (the real one) with a stand-in worker source ``attack`` whose cells attack."""
     top = Path(tempfile.mkdtemp(prefix="agentprov-attack-"))
     top.chmod(0o755)
     env = top / "env"
@@ -172,7 +172,7 @@ def attack_env():
                     "--without-pip", str(env)], check=True)
     site = next(env.glob("lib/python3*/site-packages"))
     install_worker_libraries(site)
-    (site / "agentprov_backend" / "cells.py").write_text(ATTACK_CELL)
+    install_worker_source(site, "attack", ATTACK_CELL)
     for p in [top, *top.rglob("*")]:
         if not p.is_symlink():
             p.chmod(p.stat().st_mode | 0o555 if p.is_dir() else p.stat().st_mode | 0o444)
@@ -279,7 +279,8 @@ def test_the_worker_t0_starts_ignores_a_planted_module_contained_or_not(attack_e
         assert w.request("hello")["protocol"] == "agentprov-worker/0.1"
         assert ("-P" in w.argv) and w.argv[w.argv.index("-P") + 1] == "-m"
         res = w.request("run-cell", session_id="s-a", staging=str(staging / "s-a"),
-                        cell={"sibling": "s-b"}, agent={}, benchmark_version="v")
+                        cell={"sibling": "s-b"}, agent={}, benchmark_version="v",
+                        source="attack")
     assert res["status"] == "complete", res
     assert not ran.exists()
 
@@ -294,7 +295,8 @@ def test_a_cell_cannot_write_another_session_or_the_staging_root(attack_env, are
     (sib / "capture.jsonl").write_text('{"kind": "header", "session_id": "s-b"}\n')
     before = {p.name: p.read_bytes() for p in sib.iterdir()}
     lines = [{"id": 1, "type": "run-cell", "session_id": "s-a", "staging": str(staging / "s-a"),
-              "cell": {"sibling": "s-b"}, "agent": {}, "benchmark_version": "v"},
+              "cell": {"sibling": "s-b"}, "agent": {}, "benchmark_version": "v",
+              "source": "attack"},
              {"id": 2, "type": "shutdown"}]
     p = _run_wrapped(user, attack_env, staging, area / "t", worker_argv(attack_env),
                      stdin="".join(json.dumps(x) + "\n" for x in lines))
@@ -320,7 +322,8 @@ def test_a_cell_of_an_unwrapped_worker_is_confined_too(attack_env, tmp_path):
     (sib / "capture.jsonl").write_text("{}\n")
     with Worker("attack", attack_env, staging) as w:
         res = w.request("run-cell", session_id="s-a", staging=str(staging / "s-a"),
-                        cell={"sibling": "s-b"}, agent={}, benchmark_version="v")
+                        cell={"sibling": "s-b"}, agent={}, benchmark_version="v",
+                        source="attack")
     seen = res["seen"]
     assert seen["append to the sibling's capture log"] == "EACCES", seen
     assert seen["a file in the staging root"] == "EACCES", seen

@@ -478,8 +478,10 @@ def test_the_third_party_backend_is_found_through_its_hook(agentprov: ThirdParty
     lines = done.out.splitlines()
     assert lines[0] == f"backend examplebench: environment {agentprov.home}/envs/{env_id}"
     assert ("--exclude-newer 2026-10-07T00:00:00Z") in lines[2]
-    assert lines[-1] == (f"  project: {installed} (from agentprov-example-source 0.1.0; "
-                         "worker agentprov_backend)")
+    assert lines[-2] == (f"  project: {installed} (from agentprov-example-source 0.1.0; "
+                         "any worker package)")
+    assert lines[-1] == ("  host libraries: agentprov-backend from the copy shipped with agentprov 0.1.0; "
+                         "agentprov-capture from the copy shipped with agentprov 0.1.0")
     agentprov.assert_nothing_written()
 
     done = agentprov("backends", "build", "examplebench", "--offline-check")
@@ -493,7 +495,7 @@ def test_the_third_party_backend_is_found_through_its_hook(agentprov: ThirdParty
                    "distribution": "agentprov-example-source", "version": "0.1.0",
                    "package": "agentprov_example_source", "path": "backend",
                    "project": str(installed), "pinned": "uv.lock",
-                   "worker": "agentprov_backend", "status": "ok", "problem": None}
+                   "worker": None, "status": "ok", "problem": None}
     plugin = {p["name"]: p for p in rows["plugins"]}["examplebench"]
     assert plugin["backends"] == ["examplebench"]
     info = json.loads(agentprov("info", "--format", "json").out)

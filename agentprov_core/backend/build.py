@@ -205,14 +205,22 @@ def dry_run_lines(bp: BuildPlan) -> list[str]:
         f"  UV_PROJECT_ENVIRONMENT={bp.env_dir}; every other UV_* variable is dropped except "
         + ", ".join(KEEP_UV_VARS) + " (and UV_PYTHON_DOWNLOADS=never)",
         f"  network: {network}",
-        "  then: T0 identity, hello identity, sandbox-exec feasibility probe, marker "
-        "AGENTPROV_ENV.json",
+        "  then: uv pip install the worker host's libraries, T0 identity, hello identity, "
+        "sandbox-exec feasibility probe, marker AGENTPROV_ENV.json",
         *(([] if bp.asset_ids else ["  defence assets: none"])
           + defassets.plan_lines(bp.assets, _replace_note(bp)) if bp.asset_ids is not None
           else []),
-        *([f"  project: {bp.located.where} (from {bp.located.origin}; worker "
-            f"{bp.located.entry.project.worker})"] if bp.located is not None else []),
+        *([f"  project: {bp.located.where} (from {bp.located.origin}; "
+            + (f"worker {bp.located.entry.project.worker})" if bp.located.entry.project.worker
+               else "any worker package)")] if bp.located is not None else []),
+        "  host libraries: " + _host_line(),
     ]
+
+
+def _host_line() -> str:
+    found = hostlibs.locate()
+    return "; ".join(f"{loc.library.distribution} from {loc.origin}" for loc in found) or (
+        "none shipped with this agentprov")
 
 
 def _replace_note(bp: BuildPlan) -> str | None:

@@ -66,21 +66,23 @@ def _packaged() -> Path | None:
 
 
 def locate() -> list[Located]:
-    """Every host library this agentprov ships, where its project is; empty when neither a
-    wheel's copy nor a checkout is at hand (nothing can then be built or compared)."""
+    """Every host library this agentprov ships, where its project is: the checkout's (the
+    directory holding ``backends/``, which ``$AGENTPROV_BACKENDS`` names while developing),
+    else the copy inside the installed wheel; empty when neither is at hand (nothing can
+    then be built or compared)."""
     from agentprov_core import __version__
 
+    base = paths.backends_dir()
+    top = base.parent if base is not None else None
     packaged = _packaged()
     out = []
     for lib in LIBRARIES:
-        if packaged is not None and (packaged / lib.distribution / "pyproject.toml").is_file():
-            out.append(Located(lib, packaged / lib.distribution,
-                               f"shipped with agentprov {__version__}"))
-            continue
-        root = paths.repo_root()
-        if root is not None and (root / lib.checkout / "pyproject.toml").is_file():
-            out.append(Located(lib, root / lib.checkout,
+        if top is not None and (top / lib.checkout / "pyproject.toml").is_file():
+            out.append(Located(lib, top / lib.checkout,
                                f"the agentprov {__version__} checkout's {lib.checkout}"))
+        elif packaged is not None and (packaged / lib.distribution / "pyproject.toml").is_file():
+            out.append(Located(lib, packaged / lib.distribution,
+                               f"the copy shipped with agentprov {__version__}"))
     return out
 
 

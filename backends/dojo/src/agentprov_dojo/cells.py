@@ -27,8 +27,6 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from agentprov_backend.source import open_capture
-
 DECLARED = [
     "http_backoff@1 policy: stock_sdk",
     "recording_transport@1 mode: observe",
@@ -159,6 +157,8 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     if hostile is not None:
         declared.append(f"test_fault@1 hostile: {hostile['hostile']} "
                         "(AGENTPROV_TEST_HOSTILE; a test, never a real run)")
+    from agentprov_backend.source import open_capture
+
     writer = open_capture(req, declared, element="OpenAILLM", defence=defence)
     result: dict[str, Any] = {"status": "errored", "utility": None, "security": None,
                               "setup_refusal": None, "native_log": None, "error": None}
@@ -423,6 +423,8 @@ def run_probe(req: dict[str, Any]) -> dict[str, Any]:
 
     staging = Path(req["staging"])
     agent, probe = req["agent"], req["preflight"]
+    from agentprov_backend.source import open_capture
+
     writer = open_capture(req, ["recording_transport@1 mode: observe",
                                 "preflight_probe@1 calls: 1"], element="OpenAILLM",
                           unit=None, attempt=probe.get("call"))

@@ -151,10 +151,10 @@ class Recorder:
         defence added or changed, the sha256 of its code files as installed (by default
         the built-in's modules, :data:`CODE_MODULES`), its parameters and their digest,
         the harness's rewrites, and its weights (``{path, sha256}``; none for a built-in)."""
-        from agentprov_dojo.cells import _no_floats  # floats as decimal text
+        from agentprov_backend.source import no_floats  # floats as decimal text
 
         code = code_digests(CODE_MODULES[self.defence]) if code is None else list(code)
-        parameters = _no_floats(parameters)
+        parameters = no_floats(parameters)
         code_sha, params_sha = combined_sha256(code), \
             hashlib.sha256(_canonical(parameters)).hexdigest()
         self.writer.append(
