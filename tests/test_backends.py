@@ -213,13 +213,18 @@ def _checkout_with_a_changed_byte(tmp_path: Path, package: str) -> Path:
     for d in ("backends", "packages"):
         shutil.copytree(ROOT / d, top / d,
                         ignore=shutil.ignore_patterns("__pycache__", ".venv"))
-    rel = _library_sources(f"agentprov_{package}_sources_sha256")
+    rel = (WORKER_PACKAGE if package == "worker"
+           else _library_sources(f"agentprov_{package}_sources_sha256"))
     init = top / rel / "__init__.py"
     data = bytearray(init.read_bytes())
     assert data[:3] == b'"""' and data[3:4].isalpha()
     data[3] ^= 0x20  # the docstring's first letter in the other case: one byte apart
     init.write_bytes(bytes(data))
     return top / "backends"
+
+
+#: AgentDojo's worker package, a path dependency of its backend project
+WORKER_PACKAGE = "backends/agentdojo/worker/src/agentprov_worker_agentdojo"
 
 
 def _library_sources(hello_key: str) -> str:
@@ -232,17 +237,18 @@ def _library_sources(hello_key: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.req("R-6.8")
-@pytest.mark.parametrize("package", ["backend", "capture"])
+@pytest.mark.parametrize("package", ["backend", "capture", "worker"])
 def test_a_changed_byte_of_the_worker_code_refuses_the_environment_until_rebuilt(
         agentdojo_env, tmp_path, package):
     """The environment id follows uv.lock, which does not change when the worker's
-    libraries do: after a one-byte change to ``agentprov_backend`` (backends/shared) or to
-    ``agentprov_capture`` (packages/capture), the environment built before it fails the
+    libraries do: after a one-byte change to ``agentprov_backend`` (backends/shared), to
+    ``agentprov_capture`` (packages/capture) or to the project's path dependency, AgentDojo's
+    worker package (backends/agentdojo/worker), the environment built before it fails the
     offline check with the run's refusal (``cli.environment.stale_worker``, exit 3), and
     ``backends build`` replaces it with one whose worker reports the changed sources.
     The environment is a copy of the real one; the build is the real one (offline, from
     the uv cache the first build filled)."""
-    from agentprov_core.backend import environments
+    from agentprov_core.backend import environments, hostlibs
 
     backends = _checkout_with_a_changed_byte(tmp_path, package)
     home = tmp_path / "home"
@@ -261,13 +267,17 @@ def test_a_changed_byte_of_the_worker_code_refuses_the_environment_until_rebuilt
         "cli.environment.stale_worker"
     r = agentprov("backends", "build", "agentdojo")
     assert r.returncode == 0 and f"{agentdojo_env.env_id} built at " in r.stdout, r.stderr
-    hello = json.loads((home / "envs" / agentdojo_env.env_id / "AGENTPROV_ENV.json")
-                       .read_text())["hello"]
-    key = f"agentprov_{package}_sources_sha256"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AGENTPROV_BACKENDS", str(backends))
-        ours = hostlibs.digests()
-    assert hello[key] == ours[key] != environments.worker_sources_sha256()[key]
+    m = json.loads((home / "envs" / agentdojo_env.env_id / "AGENTPROV_ENV.json").read_text())
+    if package == "worker":  # the marker records the path dependency's changed sources
+        dist = "agentprov-worker-agentdojo"
+        assert m["path_sources"][dist] == environments.path_sources(backends / "agentdojo")[
+            dist] != environments.path_sources(ROOT / "backends" / "agentdojo")[dist]
+    else:  # the worker reports the host library's changed sources
+        key = f"agentprov_{package}_sources_sha256"
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("AGENTPROV_BACKENDS", str(backends))
+            ours = hostlibs.digests()
+        assert m["hello"][key] == ours[key] != hostlibs.digests()[key]
     r = agentprov("backends", "build", "agentdojo", "--offline-check")
     assert r.returncode == 0, r.stdout + r.stderr
 
