@@ -9,7 +9,7 @@ tool calls and a final text). Three measurements, each side by side in one run,
 interleaved (forward order on even rounds, reverse on odd) after an untimed warm-up:
 
 1. **Recording overhead.** Inside the backend environment (``<env>/bin/python``,
-   ``PYTHONPATH`` = the checkout's ``backends/shared/src`` and ``packages/capture/src``, ``PYTHONDONTWRITEBYTECODE=1``
+   ``PYTHONPATH`` = the checkout's ``backends/shared/src``, ``backends/dojo/src`` and ``packages/capture/src``, ``PYTHONDONTWRITEBYTECODE=1``
    as the worker runs): a parent that imported what the worker's forkserver imports forks a
    fresh process per cell, as the worker does, and the cell (banking ``user_task_0``) runs
    either with AgentDojo's own pipeline over the stock ``openai.OpenAI`` client, or as
@@ -61,6 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: the worker library's and the capture library's sources, ahead of what the environment
 #: installed
 WORKER_SRC = os.pathsep.join([str(ROOT / "backends" / "shared" / "src"),
+                              str(ROOT / "backends" / "dojo" / "src"),
                               str(ROOT / "packages" / "capture" / "src")])
 DEMO_SCRIPT = ROOT / "examples" / "scripts" / "live-demo.json"
 BACKEND = "agentdojo"

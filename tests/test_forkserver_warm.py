@@ -1,5 +1,5 @@
-"""The worker's forkserver runs one stock cell offline before it forks any (preload.py's
-``warm_cells``), so that every forked cell starts in the state of a runner's later cells:
+"""The worker's forkserver (``agentprov_backend.forkserver``) has the source's worker package
+run one stock cell offline before it forks any (``agentprov_dojo.preload.warm_cells``), so that every forked cell starts in the state of a runner's later cells:
 the plan's suites' files read once, the SDK and pydantic models built. It needs no network
 and writes nothing outside a temporary directory."""
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 PROBE = r'''
 import json
-import agentprov_dojo.preload as preload
+import agentprov_backend.forkserver
 from agentdojo.task_suite.task_suite import read_suite_file
 from openai.types.chat import ChatCompletion
 print(json.dumps({"cached": read_suite_file.cache_info().currsize,
@@ -41,7 +41,8 @@ def run(agentdojo_env, tmp_path, warm: dict | None) -> tuple[dict, str, list[str
 
 def test_the_warm_up_reads_the_plans_suites_and_builds_the_sdk_models(agentdojo_env, tmp_path):
     doc, err, left = run(agentdojo_env, tmp_path,
-                         {"benchmark_version": "v1.2.2", "suites": ["slack", "travel"]})
+                         {"source": "agentdojo", "benchmark_version": "v1.2.2",
+                          "suites": ["slack", "travel"]})
     assert "warm-up failed" not in err, err
     assert doc["cached"] == 6  # banking (the warm cell), slack and travel: environment, vectors
     assert doc["completion_model_built"] is True

@@ -1,7 +1,7 @@
 """Imported once by a campaign worker's forkserver, so that every forked cell starts warm.
 
 T0 names the campaign's source, benchmark version and suites in the worker's environment
-(:data:`WARM_VARIABLE`, JSON). This module imports that source's
+(:data:`WARM_VARIABLE`, JSON; without a source named, the environment's only one). This module imports that source's
 :attr:`~agentprov_backend.source.WorkerSource.preload` modules (the benchmark's heavy
 imports) and calls its :meth:`~agentprov_backend.source.WorkerSource.warm`; the cells the
 forkserver forks afterwards inherit all of it. A failure leaves the cells cold, nothing
@@ -29,11 +29,17 @@ def _asked() -> dict:
     return asked if isinstance(asked, dict) else {}
 
 
+def _only_source() -> str:
+    """The environment's one registered source, when T0 names none."""
+    names = list(host.entry_points())
+    return names[0] if len(names) == 1 else ""
+
+
 def warm() -> None:
     asked = _asked()
     t = time.time()
     try:
-        src = host.source(str(asked.get("source") or ""))
+        src = host.source(str(asked.get("source") or _only_source()))
         for name in src.preload:
             importlib.import_module(name)
         timing.emit("forkserver.preload", t)
