@@ -111,17 +111,24 @@ class Plugins:
 
     def sources(self) -> dict[str, SourceEntry]:
         if self._sources is None:
-            self._sources = {}
-            for rec, found in self._contributed("agentprov_sources"):
-                for src in found:
-                    name = src.meta.name
-                    if name in self._sources:
-                        self.duplicates.append(
-                            f"source {name!r} from {rec.name} ignored: already registered by "
-                            f"{self._sources[name].plugin.name}")
-                        continue
-                    self._sources[name] = SourceEntry(src, rec)
+            self._sources = self._first_by_name(
+                "source", ((rec, src.meta.name, SourceEntry(src, rec))
+                           for rec, found in self._contributed("agentprov_sources")
+                           for src in found))
         return self._sources
+
+    def _first_by_name(self, kind: str, named: Iterator[tuple[PluginRecord, str, Any]]
+                       ) -> dict[str, Any]:
+        """``(plugin, name, entry)`` by name, the first registered keeping a name; a later
+        one is ignored and reported under :attr:`duplicates`."""
+        out: dict[str, Any] = {}
+        for rec, name, entry in named:
+            if name in out:
+                self.duplicates.append(f"{kind} {name!r} from {rec.name} ignored: already "
+                                       f"registered by {out[name].plugin.name}")
+                continue
+            out[name] = entry
+        return out
 
     def backends(self) -> dict[str, list[BackendEntry]]:
         """Every contributed backend project by name, in registration order. A name with
@@ -146,21 +153,18 @@ class Plugins:
         mapper is found by evidence format). A name already registered is ignored and
         reported as a duplicate, as a source's is."""
         if self._mappers is None:
-            self._mappers = {}
-            for rec, found in self._contributed("agentprov_mappers"):
-                for m in found:
-                    name = getattr(m, "name", None)
-                    if not isinstance(name, str) or not name:
-                        rec.status = "failed"
-                        rec.error = (f"agentprov_mappers: returned {type(m).__name__}, which "
-                                     "has no name (not a Mapper)")
-                        continue
-                    if name in self._mappers:
-                        self.duplicates.append(
-                            f"mapper {name!r} from {rec.name} ignored: already registered by "
-                            f"{self._mappers[name].plugin.name}")
-                        continue
-                    self._mappers[name] = MapperEntry(m, rec)
+            def named() -> Iterator[tuple[PluginRecord, str, MapperEntry]]:
+                for rec, found in self._contributed("agentprov_mappers"):
+                    for m in found:
+                        name = getattr(m, "name", None)
+                        if not isinstance(name, str) or not name:
+                            rec.status = "failed"
+                            rec.error = (f"agentprov_mappers: returned {type(m).__name__}, "
+                                         "which has no name (not a Mapper)")
+                            continue
+                        yield rec, name, MapperEntry(m, rec)
+
+            self._mappers = self._first_by_name("mapper", named())
         return self._mappers
 
     def contributions(self) -> dict[str, dict[str, list[str]]]:

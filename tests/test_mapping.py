@@ -775,3 +775,28 @@ def test_a_named_mapper_nobody_registers_is_refused_before_anything_starts(tmp_p
         assert {p["name"]: p["mappers"] for p in doc["plugins"]}["other"] == ["other.capture"]
         text = run_cli("plugins").stdout
         assert "  source ghostbench (other): names the mapper 'ghost.capture'" in text
+
+
+def test_a_second_mapper_of_one_name_is_ignored_and_reported():
+    from types import SimpleNamespace
+
+    from agentprov_core.mapping import named_problem, registered
+    from agentprov_core.plugins import hookimpl
+    from agentprov_core.testing import register, use_plugins
+
+    class EvalReader(OtherCaptureMapper):
+        evidence_formats = ("inspect-eval/0.1",)
+
+    @hookimpl
+    def agentprov_mappers():
+        return [EvalReader()]
+
+    plugins = _plugins(other_first=True)
+    register(plugins, SimpleNamespace(agentprov_mappers=agentprov_mappers), "late")
+    with use_plugins(plugins):
+        assert registered("other.capture").evidence_formats == ("capture/0.1",)  # the first
+        assert "mapper 'other.capture' from late ignored: already registered by other" in (
+            plugins.duplicates)
+        assert named_problem("otherbench", "other.capture", "capture/0.1") is None
+        assert named_problem("x", "other.capture", "inspect-eval/0.1") == (
+            "it reads capture/0.1, not inspect-eval/0.1")
