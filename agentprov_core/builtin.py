@@ -44,8 +44,7 @@ def agentprov_containment_providers():
 def agentprov_mapper_for(evidence_format):
     from agentprov_core.plugins import manager
 
-    for mappers in manager().hook.agentprov_mappers():
-        for m in mappers:
-            if evidence_format in m.evidence_formats:
-                return m
+    for entry in manager().mappers().values():  # registration order: the first one wins
+        if evidence_format in getattr(entry.mapper, "evidence_formats", ()):
+            return entry.mapper
     return None

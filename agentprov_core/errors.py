@@ -187,6 +187,11 @@ _reg("cli.environment.backend_conflict", E, "coded",
      "backend {backend} is contributed by more than one distribution ({distributions}); "
      "agentprov does not choose between them",
      "uninstall one of them, or disable one with AGENTPROV_DISABLED_PLUGINS")
+_reg("cli.environment.mapper_missing", E, "coded",
+     "source {source!r} (from {plugin}) names the mapper {mapper!r} for its live evidence "
+     "({format}), which cannot map it: {why}",
+     "install or enable the distribution that registers that mapper (agentprov plugins "
+     "lists the mappers), or correct the source's SourceMeta.mapper")
 _reg("cli.environment.env_busy", E, "coded",
      "environment {env_id} is in use (locked by another build, check or run: {lock}); wait for it to finish",
      "wait for the other agentprov process")

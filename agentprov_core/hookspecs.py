@@ -140,7 +140,10 @@ def agentprov_mappers() -> Sequence[Mapper]:
 
     The agentdojo plugin brings the shared capture mapper (``agentdojo.capture``, for
     AgentDojo, AutoDojo and AgentDyn); a plugin that brings a new evidence format (an
-    Inspect log, ``inspect.eval``) brings its mapper here.
+    Inspect log, ``inspect.eval``) brings its mapper here. A source names the mapper of its
+    live evidence by its ``name`` (``SourceMeta.mapper``); a name already registered is
+    ignored and reported as a duplicate. ``agentprov plugins`` and ``agentprov --version``
+    list which distribution contributes each mapper.
 
     :returns: a sequence of :class:`agentprov_core.mapping.Mapper`.
 
@@ -154,7 +157,8 @@ def agentprov_mapper_for(evidence_format: str) -> Mapper | None:
 
     Called with the ``format`` string of a stored piece of raw evidence (for example
     ``capture/0.1``); the first non-``None`` answer wins. The default implementation in
-    the core answers from :func:`agentprov_mappers`.
+    the core answers from :func:`agentprov_mappers`, with the first registered mapper that
+    reads the format. It is asked only for a source that names no mapper.
 
     :param evidence_format: the evidence's versioned format string.
 

@@ -1,7 +1,10 @@
 """Mappers: raw evidence in one versioned format to an AER.
 
 A mapper is contributed through the ``agentprov_mappers`` hook and found by evidence format
-through ``agentprov_mapper_for`` (the first answer wins). The agentdojo plugin brings
+through ``agentprov_mapper_for`` (the first answer wins), or by name: a source whose
+``SourceMeta.mapper`` names one has its live evidence mapped by that mapper
+(:func:`mapper_for_source`), since two sources may write the same format (``capture/0.1``)
+and need different mappers. The agentdojo plugin brings
 ``agentdojo.capture`` (capture/0.1 plus the native log, for AgentDojo, AutoDojo and
 AgentDyn); ``inspect.eval`` reads an Inspect log.
 
@@ -60,6 +63,61 @@ class Mapper(Protocol):
 
 class MapperUnavailable(LookupError):
     """No registered mapper reads an evidence format."""
+
+
+def registered(name: str) -> Mapper | None:
+    """The registered mapper called ``name`` (the first plugin that registers it), or
+    ``None``."""
+    from agentprov_core.plugins import manager
+
+    entry = manager().mappers().get(name)
+    return entry.mapper if entry is not None else None
+
+
+def named_problem(source: str, mapper: str | None, evidence_format: str | None = None
+                  ) -> str | None:
+    """Why the mapper ``mapper`` that the source ``source`` names cannot map its evidence
+    (of ``evidence_format``, when given), or ``None`` when it can (or names none)."""
+    if mapper is None:
+        return None
+    m = registered(mapper)
+    if m is None:
+        from agentprov_core.plugins import manager
+
+        known = ", ".join(manager().mappers()) or "none"
+        return f"no installed plugin registers a mapper of that name (registered: {known})"
+    formats = tuple(getattr(m, "evidence_formats", ()))
+    if evidence_format is not None and evidence_format not in formats:
+        return f"it reads {', '.join(formats) or 'no format'}, not {evidence_format}"
+    return None
+
+
+def mapper_for_source(source: str | None, evidence_format: str) -> Mapper:
+    """The mapper of the live evidence (of ``evidence_format``) of the source ``source``
+    (the corpus manifest's ``source``): the one its ``SourceMeta.mapper`` names, else the
+    first registered mapper that reads ``evidence_format`` (:func:`mapper_for`, as for a
+    source that is not installed). A run, its resumption and the checks before it choose
+    with this function, so every execution of a corpus is mapped by the same mapper.
+
+    :raises AgentprovError: ``cli.environment.mapper_missing`` (exit 3) when the named mapper
+        is not registered or does not read ``evidence_format``.
+    """
+    from agentprov_core.plugins import manager
+
+    entry = manager().sources().get(source) if source else None
+    name = entry.source.meta.mapper if entry is not None else None
+    if name is None:
+        return mapper_for(evidence_format)
+    why = named_problem(source, name, evidence_format)
+    if why is not None:
+        from agentprov_core.errors import AgentprovError
+
+        raise AgentprovError("cli.environment.mapper_missing", source=source, mapper=name,
+                             format=evidence_format, why=why,
+                             plugin=entry.plugin.origin)
+    m = registered(name)
+    assert m is not None
+    return m
 
 
 def mapper_for(evidence_format: str) -> Mapper:

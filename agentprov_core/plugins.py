@@ -26,6 +26,7 @@ from agentprov_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentprov_core.backendproject import BackendProject
+    from agentprov_core.mapping import Mapper
     from agentprov_core.source import Source
 
 GROUP = "agentprov"
@@ -33,7 +34,7 @@ GROUP = "agentprov"
 #: the manager depends on no implementation module, and they stand above it
 BUILTIN = "agentprov_core.builtin"
 __all__ = ["GROUP", "BUILTIN", "hookimpl", "Plugins", "PluginRecord", "SourceEntry",
-           "BackendEntry", "build", "manager", "source_entry"]
+           "BackendEntry", "MapperEntry", "build", "manager", "source_entry"]
 
 
 @dataclass
@@ -44,6 +45,14 @@ class PluginRecord:
     status: str  # loaded | failed | disabled | not-allowed | builtin
     error: str | None = None
     hooks: list[str] = field(default_factory=list)
+
+    @property
+    def origin(self) -> str:
+        """The contributing distribution as messages name it (``agentprov-agentdojo
+        0.1.0``; ``plugin NAME`` for a plugin registered without one)."""
+        if self.distribution is None:
+            return f"plugin {self.name}"
+        return f"{self.distribution} {self.version}"
 
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "distribution": self.distribution, "version": self.version,
@@ -63,12 +72,19 @@ class BackendEntry:
 
 
 @dataclass
+class MapperEntry:
+    mapper: Mapper
+    plugin: PluginRecord
+
+
+@dataclass
 class Plugins:
     pm: pluggy.PluginManager
     records: list[PluginRecord]
     _sources: dict[str, SourceEntry] | None = None
     duplicates: list[str] = field(default_factory=list)
     _backends: dict[str, list[BackendEntry]] | None = None
+    _mappers: dict[str, MapperEntry] | None = None
 
     @property
     def hook(self):
@@ -95,17 +111,24 @@ class Plugins:
 
     def sources(self) -> dict[str, SourceEntry]:
         if self._sources is None:
-            self._sources = {}
-            for rec, found in self._contributed("agentprov_sources"):
-                for src in found:
-                    name = src.meta.name
-                    if name in self._sources:
-                        self.duplicates.append(
-                            f"source {name!r} from {rec.name} ignored: already registered by "
-                            f"{self._sources[name].plugin.name}")
-                        continue
-                    self._sources[name] = SourceEntry(src, rec)
+            self._sources = self._first_by_name(
+                "source", ((rec, src.meta.name, SourceEntry(src, rec))
+                           for rec, found in self._contributed("agentprov_sources")
+                           for src in found))
         return self._sources
+
+    def _first_by_name(self, kind: str, named: Iterator[tuple[PluginRecord, str, Any]]
+                       ) -> dict[str, Any]:
+        """``(plugin, name, entry)`` by name, the first registered keeping a name; a later
+        one is ignored and reported under :attr:`duplicates`."""
+        out: dict[str, Any] = {}
+        for rec, name, entry in named:
+            if name in out:
+                self.duplicates.append(f"{kind} {name!r} from {rec.name} ignored: already "
+                                       f"registered by {out[name].plugin.name}")
+                continue
+            out[name] = entry
+        return out
 
     def backends(self) -> dict[str, list[BackendEntry]]:
         """Every contributed backend project by name, in registration order. A name with
@@ -124,6 +147,48 @@ class Plugins:
                     self._backends.setdefault(project.name, []).append(
                         BackendEntry(project, rec))
         return self._backends
+
+    def mappers(self) -> dict[str, MapperEntry]:
+        """Every contributed mapper by name, in registration order (the order in which a
+        mapper is found by evidence format). A name already registered is ignored and
+        reported as a duplicate, as a source's is."""
+        if self._mappers is None:
+            def named() -> Iterator[tuple[PluginRecord, str, MapperEntry]]:
+                for rec, found in self._contributed("agentprov_mappers"):
+                    for m in found:
+                        name = getattr(m, "name", None)
+                        if not isinstance(name, str) or not name:
+                            rec.status = "failed"
+                            rec.error = (f"agentprov_mappers: returned {type(m).__name__}, "
+                                         "which has no name (not a Mapper)")
+                            continue
+                        yield rec, name, MapperEntry(m, rec)
+
+            self._mappers = self._first_by_name("mapper", named())
+        return self._mappers
+
+    def contributions(self) -> dict[str, dict[str, list[str]]]:
+        """What each plugin (by name) contributes: the names of its ``sources``,
+        ``backends`` and ``mappers``, sorted (a duplicate stays with the plugin that
+        registered it first; a backend contributed twice is listed under both)."""
+        out: dict[str, dict[str, list[str]]] = {
+            r.name: {"sources": [], "backends": [], "mappers": []} for r in self.records}
+
+        def add(rec: PluginRecord, kind: str, name: str) -> None:
+            out.setdefault(rec.name, {"sources": [], "backends": [], "mappers": []})[
+                kind].append(name)
+
+        for name, entry in self.sources().items():
+            add(entry.plugin, "sources", name)
+        for name, found in self.backends().items():
+            for b in found:
+                add(b.plugin, "backends", name)
+        for name, m in self.mappers().items():
+            add(m.plugin, "mappers", name)
+        for kinds in out.values():
+            for names in kinds.values():
+                names.sort()
+        return out
 
     def failed(self) -> list[PluginRecord]:
         return [r for r in self.records if r.status == "failed"]

@@ -51,6 +51,12 @@ class SourceMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     #: the live profile: what a live corpus of this source may hold, versioned
     #: (e.g. ``agentdojo-live@3``); recorded in the manifest, shown by ``stats``
     live_profile: str | None = None
+    #: the name of the registered mapper (from ``agentprov_mappers``) that maps this
+    #: source's live evidence, e.g. ``agentdojo.capture``; ``None``: the first registered
+    #: mapper that reads the evidence's format. Two sources may write the same format
+    #: (``capture/0.1``) and need different mappers; a named mapper that is not registered
+    #: refuses the run (``cli.environment.mapper_missing``, exit 3)
+    mapper: str | None = None
 
 
 @dataclass

@@ -35,7 +35,7 @@ def test_mappings_run_behind_the_loop_and_are_counted_in_ledger_order(monkeypatc
         return Mapped([f"code.{entry.seq}"])
 
     monkeypatch.setattr(mappings, "map_attempt", fake_map)
-    monkeypatch.setattr(mappings, "warm_mapping", lambda: None)
+    monkeypatch.setattr(mappings, "warm_mapping", lambda prepared: None)
     tally = Tally()
     m = mappings.Mappings(None, None, tally)
     for seq in range(3):
@@ -56,7 +56,7 @@ def test_staging_directories_are_removed_behind_the_loop_before_the_campaign_end
         monkeypatch, tmp_path):
     from agentprov_core.corpus.working import WorkingCorpus
 
-    monkeypatch.setattr(mappings, "warm_mapping", lambda: None)
+    monkeypatch.setattr(mappings, "warm_mapping", lambda prepared: None)
     wc = WorkingCorpus(tmp_path / "c.partial")
     dirs = [wc.staging(f"s-{i}") for i in range(3)]
     for d in dirs:

@@ -102,7 +102,99 @@ def test_plugins_and_version_list_distributions_and_versions(cli):
         "project": "backends/agentdojo", "status": "ok", "problem": None}
     v = cli("--version")
     assert v.out.splitlines()[0] == "agentprov 0.1.0"
-    assert "  agentdojo: agentprov-agentdojo 0.1.0" in v.out.splitlines()
+    assert ("  agentprov-agentdojo 0.1.0: source agentdojo; backend agentdojo; "
+            "mapper agentdojo.capture") in v.out.splitlines()
+
+
+#: what each built-in distribution contributes, as ``agentprov --version`` lists it
+CONTRIBUTES = {
+    "agentdojo": "source agentdojo; backend agentdojo; mapper agentdojo.capture",
+    "agentdyn": "source agentdyn; backend agentdyn",
+    "agentharm": "source agentharm; backend inspect-agentharm",
+    "autodojo": "source autodojo; backend autodojo",
+    "rope": "source rope",
+}
+
+
+def test_version_names_what_each_distribution_contributes(cli):
+    v = cli("--version")
+    assert v.code == 0, v.err
+    assert v.out.splitlines() == ["agentprov 0.1.0"] + [
+        f"  agentprov-{name} 0.1.0: {what}" for name, what in CONTRIBUTES.items()]
+    # a plugin that is not loaded contributes nothing, and its line says why
+    off = cli("--version", env={"AGENTPROV_DISABLED_PLUGINS": "agentprov-agentdojo"})
+    assert "  agentprov-agentdojo 0.1.0 (disabled)" in off.out.splitlines()
+    assert "  agentprov-autodojo 0.1.0: source autodojo; backend autodojo" in off.out
+
+
+def test_plugins_lists_the_mappers_each_plugin_contributes(cli):
+    r = cli("plugins", "--format", "json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert {p["name"]: p["mappers"] for p in doc["plugins"]} == {
+        "agentprov.builtin": [], "agentdojo": ["agentdojo.capture"], "agentdyn": [],
+        "agentharm": [], "autodojo": [], "rope": []}
+    # the mapper each source names for its live evidence, all of them registered
+    assert {s["name"]: (s["distribution"], s["mapper"], s["problem"])
+            for s in doc["sources"]} == {
+        "agentdojo": ("agentprov-agentdojo", "agentdojo.capture", None),
+        "autodojo": ("agentprov-autodojo", "agentdojo.capture", None),
+        "agentdyn": ("agentprov-agentdyn", "agentdojo.capture", None),
+        "agentharm": ("agentprov-agentharm", None, None),
+        "rope": ("agentprov-rope", None, None)}
+    text = cli("plugins").out.splitlines()
+    assert text[0].split() == ["Plugin", "Distribution", "Version", "Status", "Sources",
+                               "Backends", "Mappers"]
+    rows = {line.split()[0]: line.split() for line in text[1:7]}
+    assert rows["agentdojo"][-1] == "agentdojo.capture"
+    assert rows["autodojo"][-1] == "-" and rows["agentprov.builtin"][-1] == "-"
+    # without agentprov-agentdojo, the sources that name its mapper are reported
+    off = cli("plugins", "--format", "json", env={"AGENTPROV_LOAD_PLUGINS": "autodojo"})
+    [auto] = [s for s in json.loads(off.out)["sources"] if s["name"] == "autodojo"]
+    assert auto["problem"] == ("names the mapper 'agentdojo.capture' for its live evidence, "
+                               "which cannot map it: no installed plugin registers a mapper "
+                               "of that name (registered: none)")
+    assert ("  source autodojo (autodojo): " + auto["problem"]) in cli(
+        "plugins", env={"AGENTPROV_LOAD_PLUGINS": "autodojo"}).out.splitlines()
+
+
+def test_info_names_the_distribution_of_source_backend_and_mapper(cli):
+    r = cli("info", "--format", "json")
+    assert r.code == 0, r.err
+    parts = {p["name"]: p for p in json.loads(r.out)["parts"]}
+
+    def dist(name):
+        return f"agentprov-{name} 0.1.0"
+
+    assert {n: (p["mapper"], p["contributed_by"]) for n, p in parts.items()} == {
+        **{n: ("agentdojo.capture", {"source": dist(n), "backend": dist(n),
+                                     "mapper": dist("agentdojo")})
+           for n in ("agentdojo", "autodojo", "agentdyn")},
+        # an Inspect source names no mapper: the one for capture/0.1 maps its live evidence
+        "agentharm": ("agentdojo.capture", {"source": dist("agentharm"),
+                                            "backend": dist("agentharm"),
+                                            "mapper": dist("agentdojo")}),
+        "rope": (None, {"source": dist("rope"), "backend": None, "mapper": None})}
+    # the existing fields are kept
+    assert parts["agentdojo"]["plugin"] == {"name": "agentdojo",
+                                            "distribution": "agentprov-agentdojo",
+                                            "version": "0.1.0"}
+    assert parts["agentdojo"]["backend_project"]["distribution"] == "agentprov-agentdojo"
+    lines = cli("info").out.splitlines()
+    assert ("  from: agentdojo · live: source agentprov-agentdojo 0.1.0; backend "
+            "agentprov-agentdojo 0.1.0; mapper agentdojo.capture (agentprov-agentdojo "
+            "0.1.0)") in lines
+    assert ("  from: rope · head (live): source agentprov-rope 0.1.0; backend none; "
+            "mapper none") in lines
+    # a part whose named mapper is not registered: no mapper, and the note says why
+    alone = {p["name"]: p for p in json.loads(cli(
+        "info", "--format", "json", env={"AGENTPROV_LOAD_PLUGINS": "agentdyn"}).out)["parts"]}
+    assert alone["agentdyn"]["mapper"] is None
+    assert alone["agentdyn"]["contributed_by"] == {"source": dist("agentdyn"),
+                                                   "backend": dist("agentdyn"),
+                                                   "mapper": None}
+    assert "names the mapper 'agentdojo.capture'" in alone["agentdyn"]["note"]
+    assert "contributed_by" not in alone["agentdojo"]  # its plugin is not loaded
 
 
 def test_empty_allowlist_loads_no_plugin(cli):

@@ -621,3 +621,184 @@ def test_the_summary_counts_and_the_issues_line(capsys):
     out, err = capsys.readouterr()
     assert "issues" not in err
     assert "2 derived, 0 failed; 2 of 4 unit(s) done before" in out
+
+
+# ------------------------------------------------------ which mapper maps a source's evidence
+class OtherCaptureMapper:
+    """A second mapper of capture/0.1 (an in-process plugin's): what agentdojo.capture maps,
+    recorded under its own name, so the AER says which of the two mapped it."""
+
+    name = "other.capture"
+    version = "9.9.9"
+    evidence_formats = ("capture/0.1",)
+
+    def map(self, evidence):
+        aer = MAPPER.map(evidence)
+        producer = msgspec.structs.replace(aer.header.producer, mapper=self.name,
+                                           mapper_version=self.version)
+        return msgspec.structs.replace(
+            aer, header=msgspec.structs.replace(aer.header, producer=producer))
+
+
+def _bench(name: str, mapper: str | None):
+    from agentprov_agentdojo.plugin import AgentDojo
+
+    class Bench(AgentDojo):
+        meta = msgspec.structs.replace(AgentDojo.meta, name=name, label=f"{name} · test",
+                                       mapper=mapper, live_profile=None)
+
+    return Bench()
+
+
+def _other_plugin():
+    """An in-process plugin: the second capture/0.1 mapper, a source that names it, one
+    that names none and one that names a mapper nobody registers."""
+    from types import SimpleNamespace
+
+    from agentprov_core.plugins import hookimpl
+
+    @hookimpl
+    def agentprov_mappers():
+        return [OtherCaptureMapper()]
+
+    @hookimpl
+    def agentprov_sources():
+        return [_bench("otherbench", "other.capture"), _bench("plainbench", None),
+                _bench("ghostbench", "ghost.capture")]
+
+    return SimpleNamespace(agentprov_mappers=agentprov_mappers,
+                           agentprov_sources=agentprov_sources)
+
+
+def _plugins(other_first: bool):
+    from agentprov_agentdojo import plugin as agentdojo_plugin
+
+    from agentprov_core.testing import build_plugins, register
+
+    plugins = build_plugins()
+    order = [(_other_plugin(), "other", "agentprov-other", "0.3.0"),
+             (agentdojo_plugin, "agentdojo", "agentprov-agentdojo", "0.1.0")]
+    for plugin, name, dist, version in (order if other_first else order[::-1]):
+        register(plugins, plugin, name, distribution=dist, version=version)
+    return plugins
+
+
+def _map_as(tmp_path: Path, source: str):
+    p = tmp_path / source / "capture.jsonl"
+    p.parent.mkdir(parents=True)
+    complete_session(p)
+    root, att = corpus_with(tmp_path / source, p.read_bytes(), native_log())
+    m = live_mapping.map_attempt(root, att, {**MANIFEST, "source": source},
+                                 mapped_at="2026-12-01T00:00:00Z")
+    [entry] = Executions(root).entries()
+    aer = A.decode(Executions(root).path("s-test", "aer").read_bytes())
+    assert entry.mapper == aer.header.producer.mapper == m.entry.mapper
+    return entry.mapper, aer.header.producer.mapper_version
+
+
+def test_a_source_s_named_mapper_maps_its_evidence(tmp_path):
+    """Two registered mappers read capture/0.1: a source that names one is mapped by it,
+    whichever comes first by format; a source that names none gets the first by format."""
+    from agentprov_core.testing import use_plugins
+
+    with use_plugins(_plugins(other_first=False)):  # agentdojo.capture first by format
+        assert mapper_for("capture/0.1").name == "agentdojo.capture"
+        assert _map_as(tmp_path / "a", "otherbench") == ("other.capture", "9.9.9")
+        assert _map_as(tmp_path / "a", "plainbench") == ("agentdojo.capture", MAPPER.version)
+
+
+@pytest.mark.req("R-2.10")
+def test_agentdojo_is_mapped_by_agentdojo_capture_whatever_else_reads_capture(tmp_path):
+    from agentprov_core.testing import use_plugins
+
+    with use_plugins(_plugins(other_first=True)):  # other.capture first by format
+        assert mapper_for("capture/0.1").name == "other.capture"
+        assert _map_as(tmp_path, "agentdojo") == ("agentdojo.capture", MAPPER.version)
+        assert _map_as(tmp_path, "plainbench") == ("other.capture", "9.9.9")
+
+
+def test_recompute_explains_by_the_mapper_the_aer_names(tmp_path):
+    """recompute looks a stored AER's mapper up by the name the AER records: the named
+    mapper's version, not the first capture/0.1 mapper's."""
+    from agentprov_core.evidence.recompute import Recomputer
+    from agentprov_core.testing import use_plugins
+
+    with use_plugins(_plugins(other_first=False)):
+        rc = Recomputer(tmp_path, {})
+        assert rc.mapper_version("other.capture") == "9.9.9"
+        assert rc.mapper_version("agentdojo.capture") == MAPPER.version
+        assert rc.mapper_version("ghost.capture") is None
+
+
+def test_a_named_mapper_nobody_registers_is_refused_before_anything_starts(tmp_path,
+                                                                           monkeypatch):
+    from agentprov_core.errors import AgentprovError
+    from agentprov_core.mapping import mapper_for_source
+    from agentprov_core.testing import run_cli, use_plugins
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("AGENTPROV_HOME", str(home))
+    script = tmp_path / "script.json"
+    script.write_text("[]")
+    corpus = tmp_path / "corpora" / "ghost"
+    with use_plugins(_plugins(other_first=False)):
+        with pytest.raises(AgentprovError) as refused:
+            mapper_for_source("ghostbench", "capture/0.1")
+        assert (refused.value.code, refused.value.exit_code) == (
+            "cli.environment.mapper_missing", 3)
+        for args in (["--dry-run"], []):
+            done = run_cli("run", "ghostbench", *args, "--suite", "banking", "--user-tasks",
+                           "0", "--llm-script", script, "--corpus", corpus, "--campaign", "try",
+                           env={"AGENTPROV_ERROR_FORMAT": "json"})
+            assert done.exit_code == 3, done.stderr
+            assert done.error["error"] == "cli.environment.mapper_missing"
+            assert done.error["exit"] == 3
+            assert "'ghost.capture'" in done.error["message"]
+            assert "registered: agentdojo.capture, other.capture" in done.error["message"]
+        assert not corpus.exists() and not corpus.with_name("ghost.partial").exists()
+        assert list(home.iterdir()) == []
+        # the mapping itself refuses the same way (a resumed run's, say): never a traceback
+        p = tmp_path / "capture.jsonl"
+        complete_session(p)
+        root, att = corpus_with(tmp_path, p.read_bytes(), native_log())
+        with pytest.raises(AgentprovError, match="ghost.capture"):
+            live_mapping.map_attempt(root, att, {**MANIFEST, "source": "ghostbench"},
+                                     mapped_at="x")
+        # agentprov plugins reports it, in text and JSON
+        listed = run_cli("plugins", "--format", "json")
+        assert listed.exit_code == 0, listed.stderr
+        doc = listed.json()
+        by_source = {s["name"]: s for s in doc["sources"]}
+        assert by_source["ghostbench"]["problem"].startswith(
+            "names the mapper 'ghost.capture' for its live evidence, which cannot map it: no "
+            "installed plugin registers a mapper of that name")
+        assert by_source["otherbench"]["problem"] is None
+        assert {p["name"]: p["mappers"] for p in doc["plugins"]}["other"] == ["other.capture"]
+        text = run_cli("plugins").stdout
+        assert "  source ghostbench (other): names the mapper 'ghost.capture'" in text
+
+
+def test_a_second_mapper_of_one_name_is_ignored_and_reported():
+    from types import SimpleNamespace
+
+    from agentprov_core.mapping import named_problem, registered
+    from agentprov_core.plugins import hookimpl
+    from agentprov_core.testing import register, use_plugins
+
+    class EvalReader(OtherCaptureMapper):
+        evidence_formats = ("inspect-eval/0.1",)
+
+    @hookimpl
+    def agentprov_mappers():
+        return [EvalReader()]
+
+    plugins = _plugins(other_first=True)
+    register(plugins, SimpleNamespace(agentprov_mappers=agentprov_mappers), "late")
+    with use_plugins(plugins):
+        assert registered("other.capture").evidence_formats == ("capture/0.1",)  # the first
+        assert "mapper 'other.capture' from late ignored: already registered by other" in (
+            plugins.duplicates)
+        assert named_problem("otherbench", "other.capture", "capture/0.1") is None
+        assert named_problem("x", "other.capture", "inspect-eval/0.1") == (
+            "it reads capture/0.1, not inspect-eval/0.1")

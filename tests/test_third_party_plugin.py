@@ -303,6 +303,7 @@ def test_plugins_lists_the_third_party_distributions(agentprov: ThirdParty) -> N
         "agentprov-example-source", "0.1.0", "loaded")
     assert example["hooks"] == ["agentprov_backends", "agentprov_sources"]
     assert example["sources"] == ["examplebench"] and example["backends"] == ["examplebench"]
+    assert example["mappers"] == []
     assert example["error"] is None
     broken = rows["brokenbench"]
     assert (broken["distribution"], broken["version"], broken["status"]) == (
@@ -315,8 +316,9 @@ def test_plugins_lists_the_third_party_distributions(agentprov: ThirdParty) -> N
     assert "error: brokenbench (agentprov-broken-source 0.2.0): ImportError" in text.out
     version = agentprov("--version")
     assert version.code == 0, version.err
-    assert "  examplebench: agentprov-example-source 0.1.0\n" in version.out
-    assert "  brokenbench: agentprov-broken-source 0.2.0 (failed)\n" in version.out
+    assert ("  agentprov-example-source 0.1.0: source examplebench; backend examplebench\n"
+            in version.out)
+    assert "  agentprov-broken-source 0.2.0 (failed)\n" in version.out
     agentprov.assert_nothing_written()
 
 

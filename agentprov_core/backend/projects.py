@@ -37,10 +37,7 @@ class Located:
     @property
     def origin(self) -> str:
         """The contributing distribution, as refusals name it."""
-        rec = self.entry.plugin
-        if rec.distribution is None:
-            return f"plugin {rec.name}"
-        return f"{rec.distribution} {rec.version}"
+        return self.entry.plugin.origin
 
     @property
     def where(self) -> str:

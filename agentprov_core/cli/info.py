@@ -30,6 +30,7 @@ def parts_rows() -> list[dict[str, Any]]:
             row["backend"] = entry.source.meta.backend
             row["backend_project"] = contributed.get(entry.source.meta.backend)
             _buildable(row, entry.source.meta)
+            _contributed_by(row, entry)
         elif name in failed:
             rec = failed[name]
             row["note"] = (f"its plugin {rec.distribution} {rec.version} failed to load: "
@@ -53,7 +54,41 @@ def parts_rows() -> list[dict[str, Any]]:
                                 "version": entry.plugin.version},
                      "note": None})
         _buildable(rows[-1], meta)
+        _contributed_by(rows[-1], entry)
     return rows
+
+
+def _contributed_by(row: dict[str, Any], entry) -> None:
+    """``mapper`` (the mapper that maps the part's live evidence: the one its source names,
+    else the first that reads capture/0.1; ``null`` for a part without a backend) and
+    ``contributed_by``: the distribution of its source plugin, of its backend project and
+    of that mapper (``null`` where none is contributed). A named mapper that is not
+    registered is the part's note."""
+    from agentprov_core.backend import projects
+    from agentprov_core.errors import AgentprovError
+    from agentprov_core.evidence.live_mapping import CAPTURE_FORMAT
+    from agentprov_core.mapping import MapperUnavailable, mapper_for_source
+    from agentprov_core.plugins import manager
+
+    meta = entry.source.meta
+    try:
+        located = projects.locate(meta.backend)
+    except AgentprovError:  # contributed by more than one: backend_project says so
+        located = None
+    mapper = None
+    if meta.backend is not None:
+        try:
+            mapper = mapper_for_source(meta.name, CAPTURE_FORMAT)
+        except MapperUnavailable:
+            mapper = None
+        except AgentprovError as exc:
+            row["note"] = row["note"] or exc.message
+    mappers = manager().mappers()
+    by = next((e.plugin.origin for e in mappers.values() if e.mapper is mapper), None)
+    row["mapper"] = getattr(mapper, "name", None)
+    row["contributed_by"] = {"source": entry.plugin.origin,
+                             "backend": located.origin if located is not None else None,
+                             "mapper": by}
 
 
 def _buildable(row: dict[str, Any], meta) -> None:
@@ -78,6 +113,14 @@ def caveat_line(row: dict[str, Any]) -> str:
         return (f"{row['caveat']}; no backend in this build: {row['unbuildable']} "
                 f"(agentprov run {row['name']} exits 5)")
     return row["caveat"]
+
+
+def contributed_line(row: dict[str, Any]) -> str:
+    """Which distribution contributes the part's source, backend project and mapper."""
+    by = row["contributed_by"]
+    mapper = f"{row['mapper']} ({by['mapper']})" if row.get("mapper") and by["mapper"] else None
+    return (f"source {by['source']}; backend {by['backend'] or 'none'}; "
+            f"mapper {mapper or 'none'}")
 
 
 def backend_projects() -> dict[str, dict[str, Any] | None]:
@@ -107,5 +150,8 @@ def info(fmt: str) -> None:
     for r in rows:
         if r["note"]:
             click.echo(f"  note: {r['label']}: {r['note']}")
+    for r in rows:
+        if r.get("contributed_by"):
+            click.echo(f"  from: {r['label']}: {contributed_line(r)}")
     click.echo("partial: real-model runs admitted for a stated subset; planned: scripted runs "
                "only. Live corpora cannot be sealed in this build.")

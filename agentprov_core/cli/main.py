@@ -52,12 +52,35 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     from agentprov_core.plugins import manager
 
     click.echo(f"agentprov {__version__}")
-    for rec in manager().records:
-        if rec.status == "builtin":
-            continue
-        state = "" if rec.status == "loaded" else f" ({rec.status})"
-        click.echo(f"  {rec.name}: {rec.distribution} {rec.version}{state}")
+    for line in version_lines(manager()):
+        click.echo(line)
     ctx.exit(0)
+
+
+def version_lines(plugins) -> list[str]:
+    """One line per plugin distribution: its version, the state of a plugin that is not
+    loaded, and what it contributes (its sources, backend projects and mappers), read from
+    the hooks' results only."""
+    made = plugins.contributions()
+    by_dist: dict[str, list] = {}
+    for rec in plugins.records:
+        if rec.status != "builtin":
+            by_dist.setdefault(rec.origin, []).append(rec)
+    lines = []
+    for origin, recs in by_dist.items():
+        odd = [r for r in recs if r.status != "loaded"]
+        state = ""
+        if odd and len(recs) == 1:
+            state = f" ({odd[0].status})"
+        elif odd:
+            state = " (" + ", ".join(f"plugin {r.name} {r.status}" for r in odd) + ")"
+        parts = []
+        for kind in ("source", "backend", "mapper"):
+            names = [n for r in recs for n in made[r.name][kind + "s"]]
+            if names:
+                parts.append(f"{kind}{'s' if len(names) > 1 else ''} {', '.join(names)}")
+        lines.append(f"  {origin}{state}" + (": " + "; ".join(parts) if parts else ""))
+    return lines
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"],

@@ -1,8 +1,9 @@
 """T0's mapping of a live attempt, right after its ledger entry: AER, SEM, PROV, validation.
 
 For every attempt whose capture log is in the raw store (a quarantined attempt stored
-nothing, so it is not mapped), T0 asks the registered mapper for ``capture/0.1``
-(``agentdojo.capture``) for the AER, derives the SEM, PROV and validation from it
+nothing, so it is not mapped), T0 asks the mapper of the corpus's source for the AER: the
+one its ``SourceMeta.mapper`` names (``agentdojo.capture``), else the registered mapper for
+``capture/0.1`` (:func:`agentprov_core.mapping.mapper_for_source`); it derives the SEM, PROV and validation from it
 (:func:`agentprov_core.evidence.derive.derive`, the same function ``recompute`` uses),
 writes the four files once under ``executions/<session id>/`` and appends the index line.
 
@@ -69,7 +70,7 @@ def map_attempt(root: Path, attempt: Attempt, manifest: dict[str, Any], *,
     not mapped (quarantined, or its capture log is not in the raw store). Raises whatever
     the mapping raised (the caller records it). ``finish`` maps an attempt whose mapping a
     killed T0 left unfinished: files it had written with the same bytes are kept."""
-    from agentprov_core.mapping import LiveEvidence, mapper_for
+    from agentprov_core.mapping import LiveEvidence, mapper_for_source
 
     store = RawStore(root / "raw")
     if not mappable(store, attempt):
@@ -82,7 +83,7 @@ def map_attempt(root: Path, attempt: Attempt, manifest: dict[str, Any], *,
     evidence = LiveEvidence(capture=cap_path.read_bytes(), native=native, attempt=attempt,
                             manifest=manifest, capture_path=_rel(root, cap_path),
                             native_path=native_rel)
-    mapper = mapper_for(CAPTURE_FORMAT)
+    mapper = mapper_for_source(manifest.get("source"), CAPTURE_FORMAT)
     aer = mapper.map(evidence)
     aer_bytes = encode(aer)
     files = _derive(aer, aer_bytes, root, skip_prov)

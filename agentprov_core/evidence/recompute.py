@@ -96,12 +96,10 @@ class Recomputer:
         if name not in self._mappers:
             version = None
             try:
-                from agentprov_core.plugins import manager
+                from agentprov_core.mapping import registered
 
-                for m in manager().hook.agentprov_mappers() or []:
-                    for one in (m if isinstance(m, list | tuple) else [m]):
-                        if getattr(one, "name", None) == name:
-                            version = str(one.version)
+                found = registered(name)  # by name, as the mapping chose it
+                version = str(found.version) if found is not None else None
             except Exception:  # an unloadable plugin only loses an explanation
                 version = None
             self._mappers[name] = version

@@ -62,13 +62,13 @@ def map_counted(prepared: Prepared, wc: WorkingCorpus, entry: Attempt, t: Tally,
     return mapped(t, entry, mapping)
 
 
-def warm_mapping() -> None:
-    """What the first mapping would import and build (the capture mapper, AER, SEM, PROV,
-    validation), done while the worker's forkserver imports the benchmark."""
+def warm_mapping(prepared: Prepared) -> None:
+    """What the first mapping would import and build (the mapper of the run's source, AER,
+    SEM, PROV, validation), done while the worker's forkserver imports the benchmark."""
     from agentprov_core.evidence import derive, live_mapping  # noqa: F401
-    from agentprov_core.mapping import mapper_for
+    from agentprov_core.mapping import mapper_for_source
 
-    mapper_for(live_mapping.CAPTURE_FORMAT)
+    mapper_for_source(prepared.source.meta.name, live_mapping.CAPTURE_FORMAT)
 
 
 class Mappings:
@@ -85,7 +85,7 @@ class Mappings:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentprov-map")
         self._pending: list[tuple[Future, Attempt, Flight | None]] = []
         self._queued: list[tuple[Any, tuple]] = []
-        self._pool.submit(warm_mapping)
+        self._pool.submit(warm_mapping, prepared)
 
     def drop_later(self, session_id: str) -> None:
         """Remove a ledgered attempt's staging directory in the background thread too."""

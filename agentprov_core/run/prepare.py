@@ -432,6 +432,18 @@ def gate_backend(name: str) -> None:
                              because=f": {why}")
 
 
+def check_mapper(meta: Any) -> None:
+    """A source that names the mapper of its live evidence (``SourceMeta.mapper``) needs it
+    registered and reading capture/0.1, before anything starts: every attempt it stored
+    would fail to map (``cli.environment.mapper_missing``, exit 3)."""
+    if meta.mapper is None:
+        return
+    from agentprov_core.evidence.live_mapping import CAPTURE_FORMAT
+    from agentprov_core.mapping import mapper_for_source
+
+    mapper_for_source(meta.name, CAPTURE_FORMAT)
+
+
 def prepare(req: RunRequest) -> Prepared:
     from agentprov_core.plugins import source_entry
     from agentprov_core.registries import parts as partsmod
@@ -465,6 +477,7 @@ def prepare(req: RunRequest) -> Prepared:
                          wire=epmod.wire_of(ep) if ep is not None else "openai",
                          agent_endpoint=ep.name if ep is not None else None,
                          defence_endpoint=req.options.get("defence_endpoint"))
+    check_mapper(meta)
     env_id, identity = environments.backend_identity(meta)
     if entry is not None and entry.assets:  # its pinned files, in the plan's environment
         from agentprov_core.backend import defassets

@@ -67,6 +67,7 @@ def register(plugins: Plugins, plugin: Any, name: str | None = None, *,
                        hooks=sorted(c.name for c in plugins.pm.get_hookcallers(plugin) or ()))
     plugins.records.append(rec)
     plugins._sources = None  # recomputed, with the new plugin, on next use
+    plugins._backends = plugins._mappers = None
     plugins.duplicates.clear()
     return rec
 

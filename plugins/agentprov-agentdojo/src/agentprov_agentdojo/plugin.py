@@ -22,6 +22,7 @@ class AgentDojo(SuiteSource):
         llm_elements=("native", "gateway_compat"),
         homepage="https://pypi.org/project/agentdojo/0.1.35/",
         live_profile="agentdojo-live@3",
+        mapper="agentdojo.capture",
     )
     # generated from the real package by scripts/snapshot_catalogue.py
     catalogue_file = Path(__file__).with_name("catalogue.snapshot.json")

@@ -20,6 +20,8 @@ class AgentDyn(SuiteSource):
         live_status="partial",
         caveat="local",
         llm_elements=("native",),
+        # the shared capture mapper, which agentprov-agentdojo registers
+        mapper="agentdojo.capture",
     )
     # the repository is not reachable from these machines: declared counts, not verified
     catalogue_file = Path(__file__).with_name("catalogue.declared.json")

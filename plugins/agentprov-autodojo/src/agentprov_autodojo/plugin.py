@@ -21,6 +21,8 @@ class AutoDojo(SuiteSource):
         caveat="local",
         # gateway_compat binds to private helpers whose versions differ in the fork
         llm_elements=("native",),
+        # the shared capture mapper, which agentprov-agentdojo registers
+        mapper="agentdojo.capture",
     )
     # the fork is not public: the spec's declared counts, not verified
     catalogue_file = Path(__file__).with_name("catalogue.declared.json")
