@@ -1,6 +1,6 @@
 """A third party adds a source with no change to the core.
 
-The example distribution ``tests/fixtures/agentprov-example-source`` (source
+The example distribution ``examples/agentprov-example-source`` (source
 ``examplebench``) and a distribution whose plugin fails to import
 (``tests/fixtures/agentprov-broken-source``, source ``brokenbench``) are built as wheels and
 installed, with the core, into a fresh virtual environment made once for this module; the
@@ -35,7 +35,7 @@ from agentprov_core.plugins import hookimpl
 pytest_plugins = ["agentprov_core.testing.fixtures"]
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "tests" / "fixtures" / "agentprov-example-source"
+EXAMPLE = ROOT / "examples" / "agentprov-example-source"
 BROKEN = ROOT / "tests" / "fixtures" / "agentprov-broken-source"
 EXAMPLE_PKG = EXAMPLE / "src" / "agentprov_example_source"
 GUIDE = ROOT / "docs" / "plugins.md"
@@ -45,8 +45,13 @@ QUOTED = {
     "plugin.py": EXAMPLE_PKG / "plugin.py",
     "catalogue.json": EXAMPLE_PKG / "catalogue.json",
     "pyproject.toml": EXAMPLE / "pyproject.toml",
+    "mapper.py": EXAMPLE_PKG / "mapper.py",
+    "backend/pyproject.toml": EXAMPLE_PKG / "backend" / "pyproject.toml",
+    "worker/pyproject.toml": EXAMPLE_PKG / "backend" / "worker" / "pyproject.toml",
+    "examplebench_worker/__init__.py": (EXAMPLE_PKG / "backend" / "worker" / "src"
+                                        / "examplebench_worker" / "__init__.py"),
 }
-BLOCK = re.compile(r"<!-- example:(?P<name>[\w.]+) -->\n```\w*\n(?P<body>.*?)```\n<!-- /example -->",
+BLOCK = re.compile(r"<!-- example:(?P<name>[\w./]+) -->\n```\w*\n(?P<body>.*?)```\n<!-- /example -->",
                    re.S)
 
 
@@ -60,7 +65,7 @@ def test_guide_quotes_the_example_verbatim() -> None:
     assert text.count("<!-- example:plugin.py -->") == 1
     blocks = {m["name"]: m["body"] for m in BLOCK.finditer(text)}
     assert text.count("<!-- /example -->") == len(blocks), "a marker pair the test cannot read"
-    assert "plugin.py" in blocks
+    assert sorted(blocks) == sorted(QUOTED), "the guide quotes every file the test names"
     for name, body in blocks.items():
         assert name in QUOTED, f"the guide quotes {name}, which is not a file of the example"
         assert body == QUOTED[name].read_text(encoding="utf-8"), (
@@ -331,7 +336,8 @@ def test_info_shows_the_third_party_part(agentprov: ThirdParty) -> None:
                                  "distribution": "agentprov-example-source", "version": "0.1.0"}
     text = agentprov("info")
     assert text.code == 0, text.err
-    assert re.search(r"^examplebench · example +planned +none; an example", text.out, re.M)
+    assert re.search(r"^examplebench · example +planned +scripted runs only; an example",
+                     text.out, re.M)
     agentprov.assert_nothing_written()
 
 
@@ -344,10 +350,9 @@ def test_catalogue_of_the_third_party_source(agentprov: ThirdParty) -> None:
     assert printed["provenance"]["kind"] == "declared"
     (suite,) = printed["suites"]
     assert suite["user_tasks"] == ["user_task_0", "user_task_1", "user_task_2"]
-    assert suite["injection_tasks"] == ["injection_task_0", "injection_task_1"]
+    assert suite["injection_tasks"] == ["injection_task_0"]
     flags = {a["name"]: (a["dos"], a["refused"], a["needs"]) for a in printed["attacks"]}
     assert flags == {"important_instructions": (False, False, []),
-                     "mail_flood": (True, False, []),
                      "exfil_oracle": (False, True, [])}
     agentprov.assert_nothing_written()
 
@@ -364,7 +369,7 @@ def test_dry_run_checks_the_plan_before_the_environment(agentprov: ThirdParty) -
 
     done = agentprov.dry_run("--attack", "no_such_attack")
     assert (done.code, done.error["error"]) == (2, "cli.usage.unknown_attack")
-    assert "exfil_oracle, important_instructions, mail_flood" in done.error["message"]
+    assert "exfil_oracle, important_instructions" in done.error["message"]
 
     done = agentprov.dry_run("--user-tasks", "0", "--attack", "exfil_oracle")
     assert (done.code, done.error["error"]) == (5, "run.unsupported.attack_refused")
@@ -372,7 +377,7 @@ def test_dry_run_checks_the_plan_before_the_environment(agentprov: ThirdParty) -
     assert done.error["message"].endswith("Nothing was started and nothing was written.")
     agentprov.assert_nothing_written()
 
-    done = agentprov.dry_run("--attack", "important_instructions,mail_flood")
+    done = agentprov.dry_run("--attack", "important_instructions")
     assert done.code == 3, done.err
     assert done.error["error"] in {"cli.environment.no_backend_project",
                                    "cli.environment.backend_missing"}
@@ -438,7 +443,7 @@ def test_the_example_passes_the_contract_and_the_broken_plugin_fails_it(
     assert done.returncode == 0, done.stdout + done.stderr
     for check in ("test_source_is_installed", "test_metadata", "test_catalogue",
                   "test_catalogue_command", "test_attacks", "test_expansion_order",
-                  "test_dos_attack_takes_one_cell_per_user_task", "test_refused_attacks_exit_5"):
+                  "test_refused_attacks_exit_5"):
         assert re.search(rf"^PASSED \S*::{check}\[examplebench\]$", done.stdout, re.M), check
 
     # over every installed source, a plugin that failed to load is a failure of the contract
@@ -479,7 +484,7 @@ def test_the_third_party_backend_is_found_through_its_hook(agentprov: ThirdParty
     assert lines[0] == f"backend examplebench: environment {agentprov.home}/envs/{env_id}"
     assert ("--exclude-newer 2026-10-07T00:00:00Z") in lines[2]
     assert lines[-1] == (f"  project: {installed} (from agentprov-example-source 0.1.0; "
-                         "worker agentprov_backend)")
+                         "worker examplebench-worker)")
     agentprov.assert_nothing_written()
 
     done = agentprov("backends", "build", "examplebench", "--offline-check")
@@ -493,7 +498,7 @@ def test_the_third_party_backend_is_found_through_its_hook(agentprov: ThirdParty
                    "distribution": "agentprov-example-source", "version": "0.1.0",
                    "package": "agentprov_example_source", "path": "backend",
                    "project": str(installed), "pinned": "uv.lock",
-                   "worker": "agentprov_backend", "status": "ok", "problem": None}
+                   "worker": "examplebench-worker", "status": "ok", "problem": None}
     plugin = {p["name"]: p for p in rows["plugins"]}["examplebench"]
     assert plugin["backends"] == ["examplebench"]
     info = json.loads(agentprov("info", "--format", "json").out)
@@ -587,7 +592,7 @@ def test_a_backend_project_whose_lock_does_not_match(agentprov_plugin, agentprov
 
     project = shutil.copytree(EXAMPLE_BACKEND, tmp_path / "stalebench")
     py = project / "pyproject.toml"
-    py.write_text(py.read_text().replace("dependencies = []", 'dependencies = ["httpx"]'))
+    py.write_text(py.read_text().replace('"httpx==0.28.1",', '"httpx==0.28.1", "sniffio",'))
     monkeypatch.setenv("AGENTPROV_BACKENDS", str(tmp_path))
     agentprov_plugin(_bench_plugin("stalebench", BackendProject(name="stalebench",
                                                                 path="stalebench")),
@@ -596,7 +601,7 @@ def test_a_backend_project_whose_lock_does_not_match(agentprov_plugin, agentprov
     assert row["status"] == "lock mismatch"
     assert row["problem"].endswith("re-lock the backend project stalebench "
                                    "(from agentprov-stale 2.0)")
-    assert "dependencies: httpx is declared" in row["problem"]
+    assert "dependencies: sniffio is declared" in row["problem"]
     message = _build_refused(agentprov_cli, "stalebench", "cli.environment.lock_mismatch",
                              agentprov_home)
     assert message == ("agentprov: error [cli.environment.lock_mismatch]: " + row["problem"])

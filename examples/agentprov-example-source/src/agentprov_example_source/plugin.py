@@ -18,8 +18,8 @@ class ExampleBench(SuiteSource):
         summary="One mail suite of three user tasks: the plugin guide's worked example",
         kind="suites",
         backend="examplebench",  # the backend project below
-        live_status="partial",  # it runs live; scripted runs are what is tested
-        caveat="an example benchmark of three benign mail tasks; tested with scripted replies",
+        live_status="planned",  # scripted runs only: no real model has run it
+        caveat="scripted runs only; an example benchmark of three benign mail tasks",
         llm_elements=("native",),
     )
     # the catalogue the worker serves (backend/worker), committed so that T0 can plan
