@@ -268,9 +268,8 @@ def test_a_worker_package_that_fails_to_import_is_refused(agentprov_plugin, agen
     assert ("examplebench-worker (agentprov.worker examplebench = examplebench_worker:SOURCE) "
             "fails to load: RuntimeError: examplebench_worker is broken on purpose") in message
     assert "agentprov-brokenworker 0.1" in message and "nothing was kept" in message
-    envs = agentprov_home / "envs"
-    assert not envs.exists() or [p.name for p in envs.iterdir()
-                                 if p.name.startswith("examplebench")] == []
+    envs = agentprov_home / "envs"  # the build's lock file may stay, no environment
+    assert not envs.exists() or [p.name for p in envs.iterdir() if p.is_dir()] == []
 
 
 # ---------------------------------------------------------------- end to end, from wheels
@@ -354,7 +353,7 @@ def test_the_example_runs_live_from_wheels(wheel_venv: Path, tmp_path: Path) -> 
                     "--user-tasks", "0-1", "--attack", "important_instructions",
                     "--injection-tasks", "0", "--llm-script", str(REPLIES))
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert "units    4 of 4: sealed 4, failed 0" in ran.stdout
+    assert "units    4 of 4: sealed 4, failed 0" in ran.stderr
     working = corpora / "demo.partial"
     for check in (("validate", "--strict", "--corpus", str(working)),
                   ("verify", "--corpus", str(working))):
