@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -57,12 +58,12 @@ def _load(name: str, path: Path) -> ModuleType:
     return module
 
 
-def _in_worker(code: str, *args: str) -> str:
+def _in_worker(code: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a process shaped as the worker's (see :data:`WORKER_PATH`)."""
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env=venv_env(PYTHONPATH=WORKER_PATH), timeout=120)
+                          env=venv_env(PYTHONPATH=WORKER_PATH, **env), timeout=120)
     assert done.returncode == 0, done.stderr
-    return done.stdout
+    return done
 
 
 # ------------------------------------------------------------------------ the catalogue
@@ -73,7 +74,7 @@ def test_the_committed_catalogue_is_the_one_the_worker_serves() -> None:
 
     served = json.loads(_in_worker(
         "import json; from examplebench_worker import SOURCE; "
-        "print(json.dumps(SOURCE.catalogue()))"))
+        "print(json.dumps(SOURCE.catalogue()))").stdout)
     committed = json.loads((PKG / "catalogue.json").read_text(encoding="utf-8"))
     assert (served.pop("provenance")["kind"], committed.pop("provenance")["kind"]) == (
         "worker", "declared")
@@ -91,6 +92,8 @@ import json, sys
 from examplebench_worker import SOURCE
 print(json.dumps(SOURCE.run_cell(json.load(open(sys.argv[1])))))
 """
+#: the variable the request names for the endpoint's key (T0 puts the key there)
+KEY_ENV = "EXAMPLEBENCH_TEST_KEY"
 
 
 def _cell_request(tmp: Path, base_url: str, user: str, attack: str | None) -> dict:
@@ -102,7 +105,7 @@ def _cell_request(tmp: Path, base_url: str, user: str, attack: str | None) -> di
             "cell": {"cell_key": key, "suite": "mail", "user_task_id": user,
                      "injection_task_id": inj, "attack": attack},
             "agent": {"scripted": True, "base_url": base_url, "model_id": "scripted",
-                      "pipeline_name": "scripted", "key_env": None},
+                      "pipeline_name": "scripted", "key_env": KEY_ENV},
             "benchmark_version": "v1", "unit": f"{key}|none|r0", "attempt": 1,
             "backend": {"environment_id": "examplebench-test"}, "plan_sha256": "p" * 64,
             "config_digest": "sha256:" + "c" * 64, "source": "examplebench"}
@@ -126,8 +129,9 @@ def _attempt(req: dict, capture: bytes, result: dict):
 def test_the_worker_runs_a_cell_and_the_mapper_maps_it(tmp_path: Path, attack) -> None:
     """A cell of the example against a real loopback scripted endpoint: every wire attempt
     and tool result is in the capture log, the injection reached the model as a tool
-    result, and ``examplebench.capture`` maps the log to an AER whose records link each tool
-    call to the model call that asked for it."""
+    result, the endpoint's key (a sentinel) is in no byte written, and
+    ``examplebench.capture`` maps the log to an AER whose records link each tool call to the
+    model call that asked for it."""
     import agentprov_capture
 
     from agentprov_core.evidence import aer as A
@@ -138,7 +142,12 @@ def test_the_worker_runs_a_cell_and_the_mapper_maps_it(tmp_path: Path, attack) -
     with ScriptedEndpoint(load_script(REPLIES)) as ep:
         req = _cell_request(tmp_path, ep.base_url("s-1"), "user_task_1", attack)
         (tmp_path / "req.json").write_text(json.dumps(req))
-        result = json.loads(_in_worker(RUN_CELL, str(tmp_path / "req.json")))
+        sentinel = f"sk-examplebench-{uuid.uuid4().hex}"
+        done = _in_worker(RUN_CELL, str(tmp_path / "req.json"), **{KEY_ENV: sentinel})
+        result = json.loads(done.stdout)
+    assert sentinel not in done.stdout + done.stderr
+    for path in Path(req["staging"]).rglob("*"):
+        assert sentinel.encode() not in path.read_bytes(), path
     assert result == {"status": "complete", "utility": True,
                       "security": False if attack else None, "setup_refusal": None,
                       "native_log": None, "error": None, "calls": 3}

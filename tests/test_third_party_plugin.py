@@ -45,7 +45,6 @@ QUOTED = {
     "plugin.py": EXAMPLE_PKG / "plugin.py",
     "catalogue.json": EXAMPLE_PKG / "catalogue.json",
     "pyproject.toml": EXAMPLE / "pyproject.toml",
-    "mapper.py": EXAMPLE_PKG / "mapper.py",
     "backend/pyproject.toml": EXAMPLE_PKG / "backend" / "pyproject.toml",
     "worker/pyproject.toml": EXAMPLE_PKG / "backend" / "worker" / "pyproject.toml",
     "examplebench_worker/__init__.py": (EXAMPLE_PKG / "backend" / "worker" / "src"
@@ -102,7 +101,8 @@ def test_agentprov_plugin_registers_a_plugin_for_one_test(agentprov_plugin, agen
     # only the core's built-ins and the registered plugin: no installed entry point
     assert sorted(rows) == ["agentprov.builtin", "examplebench"]
     assert rows["examplebench"]["sources"] == ["examplebench"]
-    assert rows["examplebench"]["hooks"] == ["agentprov_backends", "agentprov_sources"]
+    assert rows["examplebench"]["hooks"] == ["agentprov_backends", "agentprov_mappers",
+                                          "agentprov_sources"]
 
     shown = agentprov_cli("--error-format", "json", "run", "examplebench", "--catalogue")
     assert shown.exit_code == 0, shown.stderr
@@ -306,7 +306,7 @@ def test_plugins_lists_the_third_party_distributions(agentprov: ThirdParty) -> N
     example = rows["examplebench"]
     assert (example["distribution"], example["version"], example["status"]) == (
         "agentprov-example-source", "0.1.0", "loaded")
-    assert example["hooks"] == ["agentprov_backends", "agentprov_sources"]
+    assert example["hooks"] == ["agentprov_backends", "agentprov_mappers", "agentprov_sources"]
     assert example["sources"] == ["examplebench"] and example["backends"] == ["examplebench"]
     assert example["error"] is None
     broken = rows["brokenbench"]
