@@ -186,11 +186,15 @@ def test_the_worker_runs_a_cell_and_the_mapper_maps_it(tmp_path: Path, attack) -
     encoded = A.encode(aer)
     assert A.decode(encoded) == aer
 
-    # a damaged log maps as a failed execution, never an exception
-    broken = capture.replace(b'"read_inbox"', b'"read_outbox"', 1)
-    damaged = mapper.map(LiveEvidence(capture=broken, native=None, attempt=ev.attempt))
-    assert damaged.outcome.status == "failed"
-    assert "map.capture_damaged" in {i.code for i in damaged.outcome.issues}
+    # a damaged, cut or missing log maps as a failed execution, never an exception
+    lines = capture.splitlines(keepends=True)
+    for bad in (capture.replace(b'"read_inbox"', b'"read_outbox"', 1),
+                b"".join(lines[:len(lines) // 2]), b"".join(lines[:-1]) + b'{"kind": 7}\n',
+                None):
+        failed = mapper.map(LiveEvidence(capture=bad, native=None, attempt=ev.attempt))
+        assert failed.outcome.status == "failed", bad
+        assert "map.capture_damaged" in {i.code for i in failed.outcome.issues}
+        assert A.decode(A.encode(failed)) == failed
 
 
 # ----------------------------------------------------------------------- bad projects

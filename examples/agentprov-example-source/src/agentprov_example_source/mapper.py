@@ -30,25 +30,32 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
 def _reply(body: Any) -> tuple[A.Message | None, Any, Any, A.Usage]:
-    """(message, served model, finish reason, usage) of a chat completion."""
-    if not isinstance(body, dict) or not body.get("choices"):
+    """(message, served model, finish reason, usage) of a chat completion; no message when
+    the body is not one (the worker is untrusted: a reply of another shape is no reply)."""
+    try:
+        choice, usage = body["choices"][0], body.get("usage") or {}
+        m = choice["message"]
+        calls = []
+        for tc in m.get("tool_calls") or []:
+            try:
+                args = json.loads(tc["function"].get("arguments") or "{}")
+            except ValueError:
+                args = tc["function"].get("arguments")
+            calls.append(A.ToolCallRequest(id=tc.get("id", NOT_RECORDED),
+                                           function=str(tc["function"].get("name")),
+                                           arguments=args))
+        return (A.Message(role=str(m.get("role", "assistant")), content=m.get("content"),
+                          tool_calls=calls), body.get("model", NOT_RECORDED),
+                choice.get("finish_reason", NOT_RECORDED),
+                A.Usage(input_tokens=_int(usage.get("prompt_tokens")) or NOT_RECORDED,
+                        output_tokens=_int(usage.get("completion_tokens")) or NOT_RECORDED))
+    except (KeyError, IndexError, TypeError, AttributeError):
         return None, NOT_RECORDED, NOT_RECORDED, A.Usage()
-    choice, usage = body["choices"][0], body.get("usage") or {}
-    m = choice.get("message") or {}
-    calls = []
-    for tc in m.get("tool_calls") or []:
-        try:
-            args = json.loads(tc["function"].get("arguments") or "{}")
-        except ValueError:
-            args = tc["function"].get("arguments")
-        calls.append(A.ToolCallRequest(id=tc.get("id", NOT_RECORDED),
-                                       function=str(tc["function"].get("name")), arguments=args))
-    return (A.Message(role=m.get("role", "assistant"), content=m.get("content"),
-                      tool_calls=calls), body.get("model", NOT_RECORDED),
-            choice.get("finish_reason", NOT_RECORDED),
-            A.Usage(input_tokens=usage.get("prompt_tokens", NOT_RECORDED),
-                    output_tokens=usage.get("completion_tokens", NOT_RECORDED)))
 
 
 def _model_call(start: dict[str, Any], attempts: list[dict[str, Any]],
@@ -57,26 +64,29 @@ def _model_call(start: dict[str, Any], attempts: list[dict[str, Any]],
     for i, (req, out) in enumerate((a["req"], a.get("out") or {}) for a in attempts):
         error = out.get("kind") == "wire_error"
         wire.append(A.WireAttempt(
-            attempt_id=str(req["attempt_id"]), attempt_index=i,
+            attempt_id=str(req.get("attempt_id")), attempt_index=i,
             request_sha256=req.get("body_sha256", NOT_RECORDED),
             response_sha256=NOT_RECORDED if error or not out else out.get("body_sha256"),
-            http_status=out.get("status"), error_type=out.get("error_type") if error else None,
-            elapsed_ms=out.get("elapsed_ms"), capture_seq=[req["seq"]] + (
+            http_status=_int(out.get("status")),
+            error_type=str(out.get("error_type")) if error else None,
+            elapsed_ms=_int(out.get("elapsed_ms")), capture_seq=[req["seq"]] + (
                 [out["seq"]] if out else [])))
     last = (attempts[-1].get("out") or {}) if attempts else {}
     reply, served, finish, usage = (None, NOT_RECORDED, NOT_RECORDED, A.Usage())
-    if last.get("kind") == "wire_response" and 200 <= last.get("status", 0) < 300:
+    if last.get("kind") == "wire_response" and 200 <= (_int(last.get("status")) or 0) < 300:
         reply, served, finish, usage = _reply(last.get("body"))
     sent = attempts[0]["req"].get("body") if attempts else None
     return A.ModelCall(
-        call_id=str(start["call_id"]), element=start.get("element", NOT_RECORDED),
+        call_id=str(start.get("call_id")), element=start.get("element", NOT_RECORDED),
         model_requested=start.get("model", NOT_RECORDED), status=end.get("status", NOT_RECORDED),
         request_sha256=wire[0].request_sha256 if wire else NOT_RECORDED,
         reply_sha256=last.get("body_sha256", NOT_RECORDED) if reply else NOT_RECORDED,
-        messages_sent=len(sent["messages"]) if isinstance(sent, dict) else NOT_RECORDED,
+        messages_sent=len(sent["messages"]) if isinstance(sent, dict)
+        and isinstance(sent.get("messages"), list) else NOT_RECORDED,
         reply=reply, served_model=served, finish_reason=finish, usage=usage,
         first_attempt_id=end.get("first_attempt_id", NOT_RECORDED), attempts=wire,
-        retries=max(len(wire) - 1, 0), error_type=end.get("error_type"),
+        retries=max(len(wire) - 1, 0),
+        error_type=str(end["error_type"]) if end.get("error_type") is not None else None,
         t=start.get("t", NOT_RECORDED))
 
 
@@ -90,11 +100,11 @@ def records(raw: list[dict[str, Any]]) -> list[A.Record]:
     for r in raw:
         kind, t = r.get("kind"), r.get("t", NOT_RECORDED)
         if kind == "model_call_start":
-            calls[r["call_id"]] = {"start": r, "attempts": [], "at": len(out)}
+            calls[r.get("call_id")] = {"start": r, "attempts": [], "at": len(out)}
             out.append(None)  # its place; filled at the call's end
         elif kind == "wire_request" and r.get("call_id") in calls:
-            attempts[r["attempt_id"]] = {"req": r}
-            calls[r["call_id"]]["attempts"].append(attempts[r["attempt_id"]])
+            attempts[r.get("attempt_id")] = {"req": r}
+            calls[r["call_id"]]["attempts"].append(attempts[r.get("attempt_id")])
         elif kind in ("wire_response", "wire_error") and r.get("attempt_id") in attempts:
             attempts[r["attempt_id"]]["out"] = r
         elif kind == "model_call_end" and r.get("call_id") in calls:
@@ -110,13 +120,13 @@ def records(raw: list[dict[str, Any]]) -> list[A.Record]:
                 tool_call_id=tid, call_id=cid, function=str(r.get("tool")),
                 arguments=r.get("arguments"), result=r.get("result"),
                 result_sha256=_sha(agentprov_capture.canonical(r.get("result"))),
-                error=r.get("error"), t=t))
+                error=None if r.get("error") is None else str(r["error"]), t=t))
         elif kind == "note":
             out.append(A.Note(code=str(r.get("code")), text=str(r.get("text")), t=t))
     for c in calls.values():  # a call the log never ended (a cell killed mid-call)
         if out[c["at"]] is None:
             out[c["at"]] = _model_call(c["start"], c["attempts"], {})
-    return out
+    return [r for r in out if r is not None]  # (a call id started twice keeps the second)
 
 
 class CaptureMapper:
@@ -135,7 +145,8 @@ class CaptureMapper:
         if ev.capture is not None:
             chain = agentprov_capture.check(ev.capture, a.capture_head_sha256,
                                             require_end=False)
-            raw, problems = [r for r in chain.records if r is not None], list(chain.problems)
+            raw = [r for r in chain.records if isinstance(r, dict)]
+            problems = list(chain.problems)
         h = raw[0] if raw and raw[0].get("kind") == "header" else {}
         end = raw[-1] if raw and raw[-1].get("kind") == "end" else {}
         cell, agent = h.get("cell") or {}, h.get("agent") or {}
