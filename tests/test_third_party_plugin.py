@@ -73,7 +73,7 @@ def test_guide_quotes_the_example_verbatim() -> None:
 
 def test_the_core_does_not_know_the_example() -> None:
     """Nothing in the core or its registries names the example: it is a third party."""
-    for top in ("agentprov_core", "registry", "backends"):
+    for top in ("agentprov_core", "registry", "backends", "plugins"):
         for path in (ROOT / top).rglob("*"):
             if any(part.startswith(".") for part in path.relative_to(ROOT).parts):
                 continue  # a local virtual environment or cache, not the core
