@@ -1,6 +1,6 @@
 """A third party adds a source with no change to the core.
 
-The example distribution ``tests/fixtures/agentprov-example-source`` (source
+The example distribution ``examples/agentprov-example-source`` (source
 ``examplebench``) and a distribution whose plugin fails to import
 (``tests/fixtures/agentprov-broken-source``, source ``brokenbench``) are built as wheels and
 installed, with the core, into a fresh virtual environment made once for this module; the
@@ -35,7 +35,7 @@ from agentprov_core.plugins import hookimpl
 pytest_plugins = ["agentprov_core.testing.fixtures"]
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "tests" / "fixtures" / "agentprov-example-source"
+EXAMPLE = ROOT / "examples" / "agentprov-example-source"
 BROKEN = ROOT / "tests" / "fixtures" / "agentprov-broken-source"
 EXAMPLE_PKG = EXAMPLE / "src" / "agentprov_example_source"
 GUIDE = ROOT / "docs" / "plugins.md"
@@ -45,8 +45,12 @@ QUOTED = {
     "plugin.py": EXAMPLE_PKG / "plugin.py",
     "catalogue.json": EXAMPLE_PKG / "catalogue.json",
     "pyproject.toml": EXAMPLE / "pyproject.toml",
+    "backend/pyproject.toml": EXAMPLE_PKG / "backend" / "pyproject.toml",
+    "worker/pyproject.toml": EXAMPLE_PKG / "backend" / "worker" / "pyproject.toml",
+    "examplebench_worker/__init__.py": (EXAMPLE_PKG / "backend" / "worker" / "src"
+                                        / "examplebench_worker" / "__init__.py"),
 }
-BLOCK = re.compile(r"<!-- example:(?P<name>[\w.]+) -->\n```\w*\n(?P<body>.*?)```\n<!-- /example -->",
+BLOCK = re.compile(r"<!-- example:(?P<name>[\w./]+) -->\n```\w*\n(?P<body>.*?)```\n<!-- /example -->",
                    re.S)
 
 
@@ -60,7 +64,7 @@ def test_guide_quotes_the_example_verbatim() -> None:
     assert text.count("<!-- example:plugin.py -->") == 1
     blocks = {m["name"]: m["body"] for m in BLOCK.finditer(text)}
     assert text.count("<!-- /example -->") == len(blocks), "a marker pair the test cannot read"
-    assert "plugin.py" in blocks
+    assert sorted(blocks) == sorted(QUOTED), "the guide quotes every file the test names"
     for name, body in blocks.items():
         assert name in QUOTED, f"the guide quotes {name}, which is not a file of the example"
         assert body == QUOTED[name].read_text(encoding="utf-8"), (
@@ -69,7 +73,7 @@ def test_guide_quotes_the_example_verbatim() -> None:
 
 def test_the_core_does_not_know_the_example() -> None:
     """Nothing in the core or its registries names the example: it is a third party."""
-    for top in ("agentprov_core", "registry", "backends"):
+    for top in ("agentprov_core", "registry", "backends", "plugins"):
         for path in (ROOT / top).rglob("*"):
             if any(part.startswith(".") for part in path.relative_to(ROOT).parts):
                 continue  # a local virtual environment or cache, not the core
@@ -97,7 +101,8 @@ def test_agentprov_plugin_registers_a_plugin_for_one_test(agentprov_plugin, agen
     # only the core's built-ins and the registered plugin: no installed entry point
     assert sorted(rows) == ["agentprov.builtin", "examplebench"]
     assert rows["examplebench"]["sources"] == ["examplebench"]
-    assert rows["examplebench"]["hooks"] == ["agentprov_backends", "agentprov_sources"]
+    assert rows["examplebench"]["hooks"] == ["agentprov_backends", "agentprov_mappers",
+                                          "agentprov_sources"]
 
     shown = agentprov_cli("--error-format", "json", "run", "examplebench", "--catalogue")
     assert shown.exit_code == 0, shown.stderr
@@ -301,9 +306,9 @@ def test_plugins_lists_the_third_party_distributions(agentprov: ThirdParty) -> N
     example = rows["examplebench"]
     assert (example["distribution"], example["version"], example["status"]) == (
         "agentprov-example-source", "0.1.0", "loaded")
-    assert example["hooks"] == ["agentprov_backends", "agentprov_sources"]
+    assert example["hooks"] == ["agentprov_backends", "agentprov_mappers", "agentprov_sources"]
     assert example["sources"] == ["examplebench"] and example["backends"] == ["examplebench"]
-    assert example["mappers"] == []
+    assert example["mappers"] == ["examplebench.capture"]
     assert example["error"] is None
     broken = rows["brokenbench"]
     assert (broken["distribution"], broken["version"], broken["status"]) == (
@@ -333,7 +338,8 @@ def test_info_shows_the_third_party_part(agentprov: ThirdParty) -> None:
                                  "distribution": "agentprov-example-source", "version": "0.1.0"}
     text = agentprov("info")
     assert text.code == 0, text.err
-    assert re.search(r"^examplebench · example +planned +none; an example", text.out, re.M)
+    assert re.search(r"^examplebench · example +planned +scripted runs only; an example",
+                     text.out, re.M)
     agentprov.assert_nothing_written()
 
 
@@ -346,10 +352,9 @@ def test_catalogue_of_the_third_party_source(agentprov: ThirdParty) -> None:
     assert printed["provenance"]["kind"] == "declared"
     (suite,) = printed["suites"]
     assert suite["user_tasks"] == ["user_task_0", "user_task_1", "user_task_2"]
-    assert suite["injection_tasks"] == ["injection_task_0", "injection_task_1"]
+    assert suite["injection_tasks"] == ["injection_task_0"]
     flags = {a["name"]: (a["dos"], a["refused"], a["needs"]) for a in printed["attacks"]}
     assert flags == {"important_instructions": (False, False, []),
-                     "mail_flood": (True, False, []),
                      "exfil_oracle": (False, True, [])}
     agentprov.assert_nothing_written()
 
@@ -366,7 +371,7 @@ def test_dry_run_checks_the_plan_before_the_environment(agentprov: ThirdParty) -
 
     done = agentprov.dry_run("--attack", "no_such_attack")
     assert (done.code, done.error["error"]) == (2, "cli.usage.unknown_attack")
-    assert "exfil_oracle, important_instructions, mail_flood" in done.error["message"]
+    assert "exfil_oracle, important_instructions" in done.error["message"]
 
     done = agentprov.dry_run("--user-tasks", "0", "--attack", "exfil_oracle")
     assert (done.code, done.error["error"]) == (5, "run.unsupported.attack_refused")
@@ -374,7 +379,7 @@ def test_dry_run_checks_the_plan_before_the_environment(agentprov: ThirdParty) -
     assert done.error["message"].endswith("Nothing was started and nothing was written.")
     agentprov.assert_nothing_written()
 
-    done = agentprov.dry_run("--attack", "important_instructions,mail_flood")
+    done = agentprov.dry_run("--attack", "important_instructions")
     assert done.code == 3, done.err
     assert done.error["error"] in {"cli.environment.no_backend_project",
                                    "cli.environment.backend_missing"}
@@ -440,7 +445,7 @@ def test_the_example_passes_the_contract_and_the_broken_plugin_fails_it(
     assert done.returncode == 0, done.stdout + done.stderr
     for check in ("test_source_is_installed", "test_metadata", "test_catalogue",
                   "test_catalogue_command", "test_attacks", "test_expansion_order",
-                  "test_dos_attack_takes_one_cell_per_user_task", "test_refused_attacks_exit_5"):
+                  "test_refused_attacks_exit_5"):
         assert re.search(rf"^PASSED \S*::{check}\[examplebench\]$", done.stdout, re.M), check
 
     # over every installed source, a plugin that failed to load is a failure of the contract
@@ -481,9 +486,10 @@ def test_the_third_party_backend_is_found_through_its_hook(agentprov: ThirdParty
     assert lines[0] == f"backend examplebench: environment {agentprov.home}/envs/{env_id}"
     assert ("--exclude-newer 2026-10-07T00:00:00Z") in lines[2]
     assert lines[-2] == (f"  project: {installed} (from agentprov-example-source 0.1.0; "
-                         "any worker package)")
-    assert lines[-1] == ("  host libraries: agentprov-backend from the copy shipped with agentprov 0.1.0; "
-                         "agentprov-capture from the copy shipped with agentprov 0.1.0")
+                         "worker examplebench-worker)")
+    assert lines[-1] == ("  host libraries: agentprov-backend from the copy shipped with "
+                         "agentprov 0.1.0; agentprov-capture from the copy shipped with "
+                         "agentprov 0.1.0")
     agentprov.assert_nothing_written()
 
     done = agentprov("backends", "build", "examplebench", "--offline-check")
@@ -497,7 +503,7 @@ def test_the_third_party_backend_is_found_through_its_hook(agentprov: ThirdParty
                    "distribution": "agentprov-example-source", "version": "0.1.0",
                    "package": "agentprov_example_source", "path": "backend",
                    "project": str(installed), "pinned": "uv.lock",
-                   "worker": None, "status": "ok", "problem": None}
+                   "worker": "examplebench-worker", "status": "ok", "problem": None}
     plugin = {p["name"]: p for p in rows["plugins"]}["examplebench"]
     assert plugin["backends"] == ["examplebench"]
     info = json.loads(agentprov("info", "--format", "json").out)
@@ -591,7 +597,7 @@ def test_a_backend_project_whose_lock_does_not_match(agentprov_plugin, agentprov
 
     project = shutil.copytree(EXAMPLE_BACKEND, tmp_path / "stalebench")
     py = project / "pyproject.toml"
-    py.write_text(py.read_text().replace("dependencies = []", 'dependencies = ["httpx"]'))
+    py.write_text(py.read_text().replace('"httpx==0.28.1",', '"httpx==0.28.1", "sniffio",'))
     monkeypatch.setenv("AGENTPROV_BACKENDS", str(tmp_path))
     agentprov_plugin(_bench_plugin("stalebench", BackendProject(name="stalebench",
                                                                 path="stalebench")),
@@ -600,7 +606,7 @@ def test_a_backend_project_whose_lock_does_not_match(agentprov_plugin, agentprov
     assert row["status"] == "lock mismatch"
     assert row["problem"].endswith("re-lock the backend project stalebench "
                                    "(from agentprov-stale 2.0)")
-    assert "dependencies: httpx is declared" in row["problem"]
+    assert "dependencies: sniffio is declared" in row["problem"]
     message = _build_refused(agentprov_cli, "stalebench", "cli.environment.lock_mismatch",
                              agentprov_home)
     assert message == ("agentprov: error [cli.environment.lock_mismatch]: " + row["problem"])
