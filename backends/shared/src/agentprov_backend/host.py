@@ -108,7 +108,8 @@ def _load(name: str) -> WorkerSource | SourceUnavailable:
         obj = obj()
     if not isinstance(obj, WorkerSource):
         return SourceUnavailable("worker.source_unavailable",
-                                 f"{where} is a {type(obj).__name__}, not an "
+                                 f"{where} registers an object of type "
+                                 f"{type(obj).__name__!r}, not an "
                                  "agentprov_backend.source.WorkerSource")
     if obj.name != name:
         return SourceUnavailable("worker.source_unavailable",
