@@ -321,7 +321,7 @@ def test_plugins_lists_the_third_party_distributions(agentprov: ThirdParty) -> N
     assert "error: brokenbench (agentprov-broken-source 0.2.0): ImportError" in text.out
     version = agentprov("--version")
     assert version.code == 0, version.err
-    assert ("  agentprov-example-source 0.1.0: source examplebench; backend examplebench\n"
+    assert ("  agentprov-example-source 0.1.0: source examplebench; backend examplebench; mapper examplebench.capture\n"
             in version.out)
     assert "  agentprov-broken-source 0.2.0 (failed)\n" in version.out
     agentprov.assert_nothing_written()
