@@ -98,7 +98,13 @@ class Plugins:
             self._sources = {}
             for rec, found in self._contributed("agentprov_sources"):
                 for src in found:
-                    name = src.meta.name
+                    name = getattr(getattr(src, "meta", None), "name", None)
+                    if not isinstance(name, str):  # its bug must not take the CLI down
+                        rec.status = "failed"
+                        rec.error = (f"agentprov_sources: returned a {type(src).__name__} "
+                                     "whose meta.name is not a string (a Source with a "
+                                     "SourceMeta)")
+                        continue
                     if name in self._sources:
                         self.duplicates.append(
                             f"source {name!r} from {rec.name} ignored: already registered by "
