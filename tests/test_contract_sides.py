@@ -19,7 +19,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, child_env
 
 CONTRACT = ROOT / "agentprov_core" / "testing" / "contract.py"

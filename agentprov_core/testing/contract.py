@@ -692,10 +692,8 @@ def test_backend_project_lock(name: str) -> None:
 def _built(name: str) -> str:
     """The id of the source's backend environment built in ``$AGENTPROV_HOME``, or skip
     saying how to build it."""
-    from agentprov_core.backend import environments
+    from agentprov_core.backend import environments, slots
     from agentprov_core.backend.marker import MARKER
-
-    from agentprov_core.backend import slots
 
     meta = _source(name).meta
     build = f"build it with `agentprov backends build {meta.backend}`"
