@@ -223,6 +223,9 @@ WHAT = "backend 'mybench' (agentprov-mybench 0.1.0)"
     ('[BackendProject(name=3, package="mybench_plugin", path="backend")]',
      "BackendProject.name of a project of agentprov-mybench 0.1.0: 3 is of type int, not a "
      "string"),
+    ('[BackendProject(name="my-bench", package="mybench_plugin", path="backend")]',
+     "SourceMeta.backend 'mybench': no distribution contributes a backend project of that "
+     "name (agentprov_backends hook); agentprov-mybench 0.1.0 contributes 'my-bench'"),
     ('[dict(name="mybench", package="mybench_plugin", path="backend")]',
      "SourceMeta.backend 'mybench': no distribution contributes a backend project of that "
      "name (agentprov_backends hook); agentprov-mybench 0.1.0: agentprov_backends: returned "

@@ -590,6 +590,10 @@ def _project(name: str) -> tuple[projects.Located, str]:
     assert not problems, f"source {name!r}: " + "; ".join(problems)
     if not found:
         hooks = _hook_problems(name)
+        others = sorted(str(key) for key, es in plugins.backends().items()
+                        if any(e.plugin.name == own.name for e in es))
+        if others:
+            hooks.append(f"{_origin(own)} contributes " + ", ".join(map(repr, others)))
         pytest.fail(f"source {name!r}: SourceMeta.backend {backend!r}: no distribution "
                     "contributes a backend project of that name (agentprov_backends hook)"
                     + ("; " + "; ".join(hooks) if hooks else ""), pytrace=False)
@@ -772,6 +776,8 @@ def test_worker_serves_the_source(name: str) -> None:
                          for s in suites]
                 bad = Cell.suite_cell("user_task", suites[0].name, UNKNOWN_TASK, None, None)
             else:
+                assert cat.tasks, (f"source {name!r}: the catalogue served by the worker of "
+                                   f"{env_id} has no task")
                 task = cat.tasks[0]
                 doc = _plan(name, inspect=InspectPlan(
                     task=task.name, samples="limit:1", cell_size=1,
