@@ -114,8 +114,19 @@ class Plugins:
             self._sources = self._first_by_name(
                 "source", ((rec, src.meta.name, SourceEntry(src, rec))
                            for rec, found in self._contributed("agentprov_sources")
-                           for src in found))
+                           for src in found if self._named(rec, src)))
         return self._sources
+
+    @staticmethod
+    def _named(rec: PluginRecord, src: Any) -> bool:
+        """Whether ``src`` has a string ``meta.name``; if not, its plugin is recorded as
+        failed (its bug must not take the CLI down)."""
+        if isinstance(getattr(getattr(src, "meta", None), "name", None), str):
+            return True
+        rec.status = "failed"
+        rec.error = (f"agentprov_sources: returned a {type(src).__name__} whose meta.name is "
+                     "not a string (a Source with a SourceMeta)")
+        return False
 
     def _first_by_name(self, kind: str, named: Iterator[tuple[PluginRecord, str, Any]]
                        ) -> dict[str, Any]:

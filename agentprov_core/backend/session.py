@@ -102,10 +102,13 @@ class PlanCheck:
         """The worker serves the source (its catalogue and plans)."""
         return self.source in self.hello.get("sources", [])
 
+    def catalogue_document(self) -> object:
+        """The worker's reply to ``catalogue``, as it sent it (untrusted: not yet converted)."""
+        return self._worker.request("catalogue", source=self.source)
+
     def catalogue(self) -> Catalogue:
         """The source's catalogue, as the installed benchmark holds it."""
-        return msgspec.convert(self._worker.request("catalogue", source=self.source),
-                               type=Catalogue)
+        return msgspec.convert(self.catalogue_document(), type=Catalogue)
 
     def plan_problems(self, benchmark_version: str | None, cells: Sequence[Cell]) -> list[str]:
         """What the worker finds wrong with a plan's cells; empty when it accepts them all."""
