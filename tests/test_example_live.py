@@ -348,8 +348,8 @@ def test_the_example_runs_live_from_wheels(wheel_venv: Path, tmp_path: Path) -> 
     env_dir = Path(built.stdout.split(" built at ")[1].split(" (")[0])
     marker = json.loads((env_dir / "AGENTPROV_ENV.json").read_text())
     assert {lib: h["from"] for lib, h in marker["host"].items()} == {
-        "agentprov-backend": "shipped with agentprov 0.1.0",
-        "agentprov-capture": "shipped with agentprov 0.1.0"}
+        "agentprov-backend": "the copy shipped with agentprov 0.1.0",
+        "agentprov-capture": "the copy shipped with agentprov 0.1.0"}
     assert marker["hello"]["served"]["examplebench"]["distribution"] == "examplebench-worker"
     assert "agentprov" not in marker["distributions"]  # the core never enters a backend
 

@@ -67,17 +67,19 @@ def _packaged() -> Path | None:
 
 def locate() -> list[Located]:
     """Every host library this agentprov ships, where its project is: the checkout's (the
-    directory holding ``backends/``, which ``$AGENTPROV_BACKENDS`` names while developing),
-    else the copy inside the installed wheel; empty when neither is at hand (nothing can
-    then be built or compared)."""
+    directory holding ``backends/``, which ``$AGENTPROV_BACKENDS`` names while developing;
+    else this agentprov's own checkout), else the copy inside the installed wheel; empty
+    when none is at hand (nothing can then be built or compared)."""
     from agentprov_core import __version__
 
     base = paths.backends_dir()
-    top = base.parent if base is not None else None
+    root = paths.repo_root()
+    tops = [t for t in (base.parent if base is not None else None, root) if t is not None]
     packaged = _packaged()
     out = []
     for lib in LIBRARIES:
-        if top is not None and (top / lib.checkout / "pyproject.toml").is_file():
+        top = next((t for t in tops if (t / lib.checkout / "pyproject.toml").is_file()), None)
+        if top is not None:
             out.append(Located(lib, top / lib.checkout,
                                f"the agentprov {__version__} checkout's {lib.checkout}"))
         elif packaged is not None and (packaged / lib.distribution / "pyproject.toml").is_file():
