@@ -510,7 +510,8 @@ def test_the_third_party_backend_is_found_through_its_hook(agentprov: ThirdParty
     example = {r["name"]: r for r in info["parts"]}["examplebench"]
     assert example["backend_project"] == {
         "distribution": "agentprov-example-source", "version": "0.1.0",
-        "plugin": "examplebench", "project": str(installed), "status": "ok", "problem": None}
+        "plugin": "examplebench", "project": str(installed), "status": "locked",
+        "problem": None}
 
 
 def test_help_does_not_import_the_backend_hook(venv: Path) -> None:

@@ -124,15 +124,18 @@ def lock_mismatch(loc: Located, what: str) -> AgentprovError:
                           backend=loc.name, origin=loc.origin, what=what)
 
 
-def survey() -> list[dict[str, Any]]:
+def survey(check_locks: bool = True) -> list[dict[str, Any]]:
     """Every contributed backend project with its state, for ``agentprov plugins`` and
     ``agentprov info``: ``ok``, ``unlocked`` (a project slot with no ``uv.lock``),
     ``missing`` (its directory, or the ``pyproject.toml`` beside a lock, is not there), ``lock mismatch``
     (``uv.lock`` does not record what ``pyproject.toml`` declares) or ``conflict`` (more
-    than one distribution contributes the name)."""
-    from agentprov_core.backend import lockcheck
+    than one distribution contributes the name). Without ``check_locks`` (``info``, which
+    reads the files' presence only: the comparison parses every lock) a project with both
+    files is ``locked``, not ``ok``."""
     from agentprov_core.plugins import manager
 
+    if check_locks:
+        from agentprov_core.backend import lockcheck
     rows = []
     for name, found in sorted(manager().backends().items()):
         for entry in found:
@@ -149,6 +152,8 @@ def survey() -> list[dict[str, Any]]:
                 problem = f"{loc.where}/uv.lock is absent: the project cannot be built"
             elif not (loc.directory / "pyproject.toml").is_file():
                 status, problem = "missing", missing(loc).message
+            elif not check_locks:
+                status = "locked"
             elif diffs := lockcheck.differences(loc.directory):
                 status, problem = "lock mismatch", lock_mismatch(loc, "; ".join(diffs[:3])).message
             rows.append({"name": name, "plugin": rec.name, "distribution": rec.distribution,

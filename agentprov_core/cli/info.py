@@ -124,12 +124,14 @@ def contributed_line(row: dict[str, Any]) -> str:
 
 
 def backend_projects() -> dict[str, dict[str, Any] | None]:
-    """Which distribution contributes each backend's project, and its state (``agentprov
-    plugins`` lists every contribution; a conflicting name shows its first here)."""
+    """Which distribution contributes each backend's project, and its state from the files'
+    presence (``locked``, ``unlocked``, ``missing``, ``conflict``): ``agentprov plugins``
+    lists every contribution and compares each lock with its project; a conflicting name
+    shows its first here."""
     from agentprov_core.backend import projects
 
     out: dict[str, dict[str, Any] | None] = {}
-    for b in projects.survey():
+    for b in projects.survey(check_locks=False):
         out.setdefault(b["name"], {k: b[k] for k in ("distribution", "version", "plugin",
                                                      "project", "status", "problem")})
     return out
