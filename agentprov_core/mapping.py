@@ -61,6 +61,10 @@ class Mapper(Protocol):
         ...
 
 
+#: the evidence format of a live session's wire log (docs/formats/capture-0.1.md)
+CAPTURE_FORMAT = "capture/0.1"
+
+
 class MapperUnavailable(LookupError):
     """No registered mapper reads an evidence format."""
 

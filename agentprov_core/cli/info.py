@@ -66,8 +66,7 @@ def _contributed_by(row: dict[str, Any], entry) -> None:
     registered is the part's note."""
     from agentprov_core.backend import projects
     from agentprov_core.errors import AgentprovError
-    from agentprov_core.evidence.live_mapping import CAPTURE_FORMAT
-    from agentprov_core.mapping import MapperUnavailable, mapper_for_source
+    from agentprov_core.mapping import CAPTURE_FORMAT, MapperUnavailable, mapper_for_source
     from agentprov_core.plugins import manager
 
     meta = entry.source.meta

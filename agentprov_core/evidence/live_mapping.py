@@ -23,8 +23,7 @@ from agentprov_core.corpus.ledger import Attempt
 from agentprov_core.corpus.store import RawStore
 from agentprov_core.evidence.aer import AER, encode
 from agentprov_core.evidence.executions import Executions, IndexEntry
-
-CAPTURE_FORMAT = "capture/0.1"
+from agentprov_core.mapping import CAPTURE_FORMAT
 
 
 @dataclass
