@@ -65,6 +65,47 @@ class Mapper(Protocol):
 CAPTURE_FORMAT = "capture/0.1"
 
 
+@dataclass(frozen=True)
+class MapperRef:
+    """A mapper named by where it lives, for ``agentprov_mappers`` to return: listing the
+    mappers (``info``, ``plugins``, ``--version``) then imports no mapping code.
+
+    :param name: what the mapper's ``name`` is (``producer.mapper``).
+    :param version: what its ``version`` is (``producer.mapper_version``).
+    :param evidence_formats: the formats it reads.
+    :param target: ``"module:attribute"``, the mapper itself, imported by the first
+        :meth:`load` (or :meth:`map`); a mapper there whose name, version or formats differ
+        from the reference's is refused (``MapperUnavailable``), so the two cannot drift.
+    """
+
+    name: str
+    version: str
+    evidence_formats: tuple[str, ...]
+    target: str
+
+    def load(self) -> Mapper:
+        mapper = _LOADED.get(self.target)
+        if mapper is None:
+            import importlib
+
+            module, _, attr = self.target.partition(":")
+            mapper = _LOADED[self.target] = getattr(importlib.import_module(module), attr)
+        got = (mapper.name, mapper.version, tuple(mapper.evidence_formats))
+        if got != (self.name, self.version, tuple(self.evidence_formats)):
+            raise MapperUnavailable(
+                f"{self.target} is the mapper {got[0]} {got[1]} reading {', '.join(got[2])}; "
+                f"its plugin declares {self.name} {self.version} reading "
+                f"{', '.join(self.evidence_formats)}")
+        return mapper
+
+    def map(self, evidence: Any) -> AER:
+        return self.load().map(evidence)
+
+
+#: the mappers :class:`MapperRef` loaded, by target
+_LOADED: dict[str, Any] = {}
+
+
 class MapperUnavailable(LookupError):
     """No registered mapper reads an evidence format."""
 

@@ -22,7 +22,7 @@ from agentprov_core.evidence import aer as A
 from agentprov_core.evidence import live_mapping, sem
 from agentprov_core.evidence.canonical import stored
 from agentprov_core.evidence.executions import Executions
-from agentprov_core.mapping import LiveEvidence, Mapper, mapper_for
+from agentprov_core.mapping import LiveEvidence, Mapper, MapperRef, mapper_for
 
 ROOT = Path(__file__).resolve().parent.parent
 DOJO = ROOT / "backends" / "dojo" / "src" / "agentprov_dojo"
@@ -180,8 +180,24 @@ def mapped(path: Path, cell=ATTACKED, native: bytes | None = None, **kw) -> A.AE
 # ------------------------------------------------------------------------------ the mapper
 def test_the_mapper_is_registered_through_the_hooks():
     m = mapper_for("capture/0.1")
-    assert isinstance(m, CaptureMapper) and isinstance(m, Mapper)
+    assert isinstance(m, MapperRef) and isinstance(m, Mapper)  # listed without its code
     assert m.name == "agentdojo.capture" and "capture/0.1" in m.evidence_formats
+    real = m.load()
+    assert isinstance(real, CaptureMapper) and real is MAPPER
+    assert (real.name, real.version, real.evidence_formats) == (
+        m.name, m.version, m.evidence_formats)
+
+
+def test_a_mapper_reference_that_drifts_from_its_mapper_is_refused():
+    """A reference whose declared version is not its mapper's is refused when it loads:
+    an AER never records a version the code that wrote it does not have."""
+    from agentprov_core.mapping import MapperUnavailable
+
+    drifted = MapperRef(name="agentdojo.capture", version="9.9.9",
+                        evidence_formats=("capture/0.1",),
+                        target="agentprov_agentdojo.capture_mapper:MAPPER")
+    with pytest.raises(MapperUnavailable, match="its plugin declares agentdojo.capture 9.9.9"):
+        drifted.load()
 
 
 @pytest.mark.req("R-2.10", "R-2.11", "R-2.16", "R-2.17")

@@ -21,6 +21,7 @@ from agentprov_core.evidence import aer as A
 from agentprov_core.evidence.aer import NOT_RECORDED
 from agentprov_core.mapping import LiveEvidence
 
+# as plugin.py's MapperRef declares them (a reference that differs is refused when it loads)
 NAME = "examplebench.capture"
 VERSION = "0.1.0"
 CAPTURE_FORMAT = "capture/0.1"

@@ -7,6 +7,7 @@ package runs its cells) and the mapper of the evidence those cells leave.
 from pathlib import Path
 
 from agentprov_core.backendproject import BackendProject
+from agentprov_core.mapping import MapperRef
 from agentprov_core.plugins import hookimpl
 from agentprov_core.source import SourceMeta, SuiteSource
 
@@ -40,8 +41,13 @@ def agentprov_backends():
                            path="backend", worker="examplebench-worker")]
 
 
+#: the mapper, by reference: agentprov imports mapper.py only when it first maps (listing the
+#: plugins imports nothing more), and refuses it if its name or version differs from these
+MAPPER = MapperRef(name="examplebench.capture", version="0.1.0",
+                   evidence_formats=("capture/0.1",),
+                   target="agentprov_example_source.mapper:MAPPER")
+
+
 @hookimpl
 def agentprov_mappers():
-    from agentprov_example_source.mapper import MAPPER
-
     return [MAPPER]

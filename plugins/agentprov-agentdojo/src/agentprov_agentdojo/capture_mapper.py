@@ -29,12 +29,13 @@ import agentprov_capture
 from msgspec import UNSET
 
 from agentprov_agentdojo import defence_records, live_native
+from agentprov_agentdojo.plugin import CAPTURE_MAPPER
 from agentprov_core.evidence import aer as A
 from agentprov_core.evidence.aer import NOT_RECORDED
 from agentprov_core.live.sse import reply_body
 from agentprov_core.mapping import LiveEvidence
 
-NAME = "agentdojo.capture"
+NAME = CAPTURE_MAPPER.name
 # 0.1.1: the chain is read by agentprov_capture.check (verify's check), so a
 # damaged log's map.capture_damaged detail names verify's problems
 # 0.2.0: a defended session is recorded: task.defense_id as the capture observed it, the
@@ -44,7 +45,7 @@ NAME = "agentdojo.capture"
 # 0.2.1: the live-versus-native check compares the user task's last pass (AgentDojo runs the
 # task again, up to three times, while its final reply has no text, and its native log keeps
 # the last pass only): a faithful session of several passes agrees
-VERSION = "0.2.1"
+VERSION = CAPTURE_MAPPER.version  # the number is declared with the reference, in plugin.py
 CAPTURE_FORMAT = "capture/0.1"
 #: a declared instrumentation item whose ``mode`` is one of these changes what is sent
 REQUEST_MODIFYING_MODES = ("modify", "rewrite")

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from agentprov_core.backendproject import BackendProject
+from agentprov_core.mapping import MapperRef
 from agentprov_core.plugins import hookimpl
 from agentprov_core.source import SourceMeta, SuiteSource
 
@@ -41,10 +42,14 @@ def agentprov_sources():
     return [AgentDojo()]
 
 
+#: The shared capture mapper (capture/0.1 and the native log), used by every AgentDojo-shaped
+#: backend; ``capture_mapper.CaptureMapper`` reads its name and version from here.
+CAPTURE_MAPPER = MapperRef(name="agentdojo.capture", version="0.2.1",
+                           evidence_formats=("capture/0.1",),
+                           target="agentprov_agentdojo.capture_mapper:MAPPER")
+
+
 @hookimpl
 def agentprov_mappers():
-    """The shared capture mapper ``agentdojo.capture`` (capture/0.1 and the native log), used
-    by every AgentDojo-shaped backend."""
-    from agentprov_agentdojo.capture_mapper import MAPPER
-
-    return [MAPPER]
+    """``agentdojo.capture``, by reference: its code is imported when it first maps."""
+    return [CAPTURE_MAPPER]
