@@ -57,12 +57,35 @@ def summary(prepared: Prepared) -> list[str]:
                         f"${o['price_in']}/${o['price_out']} per million tokens in/out")
         lines.append("  caps: " + ("; ".join(caps) if caps else "none (--preflight-only)")
                      + "; prompts and replies leave this machine")
+        if caps:
+            lines += bound_lines(prepared)
     else:
         lines.append("  a local server on loopback: no provider bills these calls")
     if prepared.containment:
         lines.append(f"  containment: {prepared.containment['kind']} "
                      f"(declared by {prepared.containment['declared_by']})")
     return lines
+
+
+def bound_lines(prepared: Prepared) -> list[str]:
+    """The cell bound the caps reserve, when a rule other than the AgentDojo constant gives
+    it (an Inspect plan's D-740 bound, R-25.27), with its figures and its price."""
+    from agentprov_core.live.caps import Caps
+    from agentprov_core.run.live import bound_of
+    from agentprov_core.run.prepare import model_params
+
+    o = prepared.request.options
+    b = bound_of(prepared, model_params(prepared.request, prepared.source, prepared.endpoint))
+    r = b.rule
+    if r is None or b.cell_calls is None:
+        return []
+    line = (f"  cell bound (D-740): at most {b.cell_calls} billed call(s) per cell = "
+            f"{r['samples']} sample(s) x {r['epochs']} epoch(s) x (({r['message_limit']} - 1)"
+            f" x (1 + {r['judge_calls_per_agent_call']}) + {r['judge_calls_per_sample']}) x "
+            f"(1 + {r['retries_per_call']})")
+    if o.get("price_in") is not None and o.get("price_out") is not None:
+        line += f", about ${b.cell_usd(Caps.from_options(o)):.3f}"
+    return [line]
 
 
 def decide(prepared: Prepared, *, stdin: IO[str] | None = None, stderr: IO[str] | None = None
