@@ -107,19 +107,6 @@ class Source:
     def suites_of_plan(self, cells: list[Cell]) -> list[str]:
         return list(dict.fromkeys(c.suite for c in cells if c.suite))
 
-    def cell_calls(self, doc: PlanDoc, cells: list[Cell], defence: str | None = "none"
-                   ) -> int | None:
-        """The worst case of a cell of this plan in billed calls (what the caps reserve for
-        it, R-17.5/R-17.6): an AgentDojo-family cell under ``defence`` (48 undefended)."""
-        from agentprov_core.live.caps import cell_calls
-
-        return cell_calls(defence)
-
-    def cell_rule(self, doc: PlanDoc, cells: list[Cell]) -> dict[str, Any] | None:
-        """How :meth:`cell_calls` was computed, when a rule other than the AgentDojo
-        constant gave it (recorded in ``live.caps``); None for the constant."""
-        return None
-
 
 def load_catalogue_file(source: Source, path: Path) -> Catalogue:
     """A plugin's committed catalogue (a snapshot or a declared one), or exit 3."""
@@ -376,8 +363,7 @@ class InspectSource(Source):
                     + ", ".join(f"{r} is {m}" for r, m in other.items()),
                 missing=" ".join(f"--judge {r}={agent_model}" for r in other))
 
-    def cell_calls(self, doc: PlanDoc, cells: list[Cell], defence: str | None = "none"
-                   ) -> int | None:
+    def cell_calls(self, doc: PlanDoc, cells: list[Cell]) -> int | None:
         """The D-740 bound of the plan's largest cell (every cell is reserved at it), or
         None when the source declares no :attr:`cell_bound`."""
         insp = doc.inspect or InspectPlan()

@@ -148,7 +148,8 @@ def test_agentdojo_keeps_its_48_calls(inproc):
 
 def test_consent_names_the_d740_bound(inproc):
     """The consent summary names the bound on calls: an Inspect plan's is D-740's."""
-    lines = summary(inproc(**INSPECT, **CAPS))
+    p = inproc(**INSPECT, **CAPS)
+    lines = summary(p, bound_of(p))
     assert lines[2].startswith("  caps: at most 100 billed call(s)")
     assert lines[3] == ("  cell bound (D-740): at most 42 billed call(s) per cell = 1 "
                          "sample(s) x 1 epoch(s) x ((10 - 1) x (1 + 1) + 3) x (1 + 1), about "

@@ -197,19 +197,31 @@ def bound_of(prepared: Prepared, params: dict[str, Any] | None = None) -> Bound:
     the worst case of a cell as its source gives it (48 calls for an AgentDojo-family cell,
     51 with tool_filter; the D-740 bound for an Inspect plan's)."""
     from agentprov_core.live import caps
+    from agentprov_core.source import InspectSource
 
     src, doc, cells = prepared.source, prepared.doc, prepared.cells
+    rule = src.cell_rule(doc, cells) if isinstance(src, InspectSource) else None
     return caps.Bound(out_tokens=caps.out_bound(params),
-                      cell_calls=src.cell_calls(doc, cells, prepared.plan.defence),
-                      rule=src.cell_rule(doc, cells))
+                      cell_calls=cell_calls_of(prepared, prepared.plan.defence), rule=rule)
+
+
+def cell_calls_of(prepared: Prepared, defence: str | None) -> int | None:
+    """The worst case of a cell of the prepared plan under ``defence``: an Inspect
+    source's D-740 bound (None when it declares none), else the AgentDojo-family cell's."""
+    from agentprov_core.live import caps
+    from agentprov_core.source import InspectSource
+
+    src = prepared.source
+    if isinstance(src, InspectSource):
+        return src.cell_calls(prepared.doc, prepared.cells)
+    return caps.cell_calls(defence)
 
 
 def missing_log(prepared: Prepared, defence: str | None) -> Charge:
     """A missing log of an attempt under ``defence``: a whole cell at its worst case."""
     from agentprov_core.live import caps
 
-    calls = prepared.source.cell_calls(prepared.doc, prepared.cells, defence)
-    return caps.Charge(whole_cells=1, whole_cell_calls=calls or 0)
+    return caps.Charge(whole_cells=1, whole_cell_calls=cell_calls_of(prepared, defence) or 0)
 
 
 def account_of(prepared: Prepared, wc: WorkingCorpus | None,
