@@ -38,8 +38,8 @@ n x E x ((M - 1) x (1 + a) + j) x (1 + K) billed calls for n samples, E epochs a
 limit M, with the task's a, j and K declared by its source
 (:class:`agentprov_core.source.InspectCellBound`); every cell of the plan is reserved at
 the bound of its largest. AgentHarm at ``--message-limit 10``: 42 calls a sample, about
-$0.305 at the prices above (R-25.30, R-25.31). The source says which applies
-(:meth:`agentprov_core.source.Source.cell_calls`).
+$0.305 at the prices above (R-25.30, R-25.31). The run's bound is made by
+:func:`agentprov_core.run.live.bound_of`, which asks the plan's source.
 
 Everything here is arithmetic over capture records; nothing reads a key or the network.
 """
