@@ -60,6 +60,10 @@ class Defence(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 class Split(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     name: str
     samples: int
+    #: the split's sample ids in dataset order, when the catalogue lists them: an explicit
+    #: ``--samples ID,…`` naming another is refused at step 1 (None: the worker's plan
+    #: check is the first to see the dataset)
+    sample_ids: list[str] | None = None
 
 
 class TaskParameter(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

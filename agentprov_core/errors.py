@@ -262,7 +262,7 @@ _reg("cli.usage.env_file", U, "usage",
 
 # --- refused by a guard (exit 4)
 _reg("cli.refused.api_caps", R, "coded",
-     "an API endpoint run needs its caps (the endpoint entry is not local): give {missing} (D-725; the provider's own key limit is the backstop)",
+     "an API endpoint run needs its caps ({why}): give {missing} (D-725; the provider's own key limit is the backstop)",
      "give --max-calls, --max-cost-usd, --price-in, --price-out")
 
 _reg("cli.refused.corpus_busy", R, "coded",
@@ -309,6 +309,12 @@ _reg("run.unsupported.defence_disabled", X, "cannot_run",
 _reg("run.unsupported.attack_refused", X, "cannot_run",
      "attack {attack}.", "choose another attack",
      "The {backend} backend refuses it: {reason}")
+_reg("run.unsupported.endpoint_wire", X, "cannot_run",
+     "an endpoint of the {wire} format.", "use an endpoint of the OpenAI chat format (e.g. openrouter)",
+     "The {backend} backend calls the agent and its judges through Inspect's OpenAI-style provider, so its endpoint must speak the {wires} format (R-25.25).")
+_reg("run.unsupported.cell_bound", X, "cannot_run",
+     "caps for {source}.", "run without --max-calls and --max-cost-usd (a local server), or declare the source's cell bound",
+     "Its plugin declares no D-740 cell bound (InspectSource.cell_bound: a, j and K), so no cell has a known worst case and no cap can be kept.")
 _reg("run.unsupported.llm_element", X, "cannot_run",
      "--llm-element {element}.", "use the native element",
      "{reason}")

@@ -22,7 +22,7 @@ import msgspec
 
 from agentprov_core import catalogue as catmod
 from agentprov_core.base.digests import digest, file_sha256
-from agentprov_core.catalogue import Catalogue
+from agentprov_core.catalogue import Catalogue, Split
 from agentprov_core.errors import AgentprovError
 from agentprov_core.plan.plandoc import InspectPlan, PlanDoc
 from agentprov_core.plan.plans import Cell, expand_suites
@@ -66,6 +66,9 @@ class RunContext:
     scripted: bool = True
     capped: bool = False
     llm_element: str = "native"
+    #: the agent endpoint's wire format (``openai`` or ``anthropic``; a scripted run's is
+    #: ``openai``)
+    wire: str = "openai"
 
 
 class Source:
@@ -187,10 +190,44 @@ INSPECT_LIMITS = {"message_limit": (1, 500), "token_limit": (1, 10_000_000),
                   "time_limit": (1, 86_400)}
 
 
+class InspectCellBound(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The task's own figures in the D-740 cell bound, declared by the source: they follow
+    from its scorers and from the harness's retries, and hold for the task files recorded
+    in the environment's identity. With n samples per cell, E epochs and message limit M,
+
+        billed calls per cell  <=  n x E x ((M - 1) x (1 + a) + j) x (1 + K)
+
+    (agent calls are at most M - 1: Inspect refuses a generation at the message limit)."""
+
+    #: ``a``: judge calls per agent call (AgentHarm: 1, the refusal judge reads each
+    #: assistant message)
+    judge_calls_per_agent_call: int
+    #: ``j``: judge calls per sample besides those (AgentHarm: 3, at most three
+    #: semantic-judge calls per grading function, none in a loop)
+    judge_calls_per_sample: int
+    #: ``K``: retries per model call, as the harness fixes Inspect's (AgentHarm: 1)
+    retries_per_call: int
+
+    def per_sample(self, epochs: int, message_limit: int) -> int:
+        """The billed calls of one sample: E x ((M - 1) x (1 + a) + j) x (1 + K)."""
+        return (epochs * ((message_limit - 1) * (1 + self.judge_calls_per_agent_call)
+                          + self.judge_calls_per_sample) * (1 + self.retries_per_call))
+
+    def calls(self, samples: int, epochs: int, message_limit: int) -> int:
+        """The bound of a cell of ``samples`` samples."""
+        return samples * self.per_sample(epochs, message_limit)
+
+
 class InspectSource(Source):
     """One Inspect task per plan; cells of at most ``cell_size`` samples (R-25)."""
 
     catalogue_file: ClassVar[Path]
+    #: the task's figures in the D-740 cell bound; ``None``: the source declares none, so
+    #: no cell has a known worst case and a run under caps is refused (exit 5)
+    cell_bound: ClassVar[InspectCellBound | None] = None
+    #: the wire formats of the agent's endpoint the harness drives (the agent and its
+    #: judges, through Inspect's OpenAI-style provider); another is refused at step 2
+    wires: ClassVar[tuple[str, ...]] = ("openai",)
 
     def catalogue(self) -> Catalogue:
         return load_catalogue_file(self, self.catalogue_file)
@@ -256,15 +293,16 @@ class InspectSource(Source):
                                     or (p.maximum is not None and v > p.maximum)):
                 raise refuse(f"[inspect].params.{k}: {v} is outside {p.minimum} to {p.maximum}")
         split = insp.split or str(insp.params.get("split", task.default_split))
-        splits = {s.name: s.samples for s in task.splits}
+        splits = {s.name: s for s in task.splits}
         if split not in splits:
             raise refuse(f"[inspect].split: {split!r} is not a split; splits: "
                          + ", ".join(splits))
         self._samples(insp, splits[split], refuse)
 
     @staticmethod
-    def _samples(insp: InspectPlan, size: int, refuse) -> list[Any]:
+    def _samples(insp: InspectPlan, split: Split, refuse) -> list[Any]:
         spec = (insp.samples or "").strip()
+        size = split.samples
         if spec.startswith("limit:"):
             n = spec[len("limit:"):]
             if not n.isdigit() or not 1 <= int(n) <= size:
@@ -273,6 +311,15 @@ class InspectSource(Source):
         ids = [s.strip() for s in spec.split(",") if s.strip()]
         if not ids:
             raise refuse("[inspect].samples: give limit:N or ID,ID…")
+        if split.sample_ids is not None:
+            known = set(split.sample_ids)
+            unknown = [i for i in dict.fromkeys(ids) if i not in known]
+            if unknown:
+                shown = ", ".join(repr(i[:40]) for i in unknown[:5])
+                more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+                raise refuse(f"[inspect].samples: {shown}{more} not in the {split.name} split "
+                             f"of the catalogue ({size} samples; --samples limit:N or ids "
+                             "of the split)")
         return [{"id": i} for i in dict.fromkeys(ids)]
 
     def expand(self, doc: PlanDoc, cat: Catalogue, ctx: RunContext) -> list[Cell]:
@@ -280,9 +327,8 @@ class InspectSource(Source):
         task = cat.task(insp.task or "")
         assert task is not None
         split = insp.split or str(insp.params.get("split", task.default_split))
-        size = {s.name: s.samples for s in task.splits}[split]
-        samples = self._samples(insp, size, lambda d: AgentprovError("cli.usage.backend_plan",
-                                                                     detail=d))
+        samples = self._samples(insp, {s.name: s for s in task.splits}[split],
+                                lambda d: AgentprovError("cli.usage.backend_plan", detail=d))
         cell_size = insp.cell_size or (1 if ctx.capped else 25)
         cells = []
         for start in range(0, len(samples), cell_size):
@@ -291,6 +337,55 @@ class InspectSource(Source):
                           "epochs": insp.epochs, "params": insp.params})[:16]
             cells.append(Cell(kind="samples", samples=chunk, key=key))
         return cells
+
+    def refusals(self, doc: PlanDoc, cat: Catalogue, ctx: RunContext) -> None:
+        """Step 2 (exit 5): an endpoint of another wire format than the harness drives (an
+        Anthropic-format endpoint: refused before consent, R-25.25), and caps on a source
+        that declares no cell bound."""
+        super().refusals(doc, cat, ctx)
+        if not ctx.scripted and ctx.wire not in self.wires:
+            raise AgentprovError("run.unsupported.endpoint_wire", source=self.meta.name,
+                                 wire=ctx.wire, backend=self.meta.backend,
+                                 wires=" or ".join(self.wires))
+        if ctx.capped and self.cell_bound is None:
+            raise AgentprovError("run.unsupported.cell_bound", source=self.meta.name)
+
+    def check_judges(self, doc: PlanDoc, agent_model: str) -> None:
+        """Step 3, under caps (R-25.24): every judge uses the agent's model, since the cell
+        bound prices every call at the agent's prices; else ``cli.refused.api_caps``
+        (exit 4), naming each judge that differs."""
+        insp = doc.inspect or InspectPlan()
+        other = {r: m for r, m in insp.judges.items() if m != agent_model}
+        if other:
+            raise AgentprovError(
+                "cli.refused.api_caps",
+                why=f"under caps every judge uses the agent's model, {agent_model}; "
+                    + ", ".join(f"{r} is {m}" for r, m in other.items()),
+                missing=" ".join(f"--judge {r}={agent_model}" for r in other))
+
+    def cell_calls(self, doc: PlanDoc, cells: list[Cell]) -> int | None:
+        """The D-740 bound of the plan's largest cell (every cell is reserved at it), or
+        None when the source declares no :attr:`cell_bound`."""
+        insp = doc.inspect or InspectPlan()
+        if self.cell_bound is None:
+            return None
+        n = max((len(c.samples) for c in cells), default=1)
+        return self.cell_bound.calls(n, insp.epochs, insp.limits["message_limit"])
+
+    def cell_rule(self, doc: PlanDoc, cells: list[Cell]) -> dict[str, Any] | None:
+        """The D-740 figures of :meth:`cell_calls`: n (the largest cell's samples), E, M,
+        the source's a, j and K, and the calls of one sample."""
+        insp = doc.inspect or InspectPlan()
+        b = self.cell_bound
+        if b is None:
+            return {"rule": "D-740", "declared": False}
+        m = insp.limits["message_limit"]
+        return {"rule": "D-740", "samples": max((len(c.samples) for c in cells), default=1),
+                "epochs": insp.epochs, "message_limit": m,
+                "judge_calls_per_agent_call": b.judge_calls_per_agent_call,
+                "judge_calls_per_sample": b.judge_calls_per_sample,
+                "retries_per_call": b.retries_per_call,
+                "calls_per_sample": b.per_sample(insp.epochs, m)}
 
     def backend_config(self, doc: PlanDoc, cat: Catalogue) -> dict[str, Any]:
         insp = doc.inspect or InspectPlan()

@@ -50,7 +50,6 @@ GATEWAY = ("the `gateway_compat` element: the worker runs the stock native eleme
 A13 = ("A13, the benchmark-validity flag (vacuous utility, a payload that never reached the "
        "agent): the canary's conditions are A3, A4, A6, A11, A12 and A14")
 CACHE_CHECK = "verifying an attack cache against the pinned fork"
-D740 = "the D-740 cell bound (the caps count 48 calls per cell for every source)"
 
 # Behaviour this build does not have, one reason per requirement.
 NOT_BUILT = {
@@ -97,10 +96,8 @@ NOT_BUILT = {
     # 25. Inspect: what T0 would check or count is not built either
     "R-25.13": "the import-only parts (WhistleBench, ATIA): `agentprov run whistlebench` is an "
                "unknown source (exit 2)",
-    "R-25.24": "the judge refusal under caps (every judge on the agent's model, else "
-               "`cli.refused.api_caps`); " + INSPECT,
-    "R-25.25": "the refusal of an Anthropic-format endpoint for an Inspect plan; " + INSPECT,
-    **{f"R-25.{n}": D740 + "; " + INSPECT for n in range(27, 33)},
+    "R-25.32": ESTIMATE + "; the caps half (the D-740 bound replaces the 48-call constant "
+               "for an Inspect plan) is tests/test_inspect_caps.py's",
     "R-25.36": "judge pricing (D-770); " + INSPECT,
 }
 

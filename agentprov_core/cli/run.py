@@ -143,8 +143,11 @@ def run(ctx: click.Context, source: str, **options) -> int:
     checks.check_supported(prepared)  # run.unsupported.campaign (exit 5)
     if not req.scripted:
         from agentprov_core.live import consent
+        from agentprov_core.run.live import bound_of
 
-        consented = consent.decide(prepared)  # step 7: cli.refused.consent (exit 4)
+        bound = bound_of(prepared, planning.model_params(req, prepared.source,
+                                                         prepared.endpoint))
+        consented = consent.decide(prepared, bound=bound)  # step 7: cli.refused.consent (4)
     from agentprov_core.backend.build import hold
     from agentprov_core.run import campaign, dryrun
     from agentprov_core.run.live import prewarm

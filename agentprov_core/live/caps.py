@@ -33,6 +33,14 @@ call of its own at the start of each pass, so its cell is 3 x (2 + 15) = 51 call
 other built-in defences make none. A missing log is charged the worst case of its own
 attempt's defence.
 
+An Inspect plan's cells have the D-740 bound instead of the 48-call constant (R-25.27):
+n x E x ((M - 1) x (1 + a) + j) x (1 + K) billed calls for n samples, E epochs and message
+limit M, with the task's a, j and K declared by its source
+(:class:`agentprov_core.source.InspectCellBound`); every cell of the plan is reserved at
+the bound of its largest. AgentHarm at ``--message-limit 10``: 42 calls a sample, about
+$0.305 at the prices above (R-25.30, R-25.31). The run's bound is made by
+:func:`agentprov_core.run.live.bound_of`, which asks the plan's source.
+
 Everything here is arithmetic over capture records; nothing reads a key or the network.
 """
 
@@ -159,8 +167,14 @@ def charge_records(records: list[dict[str, Any]]) -> Charge:
 
 
 def missing_log(defence: str | None = "none") -> Charge:
-    """A whole cell, at the worst case of a cell under ``defence``."""
+    """A whole cell, at the worst case of an AgentDojo-family cell under ``defence``."""
     return Charge(whole_cells=1, whole_cell_calls=cell_calls(defence))
+
+
+def out_bound(params: dict[str, Any] | None) -> int:
+    """The per-call output bound: the transmitted ``max_tokens``, else 4,096 (R-17.7)."""
+    mt = (params or {}).get("max_tokens")
+    return mt if isinstance(mt, int) and not isinstance(mt, bool) and mt > 0 else OUT_BOUND
 
 
 @dataclass
@@ -169,14 +183,17 @@ class Bound:
 
     in_tokens: int = IN_BOUND
     out_tokens: int = OUT_BOUND
-    cell_calls: int = CELL_CALLS
+    #: None: the plan's source declares no worst case of a cell (an Inspect source without
+    #: a cell bound, whose runs take no caps): no cell is checked against it
+    cell_calls: int | None = CELL_CALLS
+    #: how the cell's worst case was computed, when a rule other than the AgentDojo
+    #: constant gave it (the D-740 figures of an Inspect plan), recorded with it
+    rule: dict[str, Any] | None = None
 
     @classmethod
     def for_params(cls, params: dict[str, Any] | None, defence: str | None = "none") -> Bound:
         """The bound of a run with these model parameters (``max_tokens``) and defence."""
-        mt = (params or {}).get("max_tokens")
-        return cls(out_tokens=mt if isinstance(mt, int) and not isinstance(mt, bool) and mt > 0
-                   else OUT_BOUND, cell_calls=cell_calls(defence))
+        return cls(out_tokens=out_bound(params), cell_calls=cell_calls(defence))
 
     def grow(self, charge: Charge) -> None:
         """The largest seen raises the bound (R-17.7)."""
@@ -187,11 +204,15 @@ class Bound:
         return (self.in_tokens * (caps.price_in or 0) + self.out_tokens * (caps.price_out or 0)) / 1e6
 
     def cell_usd(self, caps: Caps) -> float:
-        return self.cell_calls * self.call_usd(caps)
+        return (self.cell_calls or 0) * self.call_usd(caps)
 
-    def as_json(self) -> dict[str, int]:
-        return {"input_tokens_per_call": self.in_tokens, "output_tokens_per_call": self.out_tokens,
-                "calls_per_cell": self.cell_calls}
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"input_tokens_per_call": self.in_tokens,
+                               "output_tokens_per_call": self.out_tokens,
+                               "calls_per_cell": self.cell_calls}
+        if self.rule is not None:
+            out["cell_rule"] = self.rule
+        return out
 
 
 def spend_usd(charge: Charge, bound: Bound, caps: Caps) -> float:
@@ -202,7 +223,10 @@ def spend_usd(charge: Charge, bound: Bound, caps: Caps) -> float:
 
 
 def exceeds_cell(charge: Charge, bound: Bound) -> str | None:
-    """Why one cell's charge is more than its worst case (``cap_bound_exceeded``), or None."""
+    """Why one cell's charge is more than its worst case (``cap_bound_exceeded``), or None
+    (also when the plan has no declared worst case)."""
+    if bound.cell_calls is None:
+        return None
     if charge.billed > bound.cell_calls:
         return f"it billed {charge.billed} call(s), more than the cell bound of {bound.cell_calls}"
     if charge.in_tokens > bound.cell_calls * bound.in_tokens:
@@ -237,7 +261,7 @@ class Account:
         """None when the spend so far plus ``in_flight`` + ``new_cells`` worst cases plus
         ``new_calls`` calls at the bound fit both caps; else why not (``cap_reached``)."""
         cells = in_flight + new_cells
-        calls = self.spent.billed + cells * self.bound.cell_calls + new_calls
+        calls = self.spent.billed + cells * (self.bound.cell_calls or 0) + new_calls
         caps = self.caps
         if caps.max_calls is not None and calls > caps.max_calls:
             return (f"--max-calls {caps.max_calls}: {self.spent.billed} billed call(s) so far"

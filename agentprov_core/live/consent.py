@@ -21,6 +21,7 @@ from agentprov_core.errors import AgentprovError
 from agentprov_core.live.endpoints import shown
 
 if TYPE_CHECKING:  # pragma: no cover - the run that asks (a higher layer), named for the reader
+    from agentprov_core.live.caps import Bound
     from agentprov_core.run.prepare import Prepared
 
 #: The preflight probe's calls, before the first cell (R-18): named in the consent text.
@@ -34,8 +35,10 @@ def is_terminal(stdin: IO[str], stderr: IO[str]) -> bool:
         return False
 
 
-def summary(prepared: Prepared) -> list[str]:
-    """What the prompt shows before ``Continue? [y/N]``: what would run, and its bounds."""
+def summary(prepared: Prepared, bound: Bound | None = None) -> list[str]:
+    """What the prompt shows before ``Continue? [y/N]``: what would run, and its bounds
+    (``bound``: the caps' bound of the plan, named when a rule other than the AgentDojo
+    constant gives its cells')."""
     o = prepared.request.options
     r = prepared.resolved
     cls = prepared.endpoint_class
@@ -57,6 +60,8 @@ def summary(prepared: Prepared) -> list[str]:
                         f"${o['price_in']}/${o['price_out']} per million tokens in/out")
         lines.append("  caps: " + ("; ".join(caps) if caps else "none (--preflight-only)")
                      + "; prompts and replies leave this machine")
+        if caps:
+            lines += bound_lines(prepared, bound)
     else:
         lines.append("  a local server on loopback: no provider bills these calls")
     if prepared.containment:
@@ -65,8 +70,26 @@ def summary(prepared: Prepared) -> list[str]:
     return lines
 
 
-def decide(prepared: Prepared, *, stdin: IO[str] | None = None, stderr: IO[str] | None = None
-           ) -> dict[str, Any]:
+def bound_lines(prepared: Prepared, bound: Bound | None) -> list[str]:
+    """The cell bound the caps reserve, when a rule other than the AgentDojo constant gives
+    it (an Inspect plan's D-740 bound, R-25.27), with its figures and its price."""
+    from agentprov_core.live.caps import Caps
+
+    o = prepared.request.options
+    r = bound.rule if bound is not None else None
+    if r is None or bound.cell_calls is None:
+        return []
+    line = (f"  cell bound (D-740): at most {bound.cell_calls} billed call(s) per cell = "
+            f"{r['samples']} sample(s) x {r['epochs']} epoch(s) x (({r['message_limit']} - 1)"
+            f" x (1 + {r['judge_calls_per_agent_call']}) + {r['judge_calls_per_sample']}) x "
+            f"(1 + {r['retries_per_call']})")
+    if o.get("price_in") is not None and o.get("price_out") is not None:
+        line += f", about ${bound.cell_usd(Caps.from_options(o)):.3f}"
+    return [line]
+
+
+def decide(prepared: Prepared, *, stdin: IO[str] | None = None, stderr: IO[str] | None = None,
+           bound: Bound | None = None) -> dict[str, Any]:
     """Consent for the prepared real-model run, or ``cli.refused.consent`` (exit 4).
     Returns what the corpus records: how consent was given and for which class."""
     stdin = sys.stdin if stdin is None else stdin
@@ -89,7 +112,7 @@ def decide(prepared: Prepared, *, stdin: IO[str] | None = None, stderr: IO[str] 
         raise AgentprovError(
             "cli.refused.consent",
             why=f"(no consent flag, and no terminal to ask on): pass {flags}")
-    stderr.write("\n".join(summary(prepared)) + "\nContinue? [y/N] ")
+    stderr.write("\n".join(summary(prepared, bound)) + "\nContinue? [y/N] ")
     stderr.flush()
     answer = stdin.readline()
     if answer.strip().lower() not in ("y", "yes"):

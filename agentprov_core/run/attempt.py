@@ -27,6 +27,7 @@ from agentprov_core.corpus.working import WorkingCorpus, now
 from agentprov_core.errors import AgentprovError
 from agentprov_core.evidence import capture_seal
 from agentprov_core.run import testfaults
+from agentprov_core.run.live import missing_log as live_missing_log
 from agentprov_core.run.units import Unit
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ def ingest(prepared: Prepared, wc: WorkingCorpus, fl: Flight, result: dict[str, 
     fl.quality = quality.from_records(chain.records, wire)
     fl.records = chain.records
     fl.charge = caps.charge_records(chain.records) if chain.records \
-        else caps.missing_log(plan.defence)
+        else live_missing_log(prepared, plan.defence)
     with timing.span("ingest.scan"):
         # what the worker returned goes into the ledger: scanned like what it staged
         findings = redaction.scan_files(files, secrets) + redaction.scan_value(
@@ -152,7 +153,7 @@ def ingest(prepared: Prepared, wc: WorkingCorpus, fl: Flight, result: dict[str, 
     seq[0] += 1
     if findings:
         # nothing of it is stored: a whole cell
-        fl.charge, fl.records = caps.missing_log(plan.defence), None
+        fl.charge, fl.records = live_missing_log(prepared, plan.defence), None
         wc.quarantine(fl.session_id, fl.unit.key, findings)
         entry = Attempt(**base, status="quarantined", conclusive=False,
                         reason="capture.quarantined: " + "; ".join(findings[:3]),

@@ -26,7 +26,7 @@ from agentprov_core.run import testfaults
 
 if TYPE_CHECKING:
     from agentprov_core.backend.workerclient import Worker
-    from agentprov_core.live.caps import Account
+    from agentprov_core.live.caps import Account, Bound, Charge
     from agentprov_core.run.prepare import Prepared
 
 #: the ledger of the preflight probe's sessions in a corpus (their capture logs are stored
@@ -192,6 +192,38 @@ def capture_records(data: bytes) -> list[dict[str, Any]]:
     return out
 
 
+def bound_of(prepared: Prepared, params: dict[str, Any] | None = None) -> Bound:
+    """The bound of the prepared plan: the per-call bound of these model parameters, and
+    the worst case of a cell as its source gives it (48 calls for an AgentDojo-family cell,
+    51 with tool_filter; the D-740 bound for an Inspect plan's)."""
+    from agentprov_core.live import caps
+    from agentprov_core.source import InspectSource
+
+    src, doc, cells = prepared.source, prepared.doc, prepared.cells
+    rule = src.cell_rule(doc, cells) if isinstance(src, InspectSource) else None
+    return caps.Bound(out_tokens=caps.out_bound(params),
+                      cell_calls=cell_calls_of(prepared, prepared.plan.defence), rule=rule)
+
+
+def cell_calls_of(prepared: Prepared, defence: str | None) -> int | None:
+    """The worst case of a cell of the prepared plan under ``defence``: an Inspect
+    source's D-740 bound (None when it declares none), else the AgentDojo-family cell's."""
+    from agentprov_core.live import caps
+    from agentprov_core.source import InspectSource
+
+    src = prepared.source
+    if isinstance(src, InspectSource):
+        return src.cell_calls(prepared.doc, prepared.cells)
+    return caps.cell_calls(defence)
+
+
+def missing_log(prepared: Prepared, defence: str | None) -> Charge:
+    """A missing log of an attempt under ``defence``: a whole cell at its worst case."""
+    from agentprov_core.live import caps
+
+    return caps.Charge(whole_cells=1, whole_cell_calls=cell_calls_of(prepared, defence) or 0)
+
+
 def account_of(prepared: Prepared, wc: WorkingCorpus | None,
                live: Live | None = None) -> Account:
     """The corpus's spend so far (every attempt of every configuration, and the probe
@@ -200,7 +232,7 @@ def account_of(prepared: Prepared, wc: WorkingCorpus | None,
 
     params = live.params if live is not None else {}
     acc = caps.Account(caps.Caps.from_options(prepared.request.options),
-                       bound=caps.Bound.for_params(params, prepared.plan.defence))
+                       bound=bound_of(prepared, params))
     if wc is None:
         return acc
     for e in wc.attempts():
@@ -208,7 +240,7 @@ def account_of(prepared: Prepared, wc: WorkingCorpus | None,
             data = wc.store.path(e.capture_sha256).read_bytes()
             acc.charge(caps.charge_records(capture_records(data)))
         else:
-            acc.charge(caps.missing_log(e.defence))
+            acc.charge(missing_log(prepared, e.defence))
     ledger = wc.root / PREFLIGHT_LEDGER
     if ledger.is_file():
         from agentprov_core.corpus.store import RawStore

@@ -25,7 +25,13 @@ from agentprov_core.corpus.working import WorkingCorpus, now
 from agentprov_core.errors import AgentprovError
 from agentprov_core.evidence import capture_seal
 from agentprov_core.live import endpoints as epmod
-from agentprov_core.run.live import PREFLIGHT_LEDGER, Live, account_of, capture_records
+from agentprov_core.run.live import (
+    PREFLIGHT_LEDGER,
+    Live,
+    account_of,
+    capture_records,
+    missing_log,
+)
 from agentprov_core.run.stops import CapStop
 
 if TYPE_CHECKING:
@@ -83,7 +89,7 @@ def probe_call(prepared: Prepared, live: Live, worker: Worker, staging_root: Pat
                                      + f"); its staging directory {staging} was kept")
         data = files.get("capture.jsonl", b"")
         records = capture_records(data)
-        charge = caps.charge_records(records) if records else caps.missing_log()
+        charge = caps.charge_records(records) if records else missing_log(prepared, "none")
         acc.charge(charge, probe=True)
         if redaction.scan_files(files, live.secrets()) or redaction.scan_value(
                 "the worker's result", raw_result, live.secrets()):

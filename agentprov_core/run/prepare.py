@@ -290,6 +290,22 @@ def endpoint_class(req: RunRequest, ep: epmod.Endpoint) -> str:
     return epmod.endpoint_class(ep, url)
 
 
+def run_context(req: RunRequest, ep: epmod.Endpoint | None) -> RunContext:
+    """What a source's refusal rules look at besides the plan."""
+    return RunContext(scripted=req.scripted, capped=req.capped,
+                      llm_element=req.options.get("llm_element") or "native",
+                      wire=epmod.wire_of(ep) if ep is not None else "openai")
+
+
+def check_judges(src: Source, req: RunRequest, doc: PlanDoc, agent_model: str) -> None:
+    """Step 3 under caps (a real model): an Inspect plan's judges all use the agent's model
+    (``cli.refused.api_caps``, exit 4, R-25.24)."""
+    from agentprov_core.source import InspectSource
+
+    if req.capped and not req.scripted and isinstance(src, InspectSource):
+        src.check_judges(doc, agent_model)
+
+
 def check_caps(req: RunRequest, cls: str) -> None:
     """Step 3 begins: an API-class run needs its caps (exit 4), before any key is read.
     ``--preflight-only`` takes no caps (R-15.8)."""
@@ -299,7 +315,8 @@ def check_caps(req: RunRequest, cls: str) -> None:
                                       ("max_cost_usd", "--max-cost-usd"))
                if req.options.get(key) is None]
     if missing:
-        raise AgentprovError("cli.refused.api_caps", missing=", ".join(missing))
+        raise AgentprovError("cli.refused.api_caps", why="the endpoint entry is not local",
+                             missing=", ".join(missing))
 
 
 def check_key_and_url(req: RunRequest, ep: epmod.Endpoint) -> epmod.ResolvedEndpoint:
@@ -457,8 +474,7 @@ def prepare(req: RunRequest) -> Prepared:
     doc = plan_document(req, src)
     ep = resolve_endpoint(req)
     params = model_params(req, src, ep)
-    ctx = RunContext(scripted=req.scripted, capped=req.capped,
-                     llm_element=req.options.get("llm_element") or "native")
+    ctx = run_context(req, ep)
     cat = src.catalogue()
     src.check_plan(doc, cat, ctx)
     cells = src.expand(doc, cat, ctx)
@@ -488,6 +504,8 @@ def prepare(req: RunRequest) -> Prepared:
     resolved = containment = None
     if ep is not None:
         check_caps(req, endpoint_class(req, ep))
+        if req.options.get("model_id"):  # a local server's model is picked at step 4
+            check_judges(src, req, doc, req.options["model_id"])
         resolved = check_key_and_url(req, ep)
         containment = check_containment(req, meta, env_id)
     # ---- step 4: a local server: list, fingerprint, observe the model's identity
@@ -497,6 +515,7 @@ def prepare(req: RunRequest) -> Prepared:
 
         with timing.span("prepare.observe_local"):
             local_identity, local_record, local_options = observe_local(req, ep, resolved)
+        check_judges(src, req, doc, local_record["model_id"])
     else:
         local_record = local_options = None
     # ---- step 6: the plan
@@ -537,8 +556,7 @@ def with_worker_catalogue(prepared: Prepared, cat: Catalogue) -> Prepared:
     """Re-expand the plan from the catalogue the backend's worker served (the authority on
     what the installed benchmark holds); a plan it cannot serve is a usage error."""
     src, req = prepared.source, prepared.request
-    ctx = RunContext(scripted=req.scripted, capped=req.capped,
-                     llm_element=req.options.get("llm_element") or "native")
+    ctx = run_context(req, prepared.endpoint)
     src.check_plan(prepared.doc, cat, ctx)
     cells = src.expand(prepared.doc, cat, ctx)
     plan = make_plan(src, req, prepared.doc, cat, cells, prepared.endpoint,

@@ -49,3 +49,18 @@ def test_suite_options_do_not_apply(tmp_path):
                   "--suite", "banking", "--llm-script", tmp_path / "script.json",
                   landed=tmp_path)
     assert json.loads(r.stderr)["error"] == "cli.usage.option_for_other_kind"
+
+
+@pytest.mark.req("R-25.28", "R-25.30")
+def test_the_declared_d740_figures():
+    """AgentHarm declares a = 1, j = 3, K = 1: 42 billed calls a sample at
+    --message-limit 10 and 82 at 20 (one epoch)."""
+    from agentprov_agentharm.plugin import AgentHarm
+
+    from agentprov_core.source import InspectCellBound
+
+    b = AgentHarm.cell_bound
+    assert b == InspectCellBound(judge_calls_per_agent_call=1, judge_calls_per_sample=3,
+                                 retries_per_call=1)
+    assert [b.calls(n, 1, m) for m in (20, 10) for n in (1, 4)] == [82, 328, 42, 168]
+    assert AgentHarm.wires == ("openai",)

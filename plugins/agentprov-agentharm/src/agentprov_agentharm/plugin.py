@@ -4,7 +4,7 @@ from pathlib import Path
 
 from agentprov_core.backendproject import BackendProject
 from agentprov_core.plugins import hookimpl
-from agentprov_core.source import InspectSource, SourceMeta
+from agentprov_core.source import InspectCellBound, InspectSource, SourceMeta
 
 
 class AgentHarm(InspectSource):
@@ -21,6 +21,12 @@ class AgentHarm(InspectSource):
         llm_elements=("native",),
     )
     catalogue_file = Path(__file__).with_name("catalogue.declared.json")
+    #: D-740: the refusal judge reads each assistant message (a = 1); each grading
+    #: function makes at most three semantic-judge calls, none in a loop (j = 3); the
+    #: harness fixes Inspect's retries at one per model call (K = 1). Valid for the task
+    #: files of inspect-evals 0.20.0 recorded in the environment's identity.
+    cell_bound = InspectCellBound(judge_calls_per_agent_call=1, judge_calls_per_sample=3,
+                                  retries_per_call=1)
 
 
 @hookimpl
