@@ -43,6 +43,9 @@ def test_the_capture_mapper_is_contributed():
     from agentprov_agentdojo import plugin
     from agentprov_agentdojo.capture_mapper import CaptureMapper
 
+    from agentprov_core.mapping import MapperRef
+
     [m] = plugin.agentprov_mappers()
-    assert isinstance(m, CaptureMapper)
+    assert isinstance(m, MapperRef)  # by reference: listing it imports no mapping code
     assert (m.name, m.evidence_formats) == ("agentdojo.capture", ("capture/0.1",))
+    assert isinstance(m.load(), CaptureMapper) and m.load().version == m.version
