@@ -110,12 +110,27 @@ class PlanCheck:
         """The source's catalogue, as the installed benchmark holds it."""
         return msgspec.convert(self.catalogue_document(), type=Catalogue)
 
-    def plan_problems(self, benchmark_version: str | None, cells: Sequence[Cell]) -> list[str]:
-        """What the worker finds wrong with a plan's cells; empty when it accepts them all."""
+    def plan_problems(self, benchmark_version: str | None, cells: Sequence[Cell],
+                      inspect: dict | None = None) -> list[str]:
+        """What the worker finds wrong with a plan's cells; empty when it accepts them all.
+
+        :param inspect: an Inspect plan's ``task`` and ``split`` (:func:`inspect_request`),
+            which its sample cells do not name."""
+        extra = {"inspect": inspect} if inspect is not None else {}
         res = self._worker.request("plan", source=self.source,
                                    benchmark_version=benchmark_version,
-                                   cells=[c.row() for c in cells])
+                                   cells=[c.row() for c in cells], **extra)
         return res["problems"]
+
+
+def inspect_request(doc) -> dict | None:
+    """The ``inspect`` part of a ``plan`` request for a plan document: its task and split
+    (``None``: the task's default split), or ``None`` for a plan of suites."""
+    insp = getattr(doc, "inspect", None)
+    if insp is None:
+        return None
+    split = insp.split or insp.params.get("split")
+    return {"task": insp.task, "split": str(split) if split is not None else None}
 
 
 @contextlib.contextmanager

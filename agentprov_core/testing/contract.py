@@ -784,7 +784,7 @@ def test_worker_serves_the_source(name: str) -> None:
                     limits={k: lo for k, (lo, _hi) in INSPECT_LIMITS.items()},
                     judges={role: "scripted" for role in task.judge_roles}))
                 version, cells, bad = None, _expand(src, doc, cat), None
-            problems = pc.plan_problems(version, cells)
+            problems = pc.plan_problems(version, cells, session.inspect_request(doc))
             assert problems == [], (
                 f"source {name!r}: the worker of {env_id} rejects a plan of "
                 + ", ".join(c.key for c in cells) + ": " + "; ".join(map(str, problems)))
