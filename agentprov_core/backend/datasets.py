@@ -223,3 +223,16 @@ def identity(record: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     return {"kind": record["kind"], "revision": record["revision"], "sha256": record["sha256"],
             "verified_against_revision": record["verified_against_revision"]}
+
+
+def manifest_fields(recorded: dict[str, Any] | None) -> dict[str, Any]:
+    """What a corpus manifest records of the environment's dataset: its identity under
+    ``backend_identity.dataset``, and for a fixture ``test_only`` and ``synthetic`` (a corpus
+    run on the project's fixture is never the benchmark's, whatever its model)."""
+    if recorded is None:
+        return {}
+    out: dict[str, Any] = {"dataset": identity(recorded)}
+    if recorded.get("kind") == "fixture":
+        out |= {"test_only": True, "synthetic": True}
+    return out
+

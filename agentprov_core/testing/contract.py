@@ -61,7 +61,7 @@ import pytest
 
 from agentprov_core import catalogue as catmod
 from agentprov_core.backend import projects
-from agentprov_core.backendproject import BackendProject
+from agentprov_core.backendproject import BackendDataset, BackendProject
 from agentprov_core.base import paths
 from agentprov_core.catalogue import Attack, Catalogue, Suite
 from agentprov_core.errors import AgentprovError
@@ -564,6 +564,19 @@ def _field_problems(project: BackendProject, what: str) -> list[str]:
     out = []
     for f in msgspec.structs.fields(BackendProject):
         value = getattr(project, f.name)
+        if f.name == "task_files":
+            if not isinstance(value, tuple) or not all(isinstance(v, str) and v.strip()
+                                                       for v in value):
+                out.append(f"BackendProject.task_files of {what}: {value!r} is not a tuple "
+                           "of non-empty strings (globs below site-packages)")
+            continue
+        if f.name == "dataset":
+            if value is not None:
+                try:
+                    msgspec.convert(msgspec.to_builtins(value), type=BackendDataset)
+                except (msgspec.ValidationError, TypeError) as exc:
+                    out.append(f"BackendProject.dataset of {what}: {exc}")
+            continue
         want = str if f.required else (str, type(None))
         if not isinstance(value, want):
             kind = "a string" if f.required else "a string or None"
