@@ -248,12 +248,12 @@ def _dry(env, samples, *extra):
                 "--campaign", "ah", "--task", "inspect_evals/agentharm", "--samples", samples,
                 "--message-limit", "10", "--token-limit", "20000", "--time-limit", "600",
                 "--judge", "refusal_judge=m", "--judge", "semantic_judge=m",
-                "--llm-script", env.home / "fixture" / "script.json", *extra)
+                "--llm-script", env.home / "script.json", *extra)
 
 
 @pytest.mark.slow
 def test_the_worker_refuses_unknown_sample_ids(agentharm_env):
-    (agentharm_env.home / "fixture" / "script.json").write_text("[]")
+    (agentharm_env.home / "script.json").write_text("[]")
     ok = _dry(agentharm_env, "45-1,46-2", "--split", "val")
     assert ok.code == 0, ok.err
     assert "1 cell(s)" in ok.out
@@ -265,27 +265,27 @@ def test_the_worker_refuses_unknown_sample_ids(agentharm_env):
 
 @pytest.mark.slow
 def test_a_run_of_cells_is_refused_cleanly(agentharm_env):
-    (agentharm_env.home / "fixture" / "script.json").write_text("[]")
+    (agentharm_env.home / "script.json").write_text("[]")
     corpora = agentharm_env.home / "corpora"
     r = _cli(agentharm_env, "run", "agentharm", "--corpus", corpora / "ah2", "--campaign", "c",
              "--task", "inspect_evals/agentharm", "--samples", "limit:1",
              "--message-limit", "10", "--token-limit", "20000", "--time-limit", "600",
              "--judge", "refusal_judge=m", "--judge", "semantic_judge=m",
-             "--llm-script", agentharm_env.home / "fixture" / "script.json")
+             "--llm-script", agentharm_env.home / "script.json")
     assert (r.code, r.error["error"]) == (5, "run.unsupported.inspect_cells"), r.err
     assert "does not run Inspect's eval() cells" in r.error["message"]
     assert not (corpora / "ah2").exists()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("damage", ["altered", "missing", "added", "task file"])
+@pytest.mark.parametrize("damage", ["altered", "missing", "added", "task file",
+                                    "task file added"])
 def test_offline_check_names_a_damaged_file(agentharm_env, damage):
     base = agentharm_env.env_dir / "agentprov/datasets/agentharm/agentharm_dataset/AgentHarm"
-    target = {"task file": next(agentharm_env.env_dir.glob(
-        "lib/python3*/site-packages/inspect_evals/agentharm/agentharm.py"))}.get(
-        damage, base / TEST_PUBLIC)
-    if damage == "added":
-        target = base / "benchmark" / "added.json"
+    task_dir = next(agentharm_env.env_dir.glob("lib/python3*/site-packages/inspect_evals/agentharm"))
+    target = {"task file": task_dir / "agentharm.py",
+              "task file added": task_dir / "benchmark" / "added_tool.py",
+              "added": base / "benchmark" / "added.json"}.get(damage, base / TEST_PUBLIC)
     saved = target.read_bytes() if target.exists() else None
     try:
         if damage == "missing":
@@ -295,9 +295,15 @@ def test_offline_check_names_a_damaged_file(agentharm_env, damage):
         r = _cli(agentharm_env, "backends", "build", "agentharm", "--offline-check")
         assert (r.code, r.error["error"]) == (3, "cli.environment.offline_check"), r.err
         rel = target.relative_to(agentharm_env.env_dir).as_posix()
+        data = rel.split("AgentHarm/", 1)[-1]
         want = {"altered": f"dataset file {rel} changed", "missing": f"dataset file {rel} is missing",
-                "added": f"dataset file {rel} was not in the build"}
-        assert want.get(damage, f"task file {rel} changed") in r.error["message"]
+                "added": f"dataset file {rel} was not in the build",
+                # a file RECORD lists is named by the RECORD check first
+                "task file": "inspect-evals: inspect_evals/agentharm/agentharm.py differs from "
+                             "its RECORD hash",
+                # one it does not list, by the task files' own check
+                "task file added": f"task file {rel} was not in the build"}[damage]
+        assert want in r.error["message"], data
     finally:
         if saved is None:
             target.unlink(missing_ok=True)
