@@ -34,9 +34,10 @@ AUTODOJO = ("AutoDojo's backend: its fork (aa458794) is not public, so `backends
             "holds no project and no AutoDojo environment can be built")
 AGENTDYN = ("AgentDyn's backend: its repository (SaFo-Lab/AgentDyn at 5353cf76) is not "
             "reachable from these machines, so `backends/agentdyn/` holds no project")
-INSPECT = ("the Inspect harness: `backends/inspect/envs/agentharm/` holds no project, so an "
-           "Inspect plan is checked and expanded, then stops at the environment (exit 3); no "
-           "`inspect eval` runs")
+INSPECT = ("the Inspect harness runs no cells: `backends/inspect/envs/agentharm/` builds (its "
+           "worker serves the catalogue and checks plans), but its worker does not run "
+           "Inspect's `eval()`, so `agentprov run agentharm` stops before any cell (exit 5); "
+           "no `inspect eval` runs")
 ESTIMATE = "`agentprov estimate` (no estimate, shipped priors or time model)"
 PRICES = "`agentprov prices` and its shipped price table"
 MODEL_FACTS = ("model facts (weight size, active parameters, KV cache per trace): no "

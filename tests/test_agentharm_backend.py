@@ -182,7 +182,7 @@ def _cli(env, *args):
 
 
 @pytest.mark.slow
-@pytest.mark.req("R-25.1", "R-25.2", "R-25.28")
+@pytest.mark.req("R-25.1", "R-25.2")
 def test_the_fixture_builds_and_the_marker_records_it(agentharm_env):
     from agentprov_core.backend import marker
 
