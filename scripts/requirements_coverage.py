@@ -70,9 +70,10 @@ NOT_BUILT = {
                "endpoint's key or egress pair is wired, so no second key enters the worker",
     "R-13.2": "a display-name hint before consent: an attack that needs the name is found by "
               "the first attacked cell's setup refusal, which stops the run (R-13.3)",
-    "R-16.5": "the attack-cache (AutoDojo) and dataset (Inspect) identity checks; the "
-              "environment's (the worker's hello against its marker, exit 3) is built, and "
-              "comes before the egress proxy and the sandbox wrap",
+    "R-16.5": "the attack-cache (AutoDojo) identity check; the environment's (the worker's "
+              "hello against its marker, exit 3) and the dataset's (every file re-hashed "
+              "against the marker, exit 3) are built, and come before the egress proxy and "
+              "the sandbox wrap",
     "R-18.9": INSPECT,
     "R-19.6": "a desktop app: this build has none",
     "R-21.10": A13 + "; A9 is the preflight probe's (R-18.2), never the canary's",

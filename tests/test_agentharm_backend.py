@@ -264,6 +264,24 @@ def test_the_worker_refuses_unknown_sample_ids(agentharm_env):
 
 
 @pytest.mark.slow
+def test_a_dry_run_checks_the_dataset_against_the_marker(agentharm_env):
+    """Step 5 re-hashes the environment's dataset before the worker serves the plan."""
+    (agentharm_env.home / "script.json").write_text("[]")
+    target = (agentharm_env.env_dir / "agentprov/datasets/agentharm/agentharm_dataset/AgentHarm"
+              / "benchmark/harmful_behaviors_validation.json")
+    saved = target.read_bytes()
+    try:
+        target.write_bytes(saved + b" ")
+        r = _dry(agentharm_env, "45-1", "--split", "val")
+        assert (r.code, r.error["error"]) == (3, "cli.environment.identity"), r.err
+        assert ("dataset file agentprov/datasets/agentharm/agentharm_dataset/AgentHarm/"
+                "benchmark/harmful_behaviors_validation.json changed") in r.error["message"]
+    finally:
+        target.write_bytes(saved)
+    assert _dry(agentharm_env, "45-1", "--split", "val").code == 0
+
+
+@pytest.mark.slow
 def test_a_run_of_cells_is_refused_cleanly(agentharm_env):
     (agentharm_env.home / "script.json").write_text("[]")
     corpora = agentharm_env.home / "corpora"

@@ -71,11 +71,17 @@ class Copy:
                 "files": dict(sorted(self.files.items())), "sha256": self.sha256}
 
     def summary(self) -> str:
-        what = ("the project's FIXTURE (benign prompts; not the AgentHarm dataset)"
-                if self.kind == "fixture" else f"a local copy of {self.spec.origin}")
-        counts = ", ".join(f"{Path(p).name} {n}" for p, n in sorted(self.counts.items()))
-        return (f"dataset {self.spec.name}: {what}, {len(self.files)} file(s), digest "
-                f"{self.sha256[:16]}…; counts {counts}; {self.note()}")
+        return describe(self.record())
+
+
+def describe(recorded: dict[str, Any]) -> str:
+    """One line of what a dataset record is: its kind, files, digest, counts and whether it
+    was verified against the revision (the build's output and its dry run)."""
+    what = (f"the project's FIXTURE (benign prompts; not the dataset of {recorded['origin']})"
+            if recorded["kind"] == "fixture" else f"a local copy of {recorded['origin']}")
+    counts = ", ".join(f"{Path(p).name} {n}" for p, n in sorted(recorded["counts"].items()))
+    return (f"dataset {recorded['name']}: {what}, {len(recorded['files'])} file(s), digest "
+            f"{recorded['sha256'][:16]}…; counts {counts}; {recorded['note']}")
 
 
 def env_root(env_dir: Path, spec: BackendDataset) -> Path:

@@ -55,6 +55,20 @@ def check_recorded_catalogue(env_dir: Path, m: Marker, source: str) -> None:
                              what=f"{rel} changed", backend=m.backend)
 
 
+def check_dataset(env_dir: Path, m: Marker, meta: SourceMeta) -> None:
+    """The dataset the build copied in must still be the one the marker records, every file
+    re-hashed (step 5's dataset identity check, exit 3 naming the file)."""
+    from agentprov_core.backend import datasets, projects
+
+    loc = projects.locate(meta.backend)
+    spec = loc.entry.project.dataset if loc is not None else None
+    if spec is None or m.dataset is None:
+        return
+    if diffs := datasets.check_env(env_dir, spec, m.dataset):
+        raise AgentprovError("cli.environment.identity", env_id=m.environment_id,
+                             what="; ".join(diffs[:3]), backend=m.backend)
+
+
 @contextlib.contextmanager
 def _checked_worker(meta: SourceMeta, env_id: str, m: Marker) -> Iterator[tuple[Worker, dict]]:
     """A worker of the environment, with no keys and no network, its hello checked against
@@ -63,6 +77,7 @@ def _checked_worker(meta: SourceMeta, env_id: str, m: Marker) -> Iterator[tuple[
 
     env_dir = environments.environment_dir(env_id)
     check_recorded_catalogue(env_dir, m, meta.name)
+    check_dataset(env_dir, m, meta)
     with backends.hold(env_id, shared=True), \
             tempfile.TemporaryDirectory(prefix="agentprov-") as staging, \
             Worker(env_id, env_dir, Path(staging), network=False) as w:

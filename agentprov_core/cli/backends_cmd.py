@@ -92,11 +92,9 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
     if m.task_files:
         click.echo(f"  task files: {len(m.task_files)} hashed")
     if m.dataset:
-        d = m.dataset
-        kind = ("FIXTURE (benign prompts; not the AgentHarm dataset)" if d["kind"] == "fixture"
-                else f"a local copy of {d['origin']}")
-        click.echo(f"  dataset {d['name']}: {kind}, {len(d['files'])} file(s), digest "
-                   f"{d['sha256'][:16]}…; {d['note']}")
+        from agentprov_core.backend.datasets import describe
+
+        click.echo("  " + describe(m.dataset))
     for aid, rec in sorted((m.defence_assets or {}).items()):
         click.echo(f"  defence asset {aid}: {len(rec['files'])} file(s) verified (sha256 and "
                    f"git blob id), digest {rec['sha256'][:16]}…")
