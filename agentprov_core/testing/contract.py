@@ -788,6 +788,7 @@ def test_worker_serves_the_source(name: str) -> None:
                                          taskspec.sort_tasks(s.user_tasks)[0], None, None)
                          for s in suites]
                 bad = Cell.suite_cell("user_task", suites[0].name, UNKNOWN_TASK, None, None)
+                asked = None
             else:
                 assert cat.tasks, (f"source {name!r}: the catalogue served by the worker of "
                                    f"{env_id} has no task")
@@ -797,7 +798,8 @@ def test_worker_serves_the_source(name: str) -> None:
                     limits={k: lo for k, (lo, _hi) in INSPECT_LIMITS.items()},
                     judges={role: "scripted" for role in task.judge_roles}))
                 version, cells, bad = None, _expand(src, doc, cat), None
-            problems = pc.plan_problems(version, cells, session.inspect_request(doc))
+                asked = session.inspect_request(doc)
+            problems = pc.plan_problems(version, cells, asked)
             assert problems == [], (
                 f"source {name!r}: the worker of {env_id} rejects a plan of "
                 + ", ".join(c.key for c in cells) + ": " + "; ".join(map(str, problems)))
