@@ -9,18 +9,13 @@ import json
 import shutil
 
 import pytest
+from agentprov_agentharm.plugin import DATASET
 from conftest import ROOT, snapshot
 
 from agentprov_core.backend import datasets
 from agentprov_core.testing import agentharm_fixture
 
 TEST_PUBLIC = "benchmark/harmful_behaviors_test_public.json"
-
-
-def spec():
-    from agentprov_agentharm.plugin import DATASET
-
-    return DATASET
 
 
 @pytest.fixture
@@ -41,12 +36,12 @@ def strip_marks(d):
 # ----------------------------------------------------------------------------- fast: T0
 @pytest.mark.req("R-25.10")
 def test_the_fixture_is_counted_and_marked(fixture_dir):
-    copy = datasets.read(spec(), fixture_dir)
+    copy = datasets.read(DATASET, fixture_dir)
     assert copy.kind == "fixture" and copy.verified is False
-    assert copy.counts == {f.path: f.records for f in spec().files}
+    assert copy.counts == {f.path: f.records for f in DATASET.files}
     assert set(copy.counts.values()) == {176, 32}
     assert copy.fixture["file"] == datasets.FIXTURE_FILE
-    assert sorted(copy.fixture["marked_files"]) == sorted(f.path for f in spec().files)
+    assert sorted(copy.fixture["marked_files"]) == sorted(f.path for f in DATASET.files)
     assert datasets.FIXTURE_FILE in copy.files and "benchmark/chat_validation.json" in copy.files
     rec = copy.record()
     assert rec["kind"] == "fixture" and rec["verified_against_revision"] is False
@@ -57,11 +52,11 @@ def test_the_fixture_is_counted_and_marked(fixture_dir):
 
 def test_either_mark_makes_a_fixture_and_none_a_copy(fixture_dir):
     (fixture_dir / datasets.FIXTURE_FILE).unlink()  # the files still carry the key
-    assert datasets.read(spec(), fixture_dir).kind == "fixture"
+    assert datasets.read(DATASET, fixture_dir).kind == "fixture"
     strip_marks_dir = fixture_dir
     agentharm_fixture.write(strip_marks_dir)
     strip_marks(strip_marks_dir)
-    copy = datasets.read(spec(), strip_marks_dir)
+    copy = datasets.read(DATASET, strip_marks_dir)
     assert (copy.kind, copy.fixture, copy.verified) == ("copy", None, False)
 
 
@@ -69,7 +64,7 @@ def test_hidden_and_other_files_are_not_copied(fixture_dir):
     (fixture_dir / ".cache" / "huggingface").mkdir(parents=True)
     (fixture_dir / ".cache" / "huggingface" / "x.json").write_text("{}")
     (fixture_dir / "README.md").write_text("not json")
-    files = datasets.read(spec(), fixture_dir).files
+    files = datasets.read(DATASET, fixture_dir).files
     assert not any(p.startswith(".") or p == "README.md" for p in files)
 
 
@@ -79,10 +74,10 @@ def test_a_published_digest_list_is_enforced(fixture_dir):
     from agentprov_core.errors import AgentprovError
 
     strip_marks(fixture_dir)
-    good = datasets.read(spec(), fixture_dir).files
-    pinned = msgspec.structs.replace(spec(), digests=good)
+    good = datasets.read(DATASET, fixture_dir).files
+    pinned = msgspec.structs.replace(DATASET, digests=good)
     assert datasets.read(pinned, fixture_dir).verified is True
-    bad = msgspec.structs.replace(spec(), digests=dict(good, **{TEST_PUBLIC: "0" * 64}))
+    bad = msgspec.structs.replace(DATASET, digests=dict(good, **{TEST_PUBLIC: "0" * 64}))
     with pytest.raises(AgentprovError) as exc:
         datasets.read(bad, fixture_dir)
     assert exc.value.code == "cli.environment.dataset" and TEST_PUBLIC in exc.value.message
@@ -90,14 +85,14 @@ def test_a_published_digest_list_is_enforced(fixture_dir):
 
 def test_the_environment_check_names_each_file(tmp_path, fixture_dir):
     env = tmp_path / "env"
-    rec = datasets.provision(datasets.read(spec(), fixture_dir), env)
-    assert datasets.check_env(env, spec(), rec) == []
-    base = datasets.env_files(env, spec())
+    rec = datasets.provision(datasets.read(DATASET, fixture_dir), env)
+    assert datasets.check_env(env, DATASET, rec) == []
+    base = datasets.env_files(env, DATASET)
     (base / TEST_PUBLIC).write_text("{}")
     (base / "benchmark/chat_validation.json").unlink()
     (base / "benchmark/extra.json").write_text("{}")
     shown = "agentprov/datasets/agentharm/agentharm_dataset/AgentHarm"
-    assert datasets.check_env(env, spec(), rec) == [
+    assert datasets.check_env(env, DATASET, rec) == [
         f"dataset file {shown}/benchmark/chat_validation.json is missing",
         f"dataset file {shown}/{TEST_PUBLIC} changed",
         f"dataset file {shown}/benchmark/extra.json was not in the build"]
@@ -107,7 +102,7 @@ def test_the_counted_files_are_the_declared_catalogue_splits():
     doc = json.loads((ROOT / "plugins/agentprov-agentharm/src/agentprov_agentharm/"
                       "catalogue.declared.json").read_text())
     declared = {(t["name"], s["name"]): s["samples"] for t in doc["tasks"] for s in t["splits"]}
-    assert {(f.task, f.split): f.records for f in spec().files} == declared
+    assert {(f.task, f.split): f.records for f in DATASET.files} == declared
 
 
 def _refused(r, code, exit_code=3):
@@ -354,11 +349,11 @@ def test_a_copy_without_the_fixture_marks_builds_as_a_copy(agentharm_env, tmp_pa
 def test_a_fixture_marks_the_corpus_manifest(fixture_dir):
     """What ``run/manifest.py`` records of the environment's dataset: a fixture's corpus is
     test_only and synthetic, whatever its model; a copy's is not forced either way."""
-    fixture = datasets.read(spec(), fixture_dir).record()
+    fixture = datasets.read(DATASET, fixture_dir).record()
     fields = datasets.manifest_fields(fixture)
     assert fields == {"dataset": datasets.identity(fixture), "test_only": True, "synthetic": True}
     assert fields["dataset"]["kind"] == "fixture"
     strip_marks(fixture_dir)
-    copy = datasets.read(spec(), fixture_dir).record()
+    copy = datasets.read(DATASET, fixture_dir).record()
     assert datasets.manifest_fields(copy) == {"dataset": datasets.identity(copy)}
     assert datasets.manifest_fields(None) == {}
