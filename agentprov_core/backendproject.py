@@ -13,6 +13,42 @@ from __future__ import annotations
 import msgspec
 
 
+class DatasetFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One file of a backend's dataset that the build counts."""
+
+    #: its path inside the dataset copy, e.g. ``"benchmark/harmful_behaviors_validation.json"``
+    path: str
+    #: how many records it must hold (the list under :attr:`BackendDataset.records_key`)
+    records: int
+    #: the catalogue task and split it is the data of (the worker's catalogue must count
+    #: the same), or ``None``
+    task: str | None = None
+    split: str | None = None
+
+
+class BackendDataset(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A dataset a backend's tasks read, copied into its environment by
+    ``agentprov backends build NAME --dataset DIR`` and never downloaded at run time."""
+
+    #: its name: the environment holds it under ``agentprov/datasets/<name>/``
+    name: str
+    #: where the pinned dataset is published, e.g. ``"huggingface:org/name"``
+    origin: str
+    #: the pinned revision
+    revision: str
+    #: where the copy goes below ``agentprov/datasets/<name>/`` (the task's cache layout)
+    target: str
+    #: the files copied from ``DIR`` (``**/*.json``: what the task's loader downloads)
+    pattern: str = "**/*.json"
+    #: the key of each counted file's list of records
+    records_key: str = "records"
+    #: the files that must be present, with their counts
+    files: tuple[DatasetFile, ...] = ()
+    #: the revision's published sha256 of each file, when there is one; ``None``: no
+    #: per-file digest list is published, so a copy cannot be verified against the revision
+    digests: dict[str, str] | None = None
+
+
 class BackendProject(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One backend project, as its distribution declares it."""
 
@@ -33,3 +69,9 @@ class BackendProject(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     #: ``backends build`` refuses an environment whose sources another distribution serves,
     #: or none does. ``None``: any distribution may serve them.
     worker: str | None = None
+    #: the task files the backend's sources run, as globs below the environment's
+    #: ``site-packages`` (e.g. ``"inspect_evals/agentharm/**"``): the marker records the
+    #: sha256 of each and ``--offline-check`` re-hashes them
+    task_files: tuple[str, ...] = ()
+    #: the dataset ``--dataset DIR`` provisions, or ``None`` when the backend takes none
+    dataset: BackendDataset | None = None

@@ -204,6 +204,12 @@ _reg("cli.environment.marker", E, "coded",
 _reg("cli.environment.offline_check", E, "coded",
      "{env_id} failed the offline check: {what}",
      "rebuild the environment: an environment is never edited by hand")
+_reg("cli.environment.no_dataset", E, "coded",
+     "backend {backend} needs its dataset ({origin} at revision {revision}), which is never downloaded: build it with --dataset DIR, a local copy",
+     "agentprov backends build {backend} --dataset DIR (docs/backends.md, \"The AgentHarm backend\")")
+_reg("cli.environment.dataset", E, "coded",
+     "the dataset copy {path}: {what}; nothing was written",
+     "give --dataset a complete, unaltered copy of the pinned revision (or the project's fixture)")
 _reg("cli.environment.worker", E, "coded",
      "the worker of {env_id} failed: {detail}",
      "run agentprov backends build BACKEND --offline-check, then rebuild")
@@ -318,6 +324,9 @@ _reg("run.unsupported.cell_bound", X, "cannot_run",
 _reg("run.unsupported.llm_element", X, "cannot_run",
      "--llm-element {element}.", "use the native element",
      "{reason}")
+_reg("run.unsupported.inspect_cells", X, "cannot_run",
+     "the cells of {source} cannot run in this build", "use --dry-run (the plan is checked by the worker) or --catalogue",
+     "The {backend} environment's worker serves {source}'s catalogue and checks its plans; it does not run Inspect's eval() cells in this build.")
 _reg("run.unsupported.campaign", X, "cannot_run",
      "a real-model campaign {what} is not in this build yet.", "use an OpenAI-style endpoint (an API through the egress proxy, or a local server on loopback), --llm-script or --dry-run",
      "This build runs real campaigns of AgentDojo-family sources with the native element on OpenAI-style endpoints; {why}")
@@ -339,6 +348,9 @@ _reg("build.unsupported.no_backend", X, "coded",
 _reg("build.unsupported.defence_assets", X, "coded",
      "backend {backend} builds no defences: --defence-assets and --defence-source provision them for {builders} only",
      "drop the defence options, or build agentdojo")
+_reg("build.unsupported.dataset", X, "coded",
+     "backend {backend} takes no dataset: --dataset provisions one for {takers} only",
+     "drop --dataset")
 _reg("run.unsupported.defence_endpoint", X, "cannot_run",
      "defence {defence} with --defence-endpoint {endpoint}.", "none in this build",
      "A defence's own model endpoint is not wired in this build: its key would be a second key in the worker and its host:port a second pair of the egress proxy, and neither is built or tested (docs/provisioning-defences.md).")

@@ -34,9 +34,10 @@ AUTODOJO = ("AutoDojo's backend: its fork (aa458794) is not public, so `backends
             "holds no project and no AutoDojo environment can be built")
 AGENTDYN = ("AgentDyn's backend: its repository (SaFo-Lab/AgentDyn at 5353cf76) is not "
             "reachable from these machines, so `backends/agentdyn/` holds no project")
-INSPECT = ("the Inspect harness: `backends/inspect/envs/agentharm/` holds no project, so an "
-           "Inspect plan is checked and expanded, then stops at the environment (exit 3); no "
-           "`inspect eval` runs")
+INSPECT = ("the Inspect harness runs no cells: `backends/inspect/envs/agentharm/` builds (its "
+           "worker serves the catalogue and checks plans), but its worker does not run "
+           "Inspect's `eval()`, so `agentprov run agentharm` stops before any cell (exit 5); "
+           "no `inspect eval` runs")
 ESTIMATE = "`agentprov estimate` (no estimate, shipped priors or time model)"
 PRICES = "`agentprov prices` and its shipped price table"
 MODEL_FACTS = ("model facts (weight size, active parameters, KV cache per trace): no "
@@ -68,9 +69,10 @@ NOT_BUILT = {
                "endpoint's key or egress pair is wired, so no second key enters the worker",
     "R-13.2": "a display-name hint before consent: an attack that needs the name is found by "
               "the first attacked cell's setup refusal, which stops the run (R-13.3)",
-    "R-16.5": "the attack-cache (AutoDojo) and dataset (Inspect) identity checks; the "
-              "environment's (the worker's hello against its marker, exit 3) is built, and "
-              "comes before the egress proxy and the sandbox wrap",
+    "R-16.5": "the attack-cache (AutoDojo) identity check; the environment's (the worker's "
+              "hello against its marker, exit 3) and the dataset's (every file re-hashed "
+              "against the marker, exit 3) are built, and come before the egress proxy and "
+              "the sandbox wrap",
     "R-18.9": INSPECT,
     "R-19.6": "a desktop app: this build has none",
     "R-21.10": A13 + "; A9 is the preflight probe's (R-18.2), never the canary's",

@@ -83,7 +83,7 @@ def script(tmp_path: Path) -> Path:
 
 #: the sources whose backend this build lacks (a slot under backends/): their own refusals
 #: are checked against :func:`landed` backends
-SLOTTED = ("autodojo", "agentdyn", "agentharm")
+SLOTTED = ("autodojo", "agentdyn")
 
 
 @pytest.fixture(scope="session")
@@ -224,6 +224,26 @@ def agentdojo_env(tmp_path_factory) -> BuiltEnv:
     e["AGENTPROV_HOME"] = str(home)
     p = subprocess.run([sys.executable, "-m", "agentprov_core", "backends", "build", "agentdojo",
                         "--allow-network"], capture_output=True, text=True, env=e, timeout=900)
+    assert p.returncode == 0, p.stdout + p.stderr
+    env_dir = Path(p.stdout.split(" built at ")[1].split(" (")[0])
+    return BuiltEnv(home, env_dir.name, env_dir)
+
+
+@pytest.fixture(scope="session")
+def agentharm_env(tmp_path_factory) -> BuiltEnv:
+    """The real inspect-agentharm backend environment (inspect-ai 0.3.263, inspect-evals
+    0.20.0, about 550 MB), built once per session with the project's fixture dataset
+    (`agentprov backends build agentharm --dataset FIXTURE --allow-network`; uv downloads
+    only what its cache lacks). Its home also holds the fixture, as ``home/fixture``."""
+    from agentprov_core.testing import agentharm_fixture
+
+    home = tmp_path_factory.mktemp("e2e-agentharm-home")
+    agentharm_fixture.write(home / "fixture")
+    e = child_env()
+    e["AGENTPROV_HOME"] = str(home)
+    p = subprocess.run([sys.executable, "-m", "agentprov_core", "backends", "build", "agentharm",
+                        "--dataset", str(home / "fixture"), "--allow-network"],
+                       capture_output=True, text=True, env=e, timeout=1200)
     assert p.returncode == 0, p.stdout + p.stderr
     env_dir = Path(p.stdout.split(" built at ")[1].split(" (")[0])
     return BuiltEnv(home, env_dir.name, env_dir)

@@ -9,10 +9,9 @@ import shutil
 import pytest
 from conftest import ROOT, SLOTTED, snapshot
 
-BACKEND = {"autodojo": "autodojo", "agentdyn": "agentdyn", "agentharm": "inspect-agentharm"}
+BACKEND = {"autodojo": "autodojo", "agentdyn": "agentdyn"}
 WHY = {"autodojo": "the AutoDojo fork pinned at aa458794 is not public",
-       "agentdyn": "SaFo-Lab/AgentDyn at 5353cf76 is not reachable from these machines",
-       "agentharm": "the AgentHarm dataset pinned at e23b3fe6 is not reachable"}
+       "agentdyn": "SaFo-Lab/AgentDyn at 5353cf76 is not reachable from these machines"}
 
 
 def nothing_written(home, corpora, cwd):
@@ -92,11 +91,8 @@ def test_it_lifts_by_itself_once_the_project_lands(cli, script, corpora, landed_
     line = [ln for ln in cli("info", env=landed_env).out.splitlines()
             if ln.startswith(f"{source} ")][0]
     assert "no backend in this build" not in line
-    args = (("--task", "inspect_evals/agentharm", "--samples", "limit:1", "--message-limit",
-             "10", "--token-limit", "1000", "--time-limit", "60", "--judge", "refusal_judge=m",
-             "--judge", "semantic_judge=m") if source == "agentharm" else ("--suite", "banking"))
     r = cli("run", source, "--dry-run", "--corpus", corpora / "c", "--campaign", "c",
-            "--llm-script", script, *args, env=landed_env)
+            "--llm-script", script, "--suite", "banking", env=landed_env)
     assert (r.code, r.error["error"]) == (3, "cli.environment.backend_missing"), r.err
 
 
@@ -116,7 +112,7 @@ def test_every_slot_says_why_and_no_project_is_both():
 
     slots = sorted(p.parent for p in (ROOT / "backends").rglob(SLOT_FILE))
     assert [s.relative_to(ROOT / "backends").as_posix() for s in slots] == [
-        "agentdyn", "autodojo", "inspect/envs/agentharm"]
+        "agentdyn", "autodojo"]
     for slot in slots:
         assert slot_why(slot) and (slot / "README.md").is_file()
         assert not any((slot / f).exists() for f in PROJECT_FILES), slot

@@ -19,9 +19,6 @@ NO_BACKEND = {
                 "holds no pyproject.toml and no uv.lock",
     "agentdyn": "SaFo-Lab/AgentDyn at 5353cf76 is not reachable from these machines, so "
                 "backends/agentdyn/ holds no pyproject.toml and no uv.lock",
-    "agentharm": "the AgentHarm dataset pinned at e23b3fe6 is not reachable from these machines "
-                 "and no package ships it, so backends/inspect/envs/agentharm/ holds no "
-                 "pyproject.toml and no uv.lock",
 }
 
 
@@ -50,7 +47,7 @@ def test_info_json_has_no_gated_status(cli):
     got = [(p["label"], p["live_status"], p["caveat"]) for p in doc["parts"]]
     assert got == PARTS
     assert {p["name"]: (p["buildable"], p["unbuildable"]) for p in doc["parts"]} == {
-        "agentdojo": (True, None), "rope": (False, None),
+        "agentdojo": (True, None), "agentharm": (True, None), "rope": (False, None),
         **{name: (False, why) for name, why in NO_BACKEND.items()}}
     assert all(p["live_status"] in {"planned", "partial", "full"} for p in doc["parts"])
     assert "gated" not in r.out
@@ -93,7 +90,7 @@ def test_plugins_and_version_list_distributions_and_versions(cli):
         "autodojo": ("agentprov-autodojo", "backends/autodojo", "commit aa458794", "unlocked"),
         "agentdyn": ("agentprov-agentdyn", "backends/agentdyn", "commit 5353cf76", "unlocked"),
         "inspect-agentharm": ("agentprov-agentharm", "backends/inspect/envs/agentharm",
-                              "uv.lock", "unlocked")}
+                              "uv.lock", "ok")}
     assert recs["agentharm"]["backends"] == ["inspect-agentharm"]
     assert recs["rope"]["backends"] == []
     info = {p["name"]: p for p in json.loads(cli("info", "--format", "json").out)["parts"]}

@@ -23,7 +23,15 @@ from pathlib import Path
 import msgspec
 
 from agentprov_core import __version__
-from agentprov_core.backend import defassets, environments, hostlibs, lockcheck, marker, projects
+from agentprov_core.backend import (
+    datasets,
+    defassets,
+    environments,
+    hostlibs,
+    lockcheck,
+    marker,
+    projects,
+)
 from agentprov_core.backend import identity as envidentity
 from agentprov_core.base import paths
 from agentprov_core.base.digests import file_sha256
@@ -54,6 +62,16 @@ class BuildPlan:
     #: the contributed project (its distribution, for refusals and the dry run)
     located: projects.Located | None = None
     pinned_commit: str | None = None
+    #: ``--dataset DIR``: the copy read and checked (``None``: none given)
+    dataset: datasets.Copy | None = None
+
+    @property
+    def dataset_spec(self):
+        return self.located.entry.project.dataset if self.located is not None else None
+
+    @property
+    def task_files(self) -> tuple[str, ...]:
+        return self.located.entry.project.task_files if self.located is not None else ()
 
     def uv_args(self) -> list[str]:
         args = ["sync", "--locked", "--no-config", "--no-dev", "--link-mode", "copy",
@@ -85,7 +103,7 @@ def backend_meta(name: str) -> SourceMeta:
 
 
 def plan_build(name: str, allow_network: bool, defence_assets: str | None = None,
-               defence_sources: tuple[str, ...] = ()) -> BuildPlan:
+               defence_sources: tuple[str, ...] = (), dataset: str | None = None) -> BuildPlan:
     meta = backend_meta(name)
     if (defence_assets is not None or defence_sources) and not meta.takes_defences:
         raise AgentprovError("build.unsupported.defence_assets", backend=meta.backend,
@@ -122,7 +140,33 @@ def plan_build(name: str, allow_network: bool, defence_assets: str | None = None
                    pinned_commit=environments.pinned_commit(meta))
     if defence_assets is not None or defence_sources:
         plan_assets(bp, defence_assets, defence_sources)
+    if dataset is not None:
+        if bp.dataset_spec is None:
+            raise AgentprovError("build.unsupported.dataset", backend=meta.backend,
+                                 takers=", ".join(dataset_builders()) or "no backend")
+        bp.dataset = datasets.read(bp.dataset_spec, Path(dataset))  # reading only: exit 3
     return bp
+
+
+def dataset_builders() -> list[str]:
+    from agentprov_core.plugins import manager
+
+    return sorted(name for name, found in manager().backends().items()
+                  if any(e.project.dataset is not None for e in found))
+
+
+def ready_dataset(bp: BuildPlan, m: marker.Marker | None) -> None:
+    """A backend that takes a dataset is built with one: ``--dataset``, else the one the
+    environment being replaced holds (checked against its marker); else exit 3 naming the
+    option, before anything is written."""
+    spec = bp.dataset_spec
+    if spec is None or bp.dataset is not None:
+        return
+    if m is not None and m.dataset is not None:
+        bp.dataset = datasets.from_environment(spec, bp.env_dir, m.dataset)
+        return
+    raise AgentprovError("cli.environment.no_dataset", backend=bp.meta.backend,
+                         origin=spec.origin, revision=spec.revision[:8])
 
 
 def defence_builders() -> list[str]:
@@ -214,6 +258,12 @@ def dry_run_lines(bp: BuildPlan) -> list[str]:
             + (f"worker {bp.located.entry.project.worker})" if bp.located.entry.project.worker
                else "any worker package)")] if bp.located is not None else []),
         "  host libraries: " + _host_line(),
+        *(["  " + bp.dataset.summary()] if bp.dataset is not None else
+          [f"  dataset: none given (--dataset DIR: a local copy of {bp.dataset_spec.origin} at "
+           f"revision {bp.dataset_spec.revision[:8]}; never downloaded)"]
+          if bp.dataset_spec is not None else []),
+        *([f"  task files: {', '.join(bp.task_files)} (each file's sha256 in the marker)"]
+          if bp.task_files else []),
     ]
 
 
@@ -415,6 +465,8 @@ def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
     if bp.asset_ids is not None and not defassets.matches_registry(held, bp.asset_ids,
                                                                    defassets.load()):
         ready_assets(bp)  # before the lock: a refusal here writes nothing at all
+    if not bp.env_dir.exists():
+        ready_dataset(bp, None)  # no dataset to build with: refused before anything is written
     with hold(bp.env_id):
         if bp.env_dir.exists():
             try:
@@ -427,6 +479,9 @@ def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
             if m is not None and bp.asset_ids is not None and not defassets.matches_registry(
                     m.defence_assets, bp.asset_ids, defassets.load()):
                 stale = True  # other assets: a rebuild, never an edit
+            if m is not None and bp.dataset is not None and (
+                    (m.dataset or {}).get("sha256") != bp.dataset.sha256):
+                stale = True  # another dataset: a rebuild, never an edit
             if m is not None and not stale:
                 if not (why := probe_rerun(m)):
                     return "already built", m
@@ -435,6 +490,8 @@ def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
                 return f"already built (containment probe re-run: {'; '.join(why)})", m
             if m is not None and bp.asset_ids is None and m.defence_assets:
                 plan_assets(bp, None, (), ids=sorted(m.defence_assets))  # the rebuild keeps them
+            ready_dataset(bp, m)  # the rebuild keeps the dataset it holds
+        ready_dataset(bp, None)  # no dataset at all: refused before anything is written
         ready_assets(bp)
         bp.env_dir.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{bp.env_id}.build-", dir=bp.env_dir.parent))
@@ -527,9 +584,19 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
     shutil.copyfile(bp.project / "uv.lock", tmp / "agentprov" / "uv.lock")
     shutil.copyfile(bp.project / "pyproject.toml", tmp / "agentprov" / "pyproject.toml")
     assets = defassets.provision(bp.assets, tmp) if bp.assets else None
+    data = datasets.provision(bp.dataset, tmp) if bp.dataset is not None else None
     hello = record_catalogues(bp, tmp)
     check_served(bp, hello)
-    ident = envidentity.compute(tmp)
+    if bp.dataset is not None:
+        import json
+
+        served = {s: json.loads((tmp / "agentprov" / f"catalogue-{s}.json").read_text("utf-8"))
+                  for s in hello.get("sources", [])}
+        if problems := datasets.catalogue_problems(bp.dataset.spec, bp.dataset, served):
+            raise AgentprovError("cli.environment.dataset",
+                                 path=paths.display(bp.dataset.directory),
+                                 what="; ".join(problems[:3]))
+    ident = envidentity.compute(tmp, task_files=bp.task_files)
     if ident.problems:
         raise AgentprovError("cli.environment.uv", env_id=bp.env_id,
                              detail="the installed files do not match their RECORD: "
@@ -552,9 +619,10 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
         files_verified=ident.files_verified, guarded=ident.guarded, compiled=ident.compiled,
         defence_registry_sha256=ident.defence_registry_sha256, hello=hello, probe=probed,
         identity_sha256=ident.digest(bp.lock_sha256, hello.get("python", ""),
-                                     defassets.identity(assets)),
+                                     defassets.identity(assets), datasets.identity(data)),
         defence_assets=assets, host=hostlibs.record(host),
-        path_sources=environments.path_sources(bp.project))
+        path_sources=environments.path_sources(bp.project),
+        task_files=ident.task_files or None, dataset=data)
     marker.write(tmp, m)
     return m
 
@@ -580,7 +648,7 @@ def offline_check(bp: BuildPlan) -> marker.Marker:
         with tempfile.TemporaryDirectory(prefix="agentprov-hello-") as staging, \
                 Worker(bp.env_id, bp.env_dir, Path(staging), network=False) as w:
             pending = w.submit("hello")
-            ident = envidentity.compute(bp.env_dir)
+            ident = envidentity.compute(bp.env_dir, task_files=bp.task_files)
             if ident.problems:
                 raise fail("; ".join(ident.problems[:5]) + (
                     f" (+{len(ident.problems) - 5} more)" if len(ident.problems) > 5 else ""))
@@ -590,7 +658,14 @@ def offline_check(bp: BuildPlan) -> marker.Marker:
             if m.compiled is not None and ident.compiled != m.compiled:
                 diffs.append(f"compiled bytecode changed ({ident.compiled['files']} .pyc files, "
                              f"the marker recorded {m.compiled['files']})")
+            diffs += [f"task file {k} {'is missing' if k not in ident.task_files else 'changed'}"
+                      for k in sorted(m.task_files or {})
+                      if ident.task_files.get(k) != (m.task_files or {})[k]]
+            diffs += [f"task file {k} was not in the build"
+                      for k in sorted(set(ident.task_files) - set(m.task_files or {}))]
             diffs += defassets.check_env(bp.env_dir, m.defence_assets)
+            if bp.dataset_spec is not None:
+                diffs += datasets.check_env(bp.env_dir, bp.dataset_spec, m.dataset)
             if diffs:
                 raise fail("; ".join(diffs[:5]))
             hello = w.result(pending)

@@ -8,6 +8,9 @@
   project's ``uv.lock`` and ``pyproject.toml`` made at build time, and the catalogues the
   worker computed from the installed package at build time (``agentprov/catalogue-*.json``);
 * the installed defence registry's sha256;
+* the task files the backend project names (``BackendProject.task_files``, globs below
+  ``site-packages``, ``__pycache__`` left out): each one's sha256, by its path in the
+  environment (the files a bound such as D-740 is valid for);
 * the bytecode compiled at build time (``.pyc`` files are not in RECORD): their count and
   one digest over every path and sha256, so a changed or added ``.pyc`` fails the check.
 """
@@ -53,12 +56,15 @@ class Identity:
     defence_registry_sha256: str | None
     compiled: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    task_files: dict[str, str] = field(default_factory=dict)
 
     def digest(self, lock_sha256: str, python: str,
-               defence_assets: dict[str, str] | None = None) -> str:
+               defence_assets: dict[str, str] | None = None,
+               dataset: dict[str, Any] | None = None) -> str:
         """What runs, independent of where it is installed: the lock, the interpreter's
         version, each distribution's version, the defence registry, the recorded
-        catalogues and, when any are provisioned, each defence asset's pins digest.
+        catalogues, the task files and, when any are provisioned, each defence asset's
+        pins digest and the dataset (its kind, revision and digest).
         (RECORD digests and pyvenv.cfg name the install location, through script shebangs
         and paths, so they are integrity checks, not identity.)"""
         doc = {
@@ -69,6 +75,10 @@ class Identity:
         }
         if defence_assets:
             doc["defence_assets"] = dict(sorted(defence_assets.items()))
+        if self.task_files:
+            doc["task_files"] = digest(self.task_files)
+        if dataset is not None:
+            doc["dataset"] = dataset
         return digest(doc)
 
 
@@ -76,7 +86,22 @@ def _b64(h: bytes) -> str:
     return base64.urlsafe_b64encode(h).rstrip(b"=").decode()
 
 
-def compute(env: Path, verify_files: bool = True) -> Identity:
+def task_file_digests(env: Path, patterns: tuple[str, ...]) -> dict[str, str]:
+    """The sha256 of every file the globs ``patterns`` match below ``site-packages``, by
+    its path relative to the environment (``__pycache__`` left out)."""
+    if not patterns:
+        return {}
+    sp = site_packages(env)
+    out = {}
+    for pattern in patterns:
+        for p in sp.glob(pattern):
+            if p.is_file() and "__pycache__" not in p.relative_to(sp).parts:
+                out[p.relative_to(env).as_posix()] = file_sha256(p)
+    return dict(sorted(out.items()))
+
+
+def compute(env: Path, verify_files: bool = True,
+            task_files: tuple[str, ...] = ()) -> Identity:
     sp = site_packages(env)
     dists: dict[str, dict[str, str]] = {}
     problems: list[str] = []
@@ -120,4 +145,5 @@ def compute(env: Path, verify_files: bool = True) -> Identity:
         n += 1
     return Identity(dict(sorted(dists.items())), verified, guarded,
                     file_sha256(reg) if reg.is_file() else None,
-                    {"files": n, "sha256": h.hexdigest()}, problems)
+                    {"files": n, "sha256": h.hexdigest()}, problems,
+                    task_file_digests(env, task_files))

@@ -40,6 +40,13 @@ class Marker(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: the digest of each path dependency's sources at build time, by distribution
     #: (``agentprov_core.backend.environments.path_sources``)
     path_sources: dict[str, str] | None = None
+    #: the sha256 of each task file the backend project names, by its path in the
+    #: environment (``agentprov_core.backend.identity.task_file_digests``); ``None``: none
+    task_files: dict[str, str] | None = None
+    #: the dataset the build copied in (``agentprov_core.backend.datasets.Copy.record``):
+    #: kind (``copy`` or ``fixture``), revision, whether verified against it, counts and
+    #: every file's sha256; ``None`` when the backend takes none
+    dataset: dict[str, Any] | None = None
 
 
 def path(env_dir: Path) -> Path:

@@ -55,6 +55,20 @@ def check_recorded_catalogue(env_dir: Path, m: Marker, source: str) -> None:
                              what=f"{rel} changed", backend=m.backend)
 
 
+def check_dataset(env_dir: Path, m: Marker, meta: SourceMeta) -> None:
+    """The dataset the build copied in must still be the one the marker records, every file
+    re-hashed (step 5's dataset identity check, exit 3 naming the file)."""
+    from agentprov_core.backend import datasets, projects
+
+    loc = projects.locate(meta.backend)
+    spec = loc.entry.project.dataset if loc is not None else None
+    if spec is None or m.dataset is None:
+        return
+    if diffs := datasets.check_env(env_dir, spec, m.dataset):
+        raise AgentprovError("cli.environment.identity", env_id=m.environment_id,
+                             what="; ".join(diffs[:3]), backend=m.backend)
+
+
 @contextlib.contextmanager
 def _checked_worker(meta: SourceMeta, env_id: str, m: Marker) -> Iterator[tuple[Worker, dict]]:
     """A worker of the environment, with no keys and no network, its hello checked against
@@ -63,6 +77,7 @@ def _checked_worker(meta: SourceMeta, env_id: str, m: Marker) -> Iterator[tuple[
 
     env_dir = environments.environment_dir(env_id)
     check_recorded_catalogue(env_dir, m, meta.name)
+    check_dataset(env_dir, m, meta)
     with backends.hold(env_id, shared=True), \
             tempfile.TemporaryDirectory(prefix="agentprov-") as staging, \
             Worker(env_id, env_dir, Path(staging), network=False) as w:
@@ -110,12 +125,27 @@ class PlanCheck:
         """The source's catalogue, as the installed benchmark holds it."""
         return msgspec.convert(self.catalogue_document(), type=Catalogue)
 
-    def plan_problems(self, benchmark_version: str | None, cells: Sequence[Cell]) -> list[str]:
-        """What the worker finds wrong with a plan's cells; empty when it accepts them all."""
+    def plan_problems(self, benchmark_version: str | None, cells: Sequence[Cell],
+                      inspect: dict | None = None) -> list[str]:
+        """What the worker finds wrong with a plan's cells; empty when it accepts them all.
+
+        :param inspect: an Inspect plan's ``task`` and ``split`` (:func:`inspect_request`),
+            which its sample cells do not name."""
+        extra = {"inspect": inspect} if inspect is not None else {}
         res = self._worker.request("plan", source=self.source,
                                    benchmark_version=benchmark_version,
-                                   cells=[c.row() for c in cells])
+                                   cells=[c.row() for c in cells], **extra)
         return res["problems"]
+
+
+def inspect_request(doc) -> dict | None:
+    """The ``inspect`` part of a ``plan`` request for a plan document: its task and split
+    (``None``: the task's default split), or ``None`` for a plan of suites."""
+    insp = getattr(doc, "inspect", None)
+    if insp is None:
+        return None
+    split = insp.split or insp.params.get("split")
+    return {"task": insp.task, "split": str(split) if split is not None else None}
 
 
 @contextlib.contextmanager

@@ -41,9 +41,12 @@ def refuse_unbuildable(name: str) -> None:
 @click.option("--defence-source", metavar="[ID=]DIR", multiple=True,
               help="Read an asset's pinned files from a local tree instead (every file must "
                    "match its sha256 and git blob id; no network). Repeatable as ID=DIR.")
+@click.option("--dataset", metavar="DIR",
+              help="Copy the backend's dataset from this local copy into the environment (it "
+                   "is never downloaded): every file hashed, its counts checked.")
 def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
           env_file: str | None, defence_assets: str | None,
-          defence_source: tuple[str, ...]) -> int:
+          defence_source: tuple[str, ...], dataset: str | None) -> int:
     """Build BACKEND's environment from its committed uv.lock, and record its identity."""
     from agentprov_core.backend import build as b
     from agentprov_core.errors import AgentprovError
@@ -55,9 +58,11 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
         raise AgentprovError("cli.usage.exclusive", first="--offline-check",
                              second="--defence-assets" if defence_assets is not None
                              else "--defence-source")
+    if offline_check and dataset is not None:
+        raise AgentprovError("cli.usage.exclusive", first="--offline-check", second="--dataset")
     if env_file is not None and not Path(env_file).is_file():
         raise AgentprovError("cli.usage.env_file", path=env_file)
-    bp = b.plan_build(backend, allow_network, defence_assets, defence_source)
+    bp = b.plan_build(backend, allow_network, defence_assets, defence_source, dataset)
     if dry_run:
         for line in b.dry_run_lines(bp):
             click.echo(line)
@@ -70,6 +75,11 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
             click.echo("  defence assets (every file re-hashed): " + ", ".join(
                 f"{aid} {len(rec['files'])} file(s)" for aid, rec in sorted(
                     m.defence_assets.items())))
+        if m.task_files:
+            click.echo(f"  task files (every file re-hashed): {len(m.task_files)}")
+        if m.dataset:
+            click.echo(f"  dataset {m.dataset['name']} ({m.dataset['kind']}; every file "
+                       f"re-hashed): {len(m.dataset['files'])} file(s); {m.dataset['note']}")
         for line in b.probe_lines(m):  # the build's probe, reported and not re-run
             click.echo(line)
         return 0
@@ -79,6 +89,12 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
     what, m = b.build(bp, python)
     click.echo(f"agentprov backends build: {bp.env_id} {what} at {bp.env_dir} "
                f"({len(m.distributions)} distributions; Python {m.python})")
+    if m.task_files:
+        click.echo(f"  task files: {len(m.task_files)} hashed")
+    if m.dataset:
+        from agentprov_core.backend.datasets import describe
+
+        click.echo("  " + describe(m.dataset))
     for aid, rec in sorted((m.defence_assets or {}).items()):
         click.echo(f"  defence asset {aid}: {len(rec['files'])} file(s) verified (sha256 and "
                    f"git blob id), digest {rec['sha256'][:16]}…")

@@ -58,7 +58,11 @@ def check_supported(prepared: Prepared) -> None:
     client on the recording transport (the event-stream replies read by caps, canary,
     preflight and the mapper). The environment locks anthropic below 1.0: AgentDojo 0.1.35's
     element passes ``temperature`` to ``messages.stream``, which anthropic 1.0.0 and later
-    no longer take."""
+    no longer take.
+
+    An Inspect source's cells are Inspect ``eval()`` calls, which this build's worker does
+    not run (it serves the catalogue and the plan check): a scripted campaign of one is
+    refused too, and ``--dry-run`` still plans it."""
     o = prepared.request.options
     name = prepared.source.meta.name
     if (o.get("llm_element") or "native") != "native":
@@ -73,3 +77,6 @@ def check_supported(prepared: Prepared) -> None:
                                    "build does not drive.")
     if why is not None:
         raise AgentprovError("run.unsupported.campaign", source=name, what=what, why=why)
+    if prepared.source.meta.kind != "suites":  # scripted: the worker serves no Inspect cells
+        raise AgentprovError("run.unsupported.inspect_cells", source=name,
+                             backend=prepared.source.meta.backend or name)

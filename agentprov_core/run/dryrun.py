@@ -19,7 +19,8 @@ def dry_run(prepared: Prepared) -> Prepared:
         if check.serves:
             prepared = with_worker_catalogue(prepared, check.catalogue())
             plan = prepared.plan
-            problems = check.plan_problems(plan.benchmark_version, plan.cells)
+            problems = check.plan_problems(plan.benchmark_version, plan.cells,
+                                           session.inspect_request(prepared.doc))
             if problems:
                 more = len(problems) - 3
                 raise AgentprovError("cli.usage.worker_plan",

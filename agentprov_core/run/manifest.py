@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from agentprov_core import __version__
-from agentprov_core.backend import environments
+from agentprov_core.backend import datasets, environments
 from agentprov_core.corpus.working import MANIFEST_FORMAT, WorkingCorpus, now
 from agentprov_core.run import testfaults
 from agentprov_core.run.stops import EARLY_STOPS
@@ -51,6 +51,10 @@ def manifest_of(prepared: Prepared, old: dict[str, Any] | None) -> dict[str, Any
                            for r in manager().records), key=lambda r: r["name"]),
         "source_meta": msgspec.to_builtins(meta),
     })
+    data = datasets.manifest_fields(marker.dataset)  # a fixture dataset: test_only, synthetic
+    if data:
+        m["backend_identity"]["dataset"] = data.pop("dataset")
+        m.update(data)
     m.setdefault("created_at", now())
     m["plans"] = sorted(set(m.get("plans", [])) | {plan.plan_sha256})
     m["config_digests"] = sorted(set(m.get("config_digests", [])) | {plan.config_digest})

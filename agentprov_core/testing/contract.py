@@ -61,7 +61,7 @@ import pytest
 
 from agentprov_core import catalogue as catmod
 from agentprov_core.backend import projects
-from agentprov_core.backendproject import BackendProject
+from agentprov_core.backendproject import BackendDataset, BackendProject
 from agentprov_core.base import paths
 from agentprov_core.catalogue import Attack, Catalogue, Suite
 from agentprov_core.errors import AgentprovError
@@ -564,6 +564,19 @@ def _field_problems(project: BackendProject, what: str) -> list[str]:
     out = []
     for f in msgspec.structs.fields(BackendProject):
         value = getattr(project, f.name)
+        if f.name == "task_files":
+            if not isinstance(value, tuple) or not all(isinstance(v, str) and v.strip()
+                                                       for v in value):
+                out.append(f"BackendProject.task_files of {what}: {value!r} is not a tuple "
+                           "of non-empty strings (globs below site-packages)")
+            continue
+        if f.name == "dataset":
+            if value is not None:
+                try:
+                    msgspec.convert(msgspec.to_builtins(value), type=BackendDataset)
+                except (msgspec.ValidationError, TypeError) as exc:
+                    out.append(f"BackendProject.dataset of {what}: {exc}")
+            continue
         want = str if f.required else (str, type(None))
         if not isinstance(value, want):
             kind = "a string" if f.required else "a string or None"
@@ -775,6 +788,7 @@ def test_worker_serves_the_source(name: str) -> None:
                                          taskspec.sort_tasks(s.user_tasks)[0], None, None)
                          for s in suites]
                 bad = Cell.suite_cell("user_task", suites[0].name, UNKNOWN_TASK, None, None)
+                asked = None
             else:
                 assert cat.tasks, (f"source {name!r}: the catalogue served by the worker of "
                                    f"{env_id} has no task")
@@ -784,7 +798,8 @@ def test_worker_serves_the_source(name: str) -> None:
                     limits={k: lo for k, (lo, _hi) in INSPECT_LIMITS.items()},
                     judges={role: "scripted" for role in task.judge_roles}))
                 version, cells, bad = None, _expand(src, doc, cat), None
-            problems = pc.plan_problems(version, cells)
+                asked = session.inspect_request(doc)
+            problems = pc.plan_problems(version, cells, asked)
             assert problems == [], (
                 f"source {name!r}: the worker of {env_id} rejects a plan of "
                 + ", ".join(c.key for c in cells) + ": " + "; ".join(map(str, problems)))

@@ -8,21 +8,16 @@ import sys
 import pytest
 
 
-def agentprov(*args, landed=None):
-    """The CLI; ``landed``: a directory for backends/ with the agentharm project in place
-    (this build lacks it, so a run would be refused before its plan is checked)."""
-    env = None
-    if landed is not None:
-        from agentprov_core.testing.fixtures import landed_backends
-
-        env = dict(os.environ, AGENTPROV_BACKENDS=str(landed_backends(landed / "backends")))
+def agentprov(*args, home):
+    """The CLI with a private, empty home (the usage checks come before the environment)."""
+    env = dict(os.environ, AGENTPROV_HOME=str(home))
     return subprocess.run([sys.executable, "-m", "agentprov_core", "--error-format", "json",
                            *args], capture_output=True, text=True, env=env)
 
 
 @pytest.mark.req("R-25.9", "R-25.10")
-def test_catalogue_tasks():
-    doc = json.loads(agentprov("run", "agentharm", "--catalogue").stdout)
+def test_catalogue_tasks(tmp_path):
+    doc = json.loads(agentprov("run", "agentharm", "--catalogue", home=tmp_path / "h").stdout)
     assert [t["name"] for t in doc["tasks"]] == ["inspect_evals/agentharm",
                                                  "inspect_evals/agentharm_benign"]
 
@@ -37,7 +32,7 @@ def test_every_limit_is_required(tmp_path, missing):
                   "--task", "inspect_evals/agentharm", "--samples", "limit:2",
                   *[x for kv in limits.items() for x in kv], "--judge", "refusal_judge=m",
                   "--judge", "semantic_judge=m", "--llm-script", tmp_path / "script.json",
-                  landed=tmp_path)
+                  home=tmp_path / "h")
     err = json.loads(r.stderr)
     assert (r.returncode, err["error"]) == (2, "cli.usage.backend_plan")
     assert missing.lstrip("-").replace("-", "_") in err["message"]
@@ -47,7 +42,7 @@ def test_suite_options_do_not_apply(tmp_path):
     (tmp_path / "script.json").write_text("[]")
     r = agentprov("run", "agentharm", "--dry-run", "--corpus", tmp_path / "c", "--campaign", "c",
                   "--suite", "banking", "--llm-script", tmp_path / "script.json",
-                  landed=tmp_path)
+                  home=tmp_path / "h")
     assert json.loads(r.stderr)["error"] == "cli.usage.option_for_other_kind"
 
 

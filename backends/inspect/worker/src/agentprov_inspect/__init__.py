@@ -1,0 +1,11 @@
+"""agentprov's library for Inspect worker packages, inside a backend environment.
+
+What any Inspect task needs on the worker side: its catalogue read from the installed code
+(:mod:`agentprov_inspect.taskcode`: a task function's parameters, their types, choices and
+defaults, and the settings the task fixes, read with :mod:`ast` without importing Inspect),
+the dataset the build copied into the environment (:mod:`agentprov_inspect.dataset`), and
+the plan check (:class:`agentprov_inspect.source.InspectWorkerSource`). A task's own policy
+(which parameters are offered, their ranges, which splits) is its worker package's.
+
+Never imports ``agentprov_core``, nor Inspect.
+"""
