@@ -119,10 +119,10 @@ def registered(name: str) -> Mapper | None:
     return entry.mapper if entry is not None else None
 
 
-def named_problem(source: str, mapper: str | None, evidence_format: str | None = None
-                  ) -> str | None:
-    """Why the mapper ``mapper`` that the source ``source`` names cannot map its evidence
-    (of ``evidence_format``, when given), or ``None`` when it can (or names none)."""
+def named_problem(mapper: str | None, evidence_format: str | None = None) -> str | None:
+    """Why the mapper called ``mapper`` (the one a source names) cannot map that source's
+    evidence (of ``evidence_format``, when given), or ``None`` when it can (or none is
+    named)."""
     if mapper is None:
         return None
     m = registered(mapper)
@@ -153,7 +153,7 @@ def mapper_for_source(source: str | None, evidence_format: str) -> Mapper:
     name = entry.source.meta.mapper if entry is not None else None
     if name is None:
         return mapper_for(evidence_format)
-    why = named_problem(source, name, evidence_format)
+    why = named_problem(name, evidence_format)
     if why is not None:
         from agentprov_core.errors import AgentprovError
 

@@ -815,6 +815,6 @@ def test_a_second_mapper_of_one_name_is_ignored_and_reported():
         assert registered("other.capture").evidence_formats == ("capture/0.1",)  # the first
         assert "mapper 'other.capture' from late ignored: already registered by other" in (
             plugins.duplicates)
-        assert named_problem("otherbench", "other.capture", "capture/0.1") is None
-        assert named_problem("x", "other.capture", "inspect-eval/0.1") == (
+        assert named_problem("other.capture", "capture/0.1") is None
+        assert named_problem("other.capture", "inspect-eval/0.1") == (
             "it reads capture/0.1, not inspect-eval/0.1")

@@ -123,8 +123,7 @@ def plan_build(name: str, allow_network: bool, defence_assets: str | None = None
     if diffs := lockcheck.differences(project):
         raise projects.lock_mismatch(loc, "; ".join(diffs[:5]) + (
             f" (+{len(diffs) - 5} more)" if len(diffs) > 5 else ""))
-    locked_host = sorted(hostlibs.NAMES & {p.get("name") for p in lock.get("package", [])})
-    if locked_host:
+    if locked_host := hostlibs.locked(lock):
         raise projects.lock_mismatch(loc, (
             f"it locks {', '.join(locked_host)}, the worker host's own libraries, which "
             "agentprov backends build installs from the running agentprov: remove them from "
@@ -434,22 +433,24 @@ def probe_lines(m: marker.Marker) -> list[str]:
     return [f"  containment probe ({when}): " + ("; ".join(parts) or "none recorded")]
 
 
-def record_catalogues(bp: BuildPlan, env_dir: Path) -> dict:
+def record_catalogues(bp: BuildPlan, env_dir: Path) -> tuple[dict, dict[str, dict]]:
     """Ask the new environment's worker for its hello and for the catalogue of every source
-    it serves, computed from the installed package; record them in ``agentprov/``."""
+    it serves, computed from the installed package; record them in ``agentprov/``. Returns
+    the hello and the catalogues by source."""
     import json
 
     from agentprov_core.backend.workerclient import Worker
 
+    catalogues: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="agentprov-build-") as staging, \
             Worker(bp.env_id, env_dir, Path(staging), network=False) as w:
         hello = w.request("hello")
         for source in hello.get("sources", []):
-            doc = w.request("catalogue", source=source)
+            doc = catalogues[source] = w.request("catalogue", source=source)
             (env_dir / "agentprov" / f"catalogue-{source}.json").write_text(
                 json.dumps(doc, sort_keys=True, indent=1) + "\n", encoding="utf-8")
     hello.pop("prefix", None)
-    return hello
+    return hello, catalogues
 
 
 def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
@@ -542,6 +543,8 @@ def check_served(bp: BuildPlan, hello: dict) -> None:
     worker package its project names (exit 3 naming the distribution): a project whose
     worker package is absent, fails to load or is another's is refused, and nothing is
     kept."""
+    from packaging.utils import canonicalize_name
+
     from agentprov_core.plugins import manager
 
     served = hello.get("served") or {}
@@ -558,7 +561,7 @@ def check_served(bp: BuildPlan, hello: dict) -> None:
                    f"agentprov.worker, name {meta.name})")
         elif got.get("error"):
             why = got["error"]
-        elif want and got.get("distribution") != hostlibs.canonical(want):
+        elif want and got.get("distribution") != canonicalize_name(want):
             why = (f"the source is served by {got.get('distribution')}, not by the worker "
                    f"package {want} the project names")
         if why is not None:
@@ -585,17 +588,12 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
     shutil.copyfile(bp.project / "pyproject.toml", tmp / "agentprov" / "pyproject.toml")
     assets = defassets.provision(bp.assets, tmp) if bp.assets else None
     data = datasets.provision(bp.dataset, tmp) if bp.dataset is not None else None
-    hello = record_catalogues(bp, tmp)
+    hello, catalogues = record_catalogues(bp, tmp)
     check_served(bp, hello)
-    if bp.dataset is not None:
-        import json
-
-        served = {s: json.loads((tmp / "agentprov" / f"catalogue-{s}.json").read_text("utf-8"))
-                  for s in hello.get("sources", [])}
-        if problems := datasets.catalogue_problems(bp.dataset.spec, bp.dataset, served):
-            raise AgentprovError("cli.environment.dataset",
-                                 path=paths.display(bp.dataset.directory),
-                                 what="; ".join(problems[:3]))
+    if bp.dataset is not None and (
+            problems := datasets.catalogue_problems(bp.dataset.spec, bp.dataset, catalogues)):
+        raise AgentprovError("cli.environment.dataset", path=paths.display(bp.dataset.directory),
+                             what="; ".join(problems[:3]))
     ident = envidentity.compute(tmp, task_files=bp.task_files)
     if ident.problems:
         raise AgentprovError("cli.environment.uv", env_id=bp.env_id,

@@ -106,11 +106,12 @@ def worker_sources_differ(hello: dict) -> list[str]:
             if lib.hello_key in ours and hello.get(lib.hello_key) != ours[lib.hello_key]]
 
 
-def path_sources(project: Path) -> dict[str, str]:
-    """The digest of the sources of every path dependency the project's ``uv.lock`` names
-    (its worker package and the libraries beside it), by distribution. The environment id
-    follows ``uv.lock``, which does not change when those sources do; the marker records
-    these digests so that an environment built from other worker code is found stale."""
+def path_sources(project: Path) -> dict[str, dict[str, str]]:
+    """Every path dependency the project's ``uv.lock`` names (its worker package and the
+    libraries beside it), by distribution: its ``directory`` relative to the project and
+    the digest of its sources. The environment id follows ``uv.lock``, which does not
+    change when those sources do; the marker records this at build time so that an
+    environment built from other worker code is found stale (:func:`stale_path_sources`)."""
     import tomllib
 
     from agentprov_core.backend import hostlibs
@@ -125,19 +126,23 @@ def path_sources(project: Path) -> dict[str, str]:
         rel = src.get("directory") or src.get("path") or src.get("editable")
         if rel is None or "virtual" in src:
             continue
-        d = (project / rel).resolve()
-        if d.is_dir():
-            out[pkg["name"]] = hostlibs.sources_sha256(d)
+        if (project / rel).is_dir():
+            out[pkg["name"]] = {"directory": rel,
+                                "sources_sha256": hostlibs.sources_sha256(project / rel)}
     return dict(sorted(out.items()))
 
 
 def stale_path_sources(m, project: Path | None) -> list[str]:
-    """The path dependencies whose sources changed since the environment was built."""
+    """The path dependencies whose sources changed since the environment was built. The
+    marker names their directories (the lock it was built from is the project's: the
+    marker check refuses any other), so no lock is parsed here."""
+    from agentprov_core.backend import hostlibs
+
     if project is None or m.path_sources is None:
         return []
-    now = path_sources(project)
-    return [name for name in sorted(set(now) | set(m.path_sources))
-            if now.get(name) != m.path_sources.get(name)]
+    return [name for name, rec in sorted(m.path_sources.items())
+            if not (project / rec["directory"]).is_dir()
+            or hostlibs.sources_sha256(project / rec["directory"]) != rec["sources_sha256"]]
 
 
 def check_worker_sources(hello: dict, env_id: str, backend: str, m=None) -> None:

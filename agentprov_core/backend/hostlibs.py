@@ -121,8 +121,10 @@ def record(found: list[Located]) -> dict[str, dict[str, str]]:
     return out
 
 
-def canonical(name: str) -> str:
-    """A distribution name as the hello says it (PEP 503: lower case, ``-``)."""
-    import re
 
-    return re.sub(r"[-_.]+", "-", name).lower()
+def locked(lock: dict) -> list[str]:
+    """The host libraries a parsed ``uv.lock`` locks (a backend project must lock none:
+    ``backends build`` installs agentprov's own copies)."""
+    from packaging.utils import canonicalize_name
+
+    return sorted(NAMES & {canonicalize_name(p.get("name", "")) for p in lock.get("package", [])})

@@ -37,9 +37,10 @@ class Marker(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: the host libraries the build installed (``agentprov_core.backend.hostlibs.record``):
     #: version, where the copy came from, the digest of its sources
     host: dict[str, dict[str, str]] | None = None
-    #: the digest of each path dependency's sources at build time, by distribution
+    #: each path dependency at build time, by distribution: its ``directory`` relative to
+    #: the project and the digest of its sources
     #: (``agentprov_core.backend.environments.path_sources``)
-    path_sources: dict[str, str] | None = None
+    path_sources: dict[str, dict[str, str]] | None = None
     #: the sha256 of each task file the backend project names, by its path in the
     #: environment (``agentprov_core.backend.identity.task_file_digests``); ``None``: none
     task_files: dict[str, str] | None = None

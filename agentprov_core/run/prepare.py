@@ -455,8 +455,7 @@ def check_mapper(meta: Any) -> None:
     would fail to map (``cli.environment.mapper_missing``, exit 3)."""
     if meta.mapper is None:
         return
-    from agentprov_core.evidence.live_mapping import CAPTURE_FORMAT
-    from agentprov_core.mapping import mapper_for_source
+    from agentprov_core.mapping import CAPTURE_FORMAT, mapper_for_source
 
     mapper_for_source(meta.name, CAPTURE_FORMAT)
 

@@ -647,9 +647,9 @@ def test_backend_project(name: str) -> None:
 
 
 def _lock_packages(lock: dict[str, Any]) -> set[str]:
-    from agentprov_core.backend import hostlibs
+    from packaging.utils import canonicalize_name
 
-    return {hostlibs.canonical(p["name"]) for p in lock.get("package", [])
+    return {canonicalize_name(p["name"]) for p in lock.get("package", [])
             if isinstance(p, dict) and isinstance(p.get("name"), str)}
 
 
@@ -658,6 +658,8 @@ def test_backend_project_lock(name: str) -> None:
     """The project holds ``pyproject.toml`` and a ``uv.lock`` that records it, does not
     lock the worker host's libraries, and installs the ``worker`` it names."""
     import tomllib
+
+    from packaging.utils import canonicalize_name
 
     from agentprov_core.backend import hostlibs, lockcheck, slots
 
@@ -699,7 +701,7 @@ def test_backend_project_lock(name: str) -> None:
         "libraries, which agentprov backends build installs itself: drop them from the "
         "project")
     if project.worker is not None:
-        assert hostlibs.canonical(project.worker) in packages, (
+        assert canonicalize_name(project.worker) in packages, (
             f"BackendProject.worker of {what}: {project.worker!r} is not a distribution "
             f"{where}/uv.lock installs (add it to the project's dependencies, with a path "
             "source for a worker package beside it)")
@@ -752,7 +754,9 @@ def test_worker_serves_the_source(name: str) -> None:
     """The built environment's worker (no keys, no network, its hello checked against the
     marker) serves the source from the project's worker package, serves a catalogue of it,
     accepts a plan of each suite's first user task and rejects an unknown user task."""
-    from agentprov_core.backend import hostlibs, session
+    from packaging.utils import canonicalize_name
+
+    from agentprov_core.backend import session
     from agentprov_core.plan.plans import Cell
 
     env_id = _built(name)
@@ -774,7 +778,7 @@ def test_worker_serves_the_source(name: str) -> None:
                 "package in the environment registers it (entry-point group "
                 f"agentprov.worker, name {name})")
             if worker is not None:
-                assert mine.get("distribution") == hostlibs.canonical(worker), (
+                assert mine.get("distribution") == canonicalize_name(worker), (
                     f"source {name!r}: the worker of {env_id} serves it from "
                     f"{mine.get('distribution')} ({mine.get('entry_point')}), not from "
                     f"BackendProject.worker {worker!r}")
