@@ -145,6 +145,28 @@ def test_a_lock_that_does_not_match_its_project(cli, home, tmp_path, cache, how)
         assert list(empty.iterdir()) == []
 
 
+def test_a_project_whose_lock_lacks_its_worker_package_is_named():
+    """A project that names a worker package its lock does not install is a lock problem,
+    which ``plugins`` reports and the build refuses before uv runs (the same check): the
+    environment would serve nothing of the source."""
+    from agentprov_core.backend import projects
+    from agentprov_core.backendproject import BackendProject
+    from agentprov_core.plugins import BackendEntry, PluginRecord
+
+    rec = PluginRecord("agentdojo", "agentprov-agentdojo", "0.1.0", "loaded")
+
+    def located(worker: str) -> projects.Located:
+        project = BackendProject(name="agentdojo", path="agentdojo", worker=worker)
+        return projects.Located(BackendEntry(project, rec), ROOT / "backends" / "agentdojo")
+
+    assert projects.lock_problem(located("agentprov-worker-agentdojo")) is None
+    assert projects.lock_problem(located("Agentprov_Worker.Agentdojo")) is None  # PEP 503
+    assert projects.lock_problem(located("agentprov-worker-other")) == (
+        "it does not install the worker package agentprov-worker-other that the project "
+        "names (BackendProject.worker): add it to the project's dependencies, with a path "
+        "source for a worker package beside it, and lock it again")
+
+
 # --------------------------------------------------------------- the real environment
 pytestmark_slow = pytest.mark.slow
 

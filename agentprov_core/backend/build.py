@@ -28,7 +28,6 @@ from agentprov_core.backend import (
     defassets,
     environments,
     hostlibs,
-    lockcheck,
     marker,
     projects,
 )
@@ -120,14 +119,8 @@ def plan_build(name: str, allow_network: bool, defence_assets: str | None = None
     lock = tomllib.loads((project / "uv.lock").read_text(encoding="utf-8"))
     # uv finds a mismatch only by resolving, which offline needs a warm cache: compare the
     # two files first, so a stale lock is named on any machine (build, dry run and check)
-    if diffs := lockcheck.differences(project):
-        raise projects.lock_mismatch(loc, "; ".join(diffs[:5]) + (
-            f" (+{len(diffs) - 5} more)" if len(diffs) > 5 else ""))
-    if locked_host := hostlibs.locked(lock):
-        raise projects.lock_mismatch(loc, (
-            f"it locks {', '.join(locked_host)}, the worker host's own libraries, which "
-            "agentprov backends build installs from the running agentprov: remove them from "
-            "the project's dependencies and its [tool.uv.sources], and lock it again"))
+    if what := projects.lock_problem(loc):
+        raise projects.lock_mismatch(loc, what)
     # The no-build list: every package the lock takes from a registry is installed from a
     # wheel only; the backend's own path dependencies are the only builds.
     no_build = sorted(p["name"] for p in lock.get("package", [])

@@ -124,18 +124,45 @@ def lock_mismatch(loc: Located, what: str) -> AgentprovError:
                           backend=loc.name, origin=loc.origin, what=what)
 
 
+def lock_problem(loc: Located) -> str | None:
+    """What is wrong with a present project's lock, or ``None``: it does not record what
+    ``pyproject.toml`` declares (:mod:`agentprov_core.backend.lockcheck`), it locks the
+    worker host's own libraries (which the build installs from the running agentprov), or
+    it does not install the worker package the project names. ``plugins`` reports it and
+    ``backends build`` refuses it (``cli.environment.lock_mismatch``)."""
+    import tomllib
+
+    from packaging.utils import canonicalize_name
+
+    from agentprov_core.backend import hostlibs, lockcheck
+
+    assert loc.directory is not None
+    if diffs := lockcheck.differences(loc.directory):
+        return "; ".join(diffs[:5]) + (f" (+{len(diffs) - 5} more)" if len(diffs) > 5 else "")
+    lock = tomllib.loads((loc.directory / "uv.lock").read_text(encoding="utf-8"))
+    if host := hostlibs.locked(lock):
+        return (f"it locks {', '.join(host)}, the worker host's own libraries, which agentprov "
+                "backends build installs from the running agentprov: remove them from the "
+                "project's dependencies and its [tool.uv.sources], and lock it again")
+    worker = loc.entry.project.worker
+    if worker and canonicalize_name(worker) not in {
+            canonicalize_name(p.get("name", "")) for p in lock.get("package", [])}:
+        return (f"it does not install the worker package {worker} that the project names "
+                "(BackendProject.worker): add it to the project's dependencies, with a path "
+                "source for a worker package beside it, and lock it again")
+    return None
+
+
 def survey(check_locks: bool = True) -> list[dict[str, Any]]:
     """Every contributed backend project with its state, for ``agentprov plugins`` and
     ``agentprov info``: ``ok``, ``unlocked`` (a project slot with no ``uv.lock``),
     ``missing`` (its directory, or the ``pyproject.toml`` beside a lock, is not there), ``lock mismatch``
-    (``uv.lock`` does not record what ``pyproject.toml`` declares) or ``conflict`` (more
+    (:func:`lock_problem`) or ``conflict`` (more
     than one distribution contributes the name). Without ``check_locks`` (``info``, which
     reads the files' presence only: the comparison parses every lock) a project with both
     files is ``locked``, not ``ok``."""
     from agentprov_core.plugins import manager
 
-    if check_locks:
-        from agentprov_core.backend import lockcheck
     rows = []
     for name, found in sorted(manager().backends().items()):
         for entry in found:
@@ -154,8 +181,8 @@ def survey(check_locks: bool = True) -> list[dict[str, Any]]:
                 status, problem = "missing", missing(loc).message
             elif not check_locks:
                 status = "locked"
-            elif diffs := lockcheck.differences(loc.directory):
-                status, problem = "lock mismatch", lock_mismatch(loc, "; ".join(diffs[:3])).message
+            elif what := lock_problem(loc):
+                status, problem = "lock mismatch", lock_mismatch(loc, what).message
             rows.append({"name": name, "plugin": rec.name, "distribution": rec.distribution,
                          "version": rec.version, "package": p.package, "path": p.path,
                          "project": loc.where,
