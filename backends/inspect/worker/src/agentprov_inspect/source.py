@@ -6,12 +6,14 @@ with :mod:`agentprov_inspect.taskcode`) and :meth:`InspectWorkerSource.sample_id
 split's sample ids in dataset order, read from the dataset in the environment). The plan
 check refuses, by id, every sample a cell names that the chosen task and split lack.
 
-Cells are Inspect ``eval()`` calls, which this library does not run: :meth:`run_cell`
-refuses with a clear error until a worker package implements it.
+A cell is one Inspect ``eval()`` of its samples (:mod:`agentprov_inspect.cells`); the
+worker package says how its task is built (:meth:`InspectWorkerSource.build_task`) and which
+dataset files it reads (:meth:`InspectWorkerSource.stage_dataset`).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from agentprov_backend.catalogue import FORMAT
@@ -105,7 +107,32 @@ class InspectWorkerSource(WorkerSource):
                                     f"is outside {task['name']} split {split} ({len(ids)})")
         return problems
 
+    def stage_dataset(self, inspect: dict[str, Any], cache: Path) -> None:
+        """Copy the dataset files the plan's task and split read into ``cache`` (the
+        task's cache directory, inside the cell's staging directory), laid out as below
+        the environment's copy.
+
+        :param inspect: the request's ``inspect`` (``task``, ``split``, ``params``, …).
+        :param cache: the directory to copy into.
+        """
+        raise NotImplementedError
+
+    def build_task(self, inspect: dict[str, Any], judges: dict[str, Any]) -> Any:
+        """The Inspect ``Task`` of the plan: its task function called with the plan's
+        parameters and the judges.
+
+        :param inspect: the request's ``inspect``.
+        :param judges: an Inspect ``Model`` per judge role, over the recording transport.
+        """
+        raise NotImplementedError
+
     def run_cell(self, request: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError(
-            f"the {self.name} worker runs no cells in this build: Inspect's eval() cells "
-            "are not served here (catalogue and plan check only)")
+        """One ``inspect_ai.eval()`` of the cell's samples (:func:`agentprov_inspect.cells.run_cell`).
+
+        :param request: the ``run-cell`` request; besides the common fields, ``inspect``
+            (the plan's ``task``, ``split``, ``epochs``, ``limits``, ``judges``, ``params``,
+            ``max_connections``) and ``cell.samples`` (``{"id": …}`` or ``{"index": …}``).
+        """
+        from agentprov_inspect import cells
+
+        return cells.run_cell(self, request)

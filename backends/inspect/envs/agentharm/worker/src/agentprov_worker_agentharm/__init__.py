@@ -12,6 +12,8 @@ this package's policy, stated here: which parameters are offered, the range of
 from __future__ import annotations
 
 import re
+import shutil
+from pathlib import Path
 from typing import Any
 
 from agentprov_inspect import dataset, taskcode
@@ -97,8 +99,35 @@ class AgentHarmSource(InspectWorkerSource):
     def _records(self, stem: str, split: str) -> list[dict[str, Any]]:
         return dataset.records(dataset_file(stem, split), "behaviors")
 
-    def sample_ids(self, task: str, split: str) -> list[str]:
-        return [str(r.get("id")) for r in self._records(TASKS[task][1], split)]
+    def sample_ids(self, task: str, split: str | None) -> list[str]:
+        return [str(r.get("id")) for r in self._records(TASKS[task][1], self._split(task, split))]
+
+    def _split(self, task: str, split: str | None) -> str:
+        if split is not None:
+            return split
+        return str(taskcode.parameters(TASK_MODULE, TASKS[task][0])["split"].default)
+
+    def stage_dataset(self, inspect: dict[str, Any], cache: Path) -> None:
+        """The one file the task reads (its stem's file of the split), copied to where
+        inspect_evals looks below ``cache``; the loader writes its ``.jsonl`` beside it."""
+        task = inspect["task"]
+        src = dataset_file(TASKS[task][1], self._split(task, inspect.get("split")))
+        dest = cache / ROOT / src.relative_to(dataset.root(DATASET) / ROOT)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+
+    def build_task(self, inspect: dict[str, Any], judges: dict[str, Any]) -> Any:
+        """The task function called with the plan's parameters (the default agent's go in
+        ``agent_kwargs``) and the judges as ``Model`` objects (the functions take
+        ``str | Model``)."""
+        import importlib
+
+        task = inspect["task"]
+        fn = getattr(importlib.import_module(TASK_MODULE), TASKS[task][0])
+        params = dict(inspect.get("params") or {})
+        agent_kwargs = {k: params.pop(k) for k in AGENT_PARAMS if k in params}
+        params["split"] = self._split(task, inspect.get("split") or params.get("split"))
+        return fn(**params, **judges, **({"agent_kwargs": agent_kwargs} if agent_kwargs else {}))
 
 
 SOURCE = AgentHarmSource()

@@ -1,0 +1,158 @@
+"""One Inspect cell: one ``inspect_ai.eval()`` of the cell's samples, in the forked,
+confined cell process, every model call recorded.
+
+The agent and every judge are Inspect's OpenAI-compatible provider
+(``openai-api/agentprov/<model>``) at the agent's base URL and key, each built by
+``get_model(..., http_client=...)``: ``http_client`` is a documented model argument of
+that provider, which hands it to the ``openai.AsyncOpenAI`` client it builds. The client is
+the SDK's stock ``DefaultAsyncHttpxClient`` with its transports wrapped by the recording
+transport (:func:`agentprov_backend.recording.wrap_async_client`), so every wire attempt of
+the agent and of the judges is written to the session's capture log before it leaves.
+Judges reach the task as ``Model`` objects (the AgentHarm task functions take
+``str | Model``), so the task's own ``get_model(judge)`` returns them unchanged.
+
+Retries: Inspect's are fixed at one per model call (``max_retries=1`` on every model and on
+the eval), and the SDK's own are off (``max_retries=0`` on the client), so a call makes at
+most two wire attempts (D-740's K = 1).
+
+The dataset: inspect_evals' loader writes a ``.jsonl`` beside the file it reads, and reads
+its cache directory once, when ``inspect_evals`` is imported. The cell copies the files the
+task reads into ``<staging>/inspect_evals_cache/`` (Landlock lets it write only there and in
+its private home), points ``INSPECT_EVALS_CACHE_DIR`` at the copy and only then imports the
+task module. The copy is removed when the cell ends. The ``.eval`` log is written to
+``<staging>/inspect/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import traceback
+from pathlib import Path
+from typing import Any
+
+#: the harness effects on what the models saw, as the capture header declares them
+DECLARED = [
+    "recording_transport@1 mode: observe",
+    "inspect_retries@1 max_retries: 1 (Inspect), 0 (SDK)",
+    "inspect_model@1 provider: openai-api (agent and judges at the agent's endpoint)",
+]
+#: where the cell's ``.eval`` log is written, below staging
+LOG_DIR = "inspect"
+#: the writable copy of the dataset, below staging (the task's cache directory)
+CACHE_DIR = "inspect_evals_cache"
+#: the provider's service name: ``openai-api/<service>/<model>``
+SERVICE = "agentprov"
+
+
+def api_key(agent: dict[str, Any]) -> str:
+    """The agent's key from the variable ``agent["key_env"]`` names (T0 puts it in the
+    worker's environment, never in argv or a file); a placeholder for a scripted or
+    keyless endpoint."""
+    key = os.environ.get(agent["key_env"]) if agent.get("key_env") else None
+    return key or ("agentprov-scripted" if agent.get("scripted") else "agentprov-no-key")
+
+
+def recording_model(model_id: str, agent: dict[str, Any], writer: Any) -> Any:
+    """An Inspect ``Model`` for ``model_id`` at the agent's endpoint, over the recording
+    transport: Inspect retries once, the SDK never."""
+    import openai
+    from agentprov_backend.recording import shared_tls_context, wrap_async_client
+    from inspect_ai.model import GenerateConfig, get_model
+
+    kwargs: dict[str, Any] = {}
+    if shared_tls_context() is not None:
+        kwargs["verify"] = shared_tls_context()
+    http_client = wrap_async_client(openai.DefaultAsyncHttpxClient(**kwargs), writer)
+    return get_model(f"openai-api/{SERVICE}/{model_id}", base_url=agent["base_url"],
+                     api_key=api_key(agent), config=GenerateConfig(max_retries=1),
+                     memoize=False, http_client=http_client, max_retries=0)
+
+
+def sample_ids(source: Any, insp: dict[str, Any], samples: list[dict[str, Any]]) -> list[str]:
+    """The cell's samples as ids of the plan's split (an index is one of dataset order)."""
+    task = insp["task"]
+    split = insp.get("split")
+    order: list[str] | None = None
+    out = []
+    for s in samples:
+        if "id" in s:
+            out.append(str(s["id"]))
+        else:
+            if order is None:
+                order = source.sample_ids(task, split)
+            out.append(order[int(s["index"])])
+    return out
+
+
+def run_cell(source: Any, req: dict[str, Any]) -> dict[str, Any]:
+    """Run the Inspect cell ``req`` describes with ``source`` (an
+    :class:`agentprov_inspect.source.InspectWorkerSource`); returns the cell's result."""
+    from agentprov_backend.source import open_capture
+
+    staging = Path(req["staging"])
+    agent = req["agent"]
+    writer = open_capture(req, DECLARED, element="inspect_ai/openai-api",
+                          inspect=_header(req.get("inspect") or {}))
+    result: dict[str, Any] = {"status": "errored", "utility": None, "security": None,
+                              "setup_refusal": None, "native_log": None, "error": None}
+    try:
+        result.update(_run(source, req, writer, staging, agent))
+    except BaseException as exc:  # noqa: BLE001 - a cell's failure is evidence, not a crash
+        writer.append("note", code="cell.exception", text="".join(
+            traceback.format_exception_only(type(exc), exc)).strip(),
+            traceback="".join(traceback.format_exception(exc))[-4000:])
+        result.update(status="errored", error=f"{type(exc).__name__}: {exc}")
+        if not writer.ended:
+            writer.end("errored", reason=result["error"])
+    finally:
+        shutil.rmtree(staging / CACHE_DIR, ignore_errors=True)
+    (staging / "result.json").write_text(json.dumps(result, sort_keys=True), encoding="utf-8")
+    return result
+
+
+def _header(insp: dict[str, Any]) -> dict[str, Any]:
+    from agentprov_backend.source import no_floats
+
+    return no_floats({k: insp.get(k) for k in ("task", "split", "epochs", "limits", "judges",
+                                               "params", "max_connections")})
+
+
+def _run(source: Any, req: dict[str, Any], writer: Any, staging: Path,
+         agent: dict[str, Any]) -> dict[str, Any]:
+    insp = req["inspect"]
+    ids = sample_ids(source, insp, list(req["cell"].get("samples") or []))
+    cache = staging / CACHE_DIR
+    source.stage_dataset(insp, cache)
+    os.environ["INSPECT_EVALS_CACHE_DIR"] = str(cache)  # read once, at inspect_evals' import
+
+    from inspect_ai import eval as inspect_eval
+
+    model = recording_model(agent["model_id"], agent, writer)
+    judges = {role: recording_model(m, agent, writer)
+              for role, m in sorted((insp.get("judges") or {}).items())}
+    task = source.build_task(insp, judges)
+    limits = insp.get("limits") or {}
+    logs = inspect_eval(
+        task, model=model, sample_id=ids, epochs=int(insp.get("epochs") or 1),
+        message_limit=limits.get("message_limit"), token_limit=limits.get("token_limit"),
+        time_limit=limits.get("time_limit"), max_connections=int(insp.get("max_connections") or 4),
+        max_retries=1, fail_on_error=False, log_dir=str(staging / LOG_DIR), log_format="eval",
+        display="none", score=True)
+    log = logs[0]
+    path = Path(log.location)
+    errored = [f"{s.id}/{s.epoch}" for s in (log.samples or []) if s.error is not None]
+    if log.status != "success":
+        status, reason = ("errored" if log.status == "error" else "incomplete"), \
+            f"the eval ended {log.status}" + (f": {log.error.message}" if log.error else "")
+    elif errored:
+        status, reason = "incomplete", "sample(s) errored in the harness: " + ", ".join(errored)
+    else:
+        status, reason = "complete", None
+    native = str(path.relative_to(staging)) if path.is_file() else None
+    if native is None:
+        status, reason = "incomplete", f"no .eval log at {path.name}"
+    writer.end(status, reason=reason, samples=len(ids), eval_status=log.status)
+    return {"status": status, "native_log": native, "error": reason if status != "complete"
+            else None}
