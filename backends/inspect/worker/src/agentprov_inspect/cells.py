@@ -9,7 +9,9 @@ the SDK's stock ``DefaultAsyncHttpxClient`` with its transports wrapped by the r
 transport (:func:`agentprov_backend.recording.wrap_async_client`), so every wire attempt of
 the agent and of the judges is written to the session's capture log before it leaves.
 Judges reach the task as ``Model`` objects (the AgentHarm task functions take
-``str | Model``), so the task's own ``get_model(judge)`` returns them unchanged.
+``str | Model``), so the task's own ``get_model(judge)`` returns them unchanged; each is
+built with its role (``get_model(role=...)``) and passed as the eval's ``model_roles``, so
+the ``.eval`` log tells a judge's calls from the agent's even on the same model.
 
 Retries: Inspect's are fixed at one per model call (``max_retries=1`` on every model and on
 the eval), and the SDK's own are off (``max_retries=0`` on the client), so a call makes at
@@ -54,9 +56,11 @@ def api_key(agent: dict[str, Any]) -> str:
     return key or ("agentprov-scripted" if agent.get("scripted") else "agentprov-no-key")
 
 
-def recording_model(model_id: str, agent: dict[str, Any], writer: Any) -> Any:
+def recording_model(model_id: str, agent: dict[str, Any], writer: Any,
+                    role: str | None = None) -> Any:
     """An Inspect ``Model`` for ``model_id`` at the agent's endpoint, over the recording
-    transport: Inspect retries once, the SDK never."""
+    transport: Inspect retries once, the SDK never. A judge's ``role`` (``get_model``'s
+    own argument) is stamped on each of its model events and on its usage in the log."""
     import openai
     from agentprov_backend.recording import shared_tls_context, wrap_async_client
     from inspect_ai.model import GenerateConfig, get_model
@@ -67,7 +71,7 @@ def recording_model(model_id: str, agent: dict[str, Any], writer: Any) -> Any:
     http_client = wrap_async_client(openai.DefaultAsyncHttpxClient(**kwargs), writer)
     return get_model(f"openai-api/{SERVICE}/{model_id}", base_url=agent["base_url"],
                      api_key=api_key(agent), config=GenerateConfig(max_retries=1),
-                     memoize=False, http_client=http_client, max_retries=0)
+                     memoize=False, role=role, http_client=http_client, max_retries=0)
 
 
 def sample_ids(source: Any, insp: dict[str, Any], samples: list[dict[str, Any]]) -> list[str]:
@@ -130,7 +134,7 @@ def _run(source: Any, req: dict[str, Any], writer: Any, staging: Path,
     from inspect_ai import eval as inspect_eval
 
     model = recording_model(agent["model_id"], agent, writer)
-    judges = {role: recording_model(m, agent, writer)
+    judges = {role: recording_model(m, agent, writer, role)
               for role, m in sorted((insp.get("judges") or {}).items())}
     task = source.build_task(insp, judges)
     limits = insp.get("limits") or {}
@@ -138,8 +142,8 @@ def _run(source: Any, req: dict[str, Any], writer: Any, staging: Path,
         task, model=model, sample_id=ids, epochs=int(insp.get("epochs") or 1),
         message_limit=limits.get("message_limit"), token_limit=limits.get("token_limit"),
         time_limit=limits.get("time_limit"), max_connections=int(insp.get("max_connections") or 4),
-        max_retries=1, fail_on_error=False, log_dir=str(staging / LOG_DIR), log_format="eval",
-        display="none", score=True)
+        model_roles=judges, max_retries=1, fail_on_error=False,
+        log_dir=str(staging / LOG_DIR), log_format="eval", display="none", score=True)
     log = logs[0]
     path = Path(log.location)
     errored = [f"{s.id}/{s.epoch}" for s in (log.samples or []) if s.error is not None]

@@ -1,0 +1,291 @@
+"""One AgentHarm cell in the real inspect-agentharm environment: one ``inspect_ai.eval()``
+of two fixture samples, run by the environment's own worker (a forked, Landlock-confined
+child), with the agent and both judges answered by an OpenAI-style server on loopback.
+
+The environment is built for this module from the project's fixture with one change: the
+validation split's first behaviour offers ``get_contacts``, ``create_meme_image`` and
+``share_on_pinterest`` and is graded by ``grade_pinterest_memes``, whose semantic judge is
+called when ``create_meme_image`` was called with its texts. No behaviour of the stock
+fixture reaches the semantic judge (its tool pairs never include the tool a grading function
+hands to the judge), and its ``grade_setup_meeting_location`` behaviours fail in the
+grader (it reads a third target function): the cell would prove neither judge's routing.
+
+The server is a small stand-in for a model (a model cannot run here): it answers by what it
+is asked, so that the agent's and the judges' calls may arrive in any order. The agent's
+first call of a sample gets a tool call, its next one a final answer; the refusal judge's
+prompt gets "Answer: No", the semantic judge's "pass".
+
+What is proved: the cell completes; the ``.eval`` log is in staging and Inspect's own
+``read_eval_log`` reads it; the capture log's chain checks, ends ``complete`` and holds one
+wire request per model call Inspect recorded (the ``.eval`` log's model events), which is
+also the number of requests the server answered; the judges' calls are among them; the
+writable dataset copy is gone when the cell ends."""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import agentprov_capture
+import pytest
+from conftest import BuiltEnv, child_env
+
+from agentprov_core.backend.workerclient import scrubbed_env, worker_argv
+from agentprov_core.testing import agentharm_fixture
+
+VALIDATION = "benchmark/harmful_behaviors_validation.json"
+#: the first validation behaviour, as this module's fixture changes it
+MEMES = {"target_functions": ["get_contacts", "create_meme_image", "share_on_pinterest"],
+         "grading_function": "grade_pinterest_memes"}
+
+REFUSAL_MARK = "Answer:"  # the refusal judge's prompt asks for "Answer: Yes/No"
+
+
+class StandIn(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.seen = {"agent": 0, "refusal_judge": 0, "semantic_judge": 0}
+        self.lock = threading.Lock()
+        #: how many of the agent's first requests are answered HTTP 500
+        self.fail_agent = 0
+
+
+def _tool_call(n: int, tool: dict) -> dict:
+    """A call of ``tool`` with every required argument: a string "fixture", else 1."""
+    fn = tool["function"]
+    props = (fn.get("parameters") or {}).get("properties") or {}
+    required = (fn.get("parameters") or {}).get("required") or []
+    args = {k: ("fixture" if props.get(k, {}).get("type", "string") == "string" else 1)
+            for k in required}
+    return {"id": f"call_{n}", "type": "function",
+            "function": {"name": fn["name"], "arguments": json.dumps(args)}}
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        msgs = body.get("messages") or []
+        text = json.dumps(msgs)
+        if body.get("tools"):
+            kind = "agent"
+            if any(m.get("role") == "tool" for m in msgs):
+                message = {"role": "assistant", "content": "Here is the note for the group."}
+            else:
+                message = {"role": "assistant", "content": None,  # every offered tool
+                           "tool_calls": [_tool_call(n, t) for n, t in enumerate(body["tools"])]}
+        elif REFUSAL_MARK in text:
+            kind, message = "refusal_judge", {"role": "assistant",
+                                              "content": "It helps. Answer: No"}
+        else:
+            kind, message = "semantic_judge", {"role": "assistant", "content": "pass"}
+        with self.server.lock:
+            self.server.seen[kind] += 1
+            fail = kind == "agent" and self.server.fail_agent > 0
+            self.server.fail_agent -= fail
+        if fail:
+            data = json.dumps({"error": {"message": "stand-in fault", "type": "server_error"}})
+            self.send_response(500)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data.encode())
+            return
+        reply = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0,
+                 "model": body.get("model"),
+                 "choices": [{"index": 0, "message": message,
+                              "finish_reason": "tool_calls" if message.get("tool_calls")
+                              else "stop"}],
+                 "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture(scope="module")
+def cells_env(tmp_path_factory) -> BuiltEnv:
+    """The inspect-agentharm environment, built from the fixture as the module says."""
+    home = tmp_path_factory.mktemp("e2e-agentharm-cells-home")
+    fixture = home / "fixture"
+    agentharm_fixture.write(fixture)
+    path = fixture / VALIDATION
+    doc = json.loads(path.read_text())
+    for b in doc["behaviors"]:
+        if b["id_original"] == doc["behaviors"][0]["id_original"]:
+            b.update(MEMES)
+    path.write_text(json.dumps(doc))
+    e = child_env()
+    e["AGENTPROV_HOME"] = str(home)
+    p = subprocess.run([sys.executable, "-m", "agentprov_core", "backends", "build", "agentharm",
+                        "--dataset", str(fixture), "--allow-network"],
+                       capture_output=True, text=True, env=e, timeout=1200)
+    assert p.returncode == 0, p.stdout + p.stderr
+    env_dir = Path(p.stdout.split(" built at ")[1].split(" (")[0])
+    return BuiltEnv(home, env_dir.name, env_dir)
+
+
+@pytest.fixture
+def stand_in():
+    server = StandIn()
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+#: read in the environment (inspect_ai is there): the .eval log's status, the roles of the
+#: eval's models, and each sample's model events (their roles and Inspect's retries)
+READ_LOG = r"""
+import json, sys
+from inspect_ai.log import read_eval_log
+log = read_eval_log(sys.argv[1])
+out = {"status": log.status, "task": log.eval.task, "model": log.eval.model,
+       "model_roles": sorted(log.eval.model_roles or {}),
+       "max_retries": log.plan.config.max_retries, "samples": []}
+for s in log.samples:
+    events = [e for e in s.events if e.event == "model"]
+    out["samples"].append({"id": s.id, "epoch": s.epoch, "error": s.error is not None,
+                           "roles": [e.role for e in events],
+                           "retries": sum(e.retries or 0 for e in events),
+                           "failed": sum(e.error is not None for e in events),
+                           "scores": sorted(s.scores or {})})
+print(json.dumps(out))
+"""
+
+
+def _timed_import(env_dir, module: str) -> float:
+    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+    p = subprocess.run([str(env_dir / "bin" / "python"), "-c", code], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return float(p.stdout)
+
+
+def run_cell(env: BuiltEnv, server: StandIn, tmp_path: Path, samples: list[dict]):
+    """One run-cell request to the environment's worker (then a shutdown): (its result, the
+    session's staging directory, the worker request's wall time in seconds)."""
+    root = tmp_path / "staging"
+    root.mkdir()
+    session = root / "s-cell1"
+    session.mkdir()
+    req = {"id": 1, "type": "run-cell", "session_id": "s-cell1", "staging": str(session),
+           "source": "agentharm", "benchmark_version": None, "defence": "none",
+           # the cell as T0's launch sends it (attempt.py), with the samples it must add
+           "cell": {"suite": None, "user_task_id": None, "attack": None,
+                    "injection_task_id": None, "kind": "samples", "cell_key": "k1",
+                    "samples": samples},
+           "unit": "u1", "attempt": 1, "backend": {}, "plan_sha256": "0" * 64,
+           "config_digest": "sha256:" + "0" * 64, "timeout_s": 600,
+           "agent": {"scripted": True, "base_url": f"http://127.0.0.1:{server.server_port}/v1",
+                     "model_id": "scripted", "pipeline_name": "scripted", "key_env": None},
+           "inspect": INSPECT}
+    lines = json.dumps(req) + "\n" + json.dumps({"id": 0, "type": "shutdown"}) + "\n"
+    t = time.perf_counter()
+    p = subprocess.run(worker_argv(env.env_dir), input=lines, text=True, capture_output=True,
+                       env=scrubbed_env(env.env_dir, root), cwd=root, timeout=900)
+    wall = time.perf_counter() - t
+    assert p.returncode == 0, p.stderr[-4000:]
+    replies = {r["id"]: r for r in map(json.loads, p.stdout.splitlines())}
+    assert replies[1]["ok"], replies[1]
+    result = replies[1]["result"]
+    assert result["status"] == "complete", (result, p.stderr[-4000:])
+    return result, session, wall
+
+
+def read_log(env: BuiltEnv, path: Path) -> dict:
+    r = subprocess.run([str(env.env_dir / "bin" / "python"), "-c", READ_LOG, str(path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+INSPECT = {"task": "inspect_evals/agentharm", "split": "val", "epochs": 1,
+           "limits": {"message_limit": 10, "token_limit": 20000, "time_limit": 600},
+           "judges": {"refusal_judge": "scripted", "semantic_judge": "scripted"},
+           "params": {}, "max_connections": 2}
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-25.1", "R-25.4", "R-25.23")
+def test_one_agentharm_cell_runs_and_every_model_call_is_recorded(cells_env, stand_in,
+                                                                   tmp_path):
+    ids = [b["id"] for b in json.loads((cells_env.home / "fixture" / VALIDATION).read_text())
+           ["behaviors"]]
+    result, session, wall = run_cell(cells_env, stand_in, tmp_path,
+                                     [{"index": 0}, {"id": ids[1]}])
+    native = result["native_log"]
+    assert native.startswith("inspect/") and native.endswith(".eval")
+    assert (session / native).is_file()
+    assert not (session / "inspect_evals_cache").exists()  # the dataset copy is removed
+
+    log = read_log(cells_env, session / native)
+    assert log["status"] == "success" and log["task"] == "inspect_evals/agentharm"
+    assert log["model"] == "openai-api/agentprov/scripted"
+    assert log["model_roles"] == ["refusal_judge", "semantic_judge"]
+    assert log["max_retries"] == 1  # the eval's, over the task's own 3
+    assert sorted(s["id"] for s in log["samples"]) == sorted(ids[:2])
+    assert not any(s["error"] for s in log["samples"])
+    assert all(s["scores"] for s in log["samples"])
+    # per sample: the agent's tool call and its answer, the semantic judge once
+    # (create_meme_image was called with its texts), the refusal judge once (the one
+    # assistant message with text); each model event carries its role
+    for s in log["samples"]:
+        assert sorted(s["roles"], key=str) == sorted(
+            [None, None, "refusal_judge", "semantic_judge"], key=str)
+    model_events = sum(len(s["roles"]) for s in log["samples"])
+    assert sum(s["retries"] for s in log["samples"]) == 0
+
+    chain = agentprov_capture.check((session / "capture.jsonl").read_bytes())
+    assert chain.ok, chain.problems
+    assert chain.end["status"] == "complete"
+    kinds = [rec["kind"] for rec in chain.records]
+    wire = [rec for rec in chain.records if rec["kind"] == "wire_request"]
+    assert len(wire) == kinds.count("wire_response")
+    # one wire request per model call Inspect recorded, and per request the server
+    # answered: the agent's and both judges'
+    assert stand_in.seen == {"agent": 4, "refusal_judge": 2, "semantic_judge": 2}
+    assert len(wire) == model_events == sum(stand_in.seen.values())
+    assert {rec["body"]["model"] for rec in wire} == {"scripted"}
+    assert sum("tools" in rec["body"] for rec in wire) == 4  # the agent's
+    header = chain.header
+    assert "recording_transport@1 mode: observe" in header["declared_instrumentation"]
+    assert header["inspect"]["judges"] == INSPECT["judges"]
+    assert header["cell"]["samples"] == [{"index": 0}, {"id": ids[1]}]
+    print(f"\nagentharm cell: {len(log['samples'])} samples, {model_events} model calls "
+          f"(server: {stand_in.seen}); worker request wall {wall:.2f}s; "
+          f"import inspect_ai {_timed_import(cells_env.env_dir, 'inspect_ai'):.2f}s, "
+          f"inspect_evals.agentharm "
+          f"{_timed_import(cells_env.env_dir, 'inspect_evals.agentharm'):.2f}s")
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-25.23")
+def test_a_failed_call_is_retried_once_by_inspect_and_never_by_the_sdk(cells_env, stand_in,
+                                                                       tmp_path):
+    """The agent's first request is answered HTTP 500: Inspect retries it (its
+    ``max_retries=1``), the SDK not at all (``max_retries=0``). Inspect records the failed
+    attempt as a model event of its own (with its error; ``retries`` stays unset), so the
+    wire attempts and the model events still pair one to one."""
+    stand_in.fail_agent = 1
+    result, session, _ = run_cell(cells_env, stand_in, tmp_path, [{"index": 0}])
+    log = read_log(cells_env, session / result["native_log"])
+    (sample,) = log["samples"]
+    assert not sample["error"] and sample["failed"] == 1 and sample["retries"] == 0
+    chain = agentprov_capture.check((session / "capture.jsonl").read_bytes())
+    assert chain.ok, chain.problems
+    responses = [rec for rec in chain.records if rec["kind"] == "wire_response"]
+    wire = [rec for rec in chain.records if rec["kind"] == "wire_request"]
+    assert [r["status"] for r in responses].count(500) == 1 and responses[0]["status"] == 500
+    assert len(wire) == len(sample["roles"]) == sum(stand_in.seen.values()) == 5
+    assert stand_in.seen == {"agent": 3, "refusal_judge": 1, "semantic_judge": 1}
