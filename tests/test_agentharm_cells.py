@@ -152,7 +152,8 @@ from inspect_ai.log import read_eval_log
 log = read_eval_log(sys.argv[1])
 out = {"status": log.status, "task": log.eval.task, "model": log.eval.model,
        "model_roles": sorted(log.eval.model_roles or {}),
-       "max_retries": log.plan.config.max_retries, "samples": []}
+       "max_retries": log.plan.config.max_retries, "dataset": log.eval.dataset.location,
+       "samples": []}
 for s in log.samples:
     events = [e for e in s.events if e.event == "model"]
     out["samples"].append({"id": s.id, "epoch": s.epoch, "error": s.error is not None,
@@ -217,7 +218,6 @@ INSPECT = {"task": "inspect_evals/agentharm", "split": "val", "epochs": 1,
 
 
 @pytest.mark.slow
-@pytest.mark.req("R-25.1", "R-25.4", "R-25.23")
 def test_one_agentharm_cell_runs_and_every_model_call_is_recorded(cells_env, stand_in,
                                                                    tmp_path):
     ids = [b["id"] for b in json.loads((cells_env.home / "fixture" / VALIDATION).read_text())
@@ -234,6 +234,9 @@ def test_one_agentharm_cell_runs_and_every_model_call_is_recorded(cells_env, sta
     assert log["model"] == "openai-api/agentprov/scripted"
     assert log["model_roles"] == ["refusal_judge", "semantic_judge"]
     assert log["max_retries"] == 1  # the eval's, over the task's own 3
+    # read from the cell's own copy (inspect_evals was first imported in the cell)
+    assert log["dataset"] == "inspect_evals_cache/agentharm_dataset/AgentHarm/benchmark/" \
+        "harmful_behaviors_validation.jsonl"
     assert sorted(s["id"] for s in log["samples"]) == sorted(ids[:2])
     assert not any(s["error"] for s in log["samples"])
     assert all(s["scores"] for s in log["samples"])
@@ -270,7 +273,6 @@ def test_one_agentharm_cell_runs_and_every_model_call_is_recorded(cells_env, sta
 
 
 @pytest.mark.slow
-@pytest.mark.req("R-25.23")
 def test_a_failed_call_is_retried_once_by_inspect_and_never_by_the_sdk(cells_env, stand_in,
                                                                        tmp_path):
     """The agent's first request is answered HTTP 500: Inspect retries it (its

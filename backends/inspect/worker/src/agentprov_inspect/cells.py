@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -131,12 +132,17 @@ def _run(source: Any, req: dict[str, Any], writer: Any, staging: Path,
     source.stage_dataset(insp, cache)
     os.environ["INSPECT_EVALS_CACHE_DIR"] = str(cache)  # read once, at inspect_evals' import
 
+    from agentprov_backend import timing
+
+    t = time.time()
     from inspect_ai import eval as inspect_eval
 
     model = recording_model(agent["model_id"], agent, writer)
     judges = {role: recording_model(m, agent, writer, role)
               for role, m in sorted((insp.get("judges") or {}).items())}
     task = source.build_task(insp, judges)
+    timing.emit("cell.inspect_setup", t, session=req["session_id"])  # imports, models, task
+    t = time.time()
     limits = insp.get("limits") or {}
     logs = inspect_eval(
         task, model=model, sample_id=ids, epochs=int(insp.get("epochs") or 1),
@@ -144,6 +150,7 @@ def _run(source: Any, req: dict[str, Any], writer: Any, staging: Path,
         time_limit=limits.get("time_limit"), max_connections=int(insp.get("max_connections") or 4),
         model_roles=judges, max_retries=1, fail_on_error=False,
         log_dir=str(staging / LOG_DIR), log_format="eval", display="none", score=True)
+    timing.emit("cell.inspect_eval", t, session=req["session_id"])
     log = logs[0]
     path = Path(log.location)
     errored = [f"{s.id}/{s.epoch}" for s in (log.samples or []) if s.error is not None]

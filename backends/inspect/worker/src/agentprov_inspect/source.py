@@ -53,6 +53,10 @@ class InspectWorkerSource(WorkerSource):
     backend: str = ""
     #: the distributions whose versions the catalogue's provenance records
     packages: tuple[str, ...] = ()
+    #: Inspect and the SDK, imported once in the campaign's forkserver (about 1.6 s a
+    #: cell otherwise); the task's own package is not: inspect_evals reads its cache
+    #: directory when imported, and each cell points it at its own copy first
+    preload = ("inspect_ai", "inspect_ai.model", "openai")
 
     def tasks(self) -> list[dict[str, Any]]:
         """The catalogue's tasks (``agentprov_core.catalogue.InspectTask``), with each
