@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -53,6 +54,8 @@ class StandIn(ThreadingHTTPServer):
         self.lock = threading.Lock()
         #: how many of the agent's first requests are answered HTTP 500
         self.fail_agent = 0
+        #: the authorization headers the requests carried
+        self.auth = set()
 
 
 def _tool_call(n: int, tool: dict) -> dict:
@@ -88,6 +91,7 @@ class Handler(BaseHTTPRequestHandler):
             kind, message = "semantic_judge", {"role": "assistant", "content": "pass"}
         with self.server.lock:
             self.server.seen[kind] += 1
+            self.server.auth.add(self.headers.get("authorization"))
             fail = kind == "agent" and self.server.fail_agent > 0
             self.server.fail_agent -= fail
         if fail:
@@ -173,9 +177,12 @@ def _timed_import(env_dir, module: str) -> float:
     return float(p.stdout)
 
 
-def run_cell(env: BuiltEnv, server: StandIn, tmp_path: Path, samples: list[dict]):
+def run_cell(env: BuiltEnv, server: StandIn, tmp_path: Path, samples: list[dict],
+             key: str | None = None):
     """One run-cell request to the environment's worker (then a shutdown): (its result, the
-    session's staging directory, the worker request's wall time in seconds)."""
+    session's staging directory, the worker request's wall time in seconds; the worker's
+    stdout and stderr). ``key``: the agent's key, in the worker's environment as T0 puts it
+    (the request names only the variable)."""
     root = tmp_path / "staging"
     root.mkdir()
     session = root / "s-cell1"
@@ -188,20 +195,25 @@ def run_cell(env: BuiltEnv, server: StandIn, tmp_path: Path, samples: list[dict]
                     "samples": samples},
            "unit": "u1", "attempt": 1, "backend": {}, "plan_sha256": "0" * 64,
            "config_digest": "sha256:" + "0" * 64, "timeout_s": 600,
-           "agent": {"scripted": True, "base_url": f"http://127.0.0.1:{server.server_port}/v1",
-                     "model_id": "scripted", "pipeline_name": "scripted", "key_env": None},
+           "agent": {"scripted": key is None,
+                     "base_url": f"http://127.0.0.1:{server.server_port}/v1",
+                     "model_id": "scripted", "pipeline_name": "scripted",
+                     "key_env": KEY_ENV if key is not None else None},
            "inspect": INSPECT}
     lines = json.dumps(req) + "\n" + json.dumps({"id": 0, "type": "shutdown"}) + "\n"
+    worker_env = scrubbed_env(env.env_dir, root)
+    if key is not None:
+        worker_env[KEY_ENV] = key
     t = time.perf_counter()
     p = subprocess.run(worker_argv(env.env_dir), input=lines, text=True, capture_output=True,
-                       env=scrubbed_env(env.env_dir, root), cwd=root, timeout=900)
+                       env=worker_env, cwd=root, timeout=900)
     wall = time.perf_counter() - t
     assert p.returncode == 0, p.stderr[-4000:]
     replies = {r["id"]: r for r in map(json.loads, p.stdout.splitlines())}
     assert replies[1]["ok"], replies[1]
     result = replies[1]["result"]
     assert result["status"] == "complete", (result, p.stderr[-4000:])
-    return result, session, wall
+    return result, session, wall, p.stdout + p.stderr
 
 
 def read_log(env: BuiltEnv, path: Path) -> dict:
@@ -211,6 +223,7 @@ def read_log(env: BuiltEnv, path: Path) -> dict:
     return json.loads(r.stdout)
 
 
+KEY_ENV = "AGENTPROV_TEST_AGENT_KEY"
 INSPECT = {"task": "inspect_evals/agentharm", "split": "val", "epochs": 1,
            "limits": {"message_limit": 10, "token_limit": 20000, "time_limit": 600},
            "judges": {"refusal_judge": "scripted", "semantic_judge": "scripted"},
@@ -222,8 +235,8 @@ def test_one_agentharm_cell_runs_and_every_model_call_is_recorded(cells_env, sta
                                                                    tmp_path):
     ids = [b["id"] for b in json.loads((cells_env.home / "fixture" / VALIDATION).read_text())
            ["behaviors"]]
-    result, session, wall = run_cell(cells_env, stand_in, tmp_path,
-                                     [{"index": 0}, {"id": ids[1]}])
+    result, session, wall, _ = run_cell(cells_env, stand_in, tmp_path,
+                                        [{"index": 0}, {"id": ids[1]}])
     native = result["native_log"]
     assert native.startswith("inspect/") and native.endswith(".eval")
     assert (session / native).is_file()
@@ -280,7 +293,7 @@ def test_a_failed_call_is_retried_once_by_inspect_and_never_by_the_sdk(cells_env
     attempt as a model event of its own (with its error; ``retries`` stays unset), so the
     wire attempts and the model events still pair one to one."""
     stand_in.fail_agent = 1
-    result, session, _ = run_cell(cells_env, stand_in, tmp_path, [{"index": 0}])
+    result, session, _, _ = run_cell(cells_env, stand_in, tmp_path, [{"index": 0}])
     log = read_log(cells_env, session / result["native_log"])
     (sample,) = log["samples"]
     assert not sample["error"] and sample["failed"] == 1 and sample["retries"] == 0
@@ -291,3 +304,41 @@ def test_a_failed_call_is_retried_once_by_inspect_and_never_by_the_sdk(cells_env
     assert [r["status"] for r in responses].count(500) == 1 and responses[0]["status"] == 500
     assert len(wire) == len(sample["roles"]) == sum(stand_in.seen.values()) == 5
     assert stand_in.seen == {"agent": 3, "refusal_judge": 1, "semantic_judge": 1}
+
+
+#: read in the environment: every entry of a .eval log (a ZIP of zstd entries, which
+#: Python 3.12's zipfile reads once inspect_ai has patched it), decompressed, to stdout
+DUMP_ENTRIES = r"""
+import sys, zipfile
+import inspect_ai.log  # noqa: F401 - patches zipfile for zstd
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for name in z.namelist():
+        sys.stdout.buffer.write(z.read(name))
+"""
+
+
+@pytest.mark.slow
+def test_the_agent_s_key_reaches_the_endpoint_and_nothing_written(cells_env, stand_in,
+                                                                  tmp_path):
+    """A unique key in the worker's environment is sent to the endpoint by the agent and
+    both judges, and is in no byte the cell wrote: staging (the capture log, the result,
+    the .eval log's entries decompressed), the worker's home and temporary directory (where
+    Inspect keeps its own trace logs) and the worker's output."""
+    sentinel = "sk-agentprov-sentinel-" + uuid.uuid4().hex
+    result, session, _, output = run_cell(cells_env, stand_in, tmp_path, [{"index": 0}],
+                                          key=sentinel)
+    assert stand_in.auth == {f"Bearer {sentinel}"}
+    assert stand_in.seen["refusal_judge"] and stand_in.seen["semantic_judge"]
+    root = session.parent
+    files = [p for p in root.rglob("*") if p.is_file()]
+    assert session / "capture.jsonl" in files and session / result["native_log"] in files
+    assert any(p.match("home/.local/share/inspect_ai/traces/*.log") for p in files)
+    for path in files:
+        assert sentinel.encode() not in path.read_bytes(), path
+    entries = subprocess.run([str(cells_env.env_dir / "bin" / "python"), "-c", DUMP_ENTRIES,
+                              str(session / result["native_log"])],
+                             capture_output=True, timeout=120)
+    assert entries.returncode == 0, entries.stderr
+    assert b'"refusal_judge"' in entries.stdout  # the entries were read, decompressed
+    assert sentinel.encode() not in entries.stdout
+    assert sentinel not in output
