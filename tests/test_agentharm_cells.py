@@ -54,6 +54,7 @@ class StandIn(ThreadingHTTPServer):
         self.lock = threading.Lock()
         #: how many of the agent's first requests are answered HTTP 500
         self.fail_agent = 0
+        self.fail_status = 500
         #: the authorization headers the requests carried
         self.auth = set()
 
@@ -96,7 +97,7 @@ class Handler(BaseHTTPRequestHandler):
             self.server.fail_agent -= fail
         if fail:
             data = json.dumps({"error": {"message": "stand-in fault", "type": "server_error"}})
-            self.send_response(500)
+            self.send_response(self.server.fail_status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
             self.end_headers()
@@ -178,7 +179,7 @@ def _timed_import(env_dir, module: str) -> float:
 
 
 def run_cell(env: BuiltEnv, server: StandIn, tmp_path: Path, samples: list[dict],
-             key: str | None = None):
+             key: str | None = None, expect: str = "complete"):
     """One run-cell request to the environment's worker (then a shutdown): (its result, the
     session's staging directory, the worker request's wall time in seconds; the worker's
     stdout and stderr). ``key``: the agent's key, in the worker's environment as T0 puts it
@@ -212,7 +213,7 @@ def run_cell(env: BuiltEnv, server: StandIn, tmp_path: Path, samples: list[dict]
     replies = {r["id"]: r for r in map(json.loads, p.stdout.splitlines())}
     assert replies[1]["ok"], replies[1]
     result = replies[1]["result"]
-    assert result["status"] == "complete", (result, p.stderr[-4000:])
+    assert result["status"] == expect, (result, p.stderr[-4000:])
     return result, session, wall, p.stdout + p.stderr
 
 
@@ -304,6 +305,26 @@ def test_a_failed_call_is_retried_once_by_inspect_and_never_by_the_sdk(cells_env
     assert [r["status"] for r in responses].count(500) == 1 and responses[0]["status"] == 500
     assert len(wire) == len(sample["roles"]) == sum(stand_in.seen.values()) == 5
     assert stand_in.seen == {"agent": 3, "refusal_judge": 1, "semantic_judge": 1}
+
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("status", [401, 403])
+def test_an_auth_failure_is_not_retried_and_the_cell_is_incomplete(cells_env, stand_in,
+                                                                   tmp_path, status):
+    """A 401 or 403 is not retried (so Inspect never rebuilds the client, which would be
+    an unrecorded one): the sample errors in the harness, is kept in the .eval log, and
+    the cell ends incomplete (D-743); the one attempt is recorded."""
+    stand_in.fail_agent, stand_in.fail_status = 1, status
+    result, session, _, _ = run_cell(cells_env, stand_in, tmp_path, [{"index": 0}],
+                                     expect="incomplete")
+    assert result["error"].startswith("sample(s) errored in the harness: ")
+    (sample,) = read_log(cells_env, session / result["native_log"])["samples"]
+    assert sample["error"] and sample["roles"] == [None] and sample["failed"] == 1
+    chain = agentprov_capture.check((session / "capture.jsonl").read_bytes())
+    assert chain.ok and chain.end["status"] == "incomplete"
+    assert [r["status"] for r in chain.records if r["kind"] == "wire_response"] == [status]
+    assert stand_in.seen == {"agent": 1, "refusal_judge": 0, "semantic_judge": 0}
 
 
 #: read in the environment: every entry of a .eval log (a ZIP of zstd entries, which

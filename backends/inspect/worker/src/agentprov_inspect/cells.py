@@ -94,14 +94,13 @@ def sample_ids(source: Any, insp: dict[str, Any], samples: list[dict[str, Any]])
 def run_cell(source: Any, req: dict[str, Any]) -> dict[str, Any]:
     """Run the Inspect cell ``req`` describes with ``source`` (an
     :class:`agentprov_inspect.source.InspectWorkerSource`); returns the cell's result."""
-    from agentprov_backend.source import open_capture
+    from agentprov_backend.source import RESULT_KEYS, open_capture
 
     staging = Path(req["staging"])
     agent = req["agent"]
     writer = open_capture(req, DECLARED, element="inspect_ai/openai-api",
                           inspect=_header(req.get("inspect") or {}))
-    result: dict[str, Any] = {"status": "errored", "utility": None, "security": None,
-                              "setup_refusal": None, "native_log": None, "error": None}
+    result: dict[str, Any] = dict.fromkeys(RESULT_KEYS) | {"status": "errored"}
     try:
         result.update(_run(source, req, writer, staging, agent))
     except BaseException as exc:  # noqa: BLE001 - a cell's failure is evidence, not a crash
