@@ -77,6 +77,9 @@ _reg("cli.usage.autodojo_options_without_attack", U, "usage",
 _reg("cli.usage.backend_plan", U, "usage",
      "the backend refused the plan: {detail}",
      "complete the plan as the message says")
+_reg("cli.usage.scripted_order", U, "usage",
+     "a scripted run of {source} with {samples} samples per cell and --max-connections {connections} has no reply order: the script's replies are taken in the order the calls arrive, and concurrent samples interleave them",
+     "add --max-connections 1 (or --cell-size 1) to a scripted run")
 _reg("cli.usage.model_missing", U, "usage",
      "name the model: --model SHORTHAND, --endpoint NAME --model-id ID, or --llm-script FILE",
      "add one of them")
@@ -324,9 +327,6 @@ _reg("run.unsupported.cell_bound", X, "cannot_run",
 _reg("run.unsupported.llm_element", X, "cannot_run",
      "--llm-element {element}.", "use the native element",
      "{reason}")
-_reg("run.unsupported.inspect_cells", X, "cannot_run",
-     "the cells of {source} cannot run in this build", "use --dry-run (the plan is checked by the worker) or --catalogue",
-     "The {backend} environment's worker serves {source}'s catalogue and checks its plans; it does not run Inspect's eval() cells in this build.")
 _reg("run.unsupported.campaign", X, "cannot_run",
      "a real-model campaign {what} is not in this build yet.", "use an OpenAI-style endpoint (an API through the egress proxy, or a local server on loopback), --llm-script or --dry-run",
      "This build runs real campaigns of AgentDojo-family sources with the native element on OpenAI-style endpoints; {why}")

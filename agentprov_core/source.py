@@ -107,6 +107,11 @@ class Source:
     def suites_of_plan(self, cells: list[Cell]) -> list[str]:
         return list(dict.fromkeys(c.suite for c in cells if c.suite))
 
+    def cell_request(self, doc: PlanDoc, cat: Catalogue) -> dict[str, Any]:
+        """What a ``run-cell`` request of this plan carries besides the cell and the agent
+        (the worker's source reads it); none for a plan of suites."""
+        return {}
+
 
 def load_catalogue_file(source: Source, path: Path) -> Catalogue:
     """A plugin's committed catalogue (a snapshot or a declared one), or exit 3."""
@@ -297,7 +302,11 @@ class InspectSource(Source):
         if split not in splits:
             raise refuse(f"[inspect].split: {split!r} is not a split; splits: "
                          + ", ".join(splits))
-        self._samples(insp, splits[split], refuse)
+        samples = self._samples(insp, splits[split], refuse)
+        per_cell = min(len(samples), insp.cell_size or (1 if ctx.capped else 25))
+        if ctx.scripted and per_cell > 1 and insp.max_connections > 1:
+            raise AgentprovError("cli.usage.scripted_order", source=self.meta.name,
+                                 samples=per_cell, connections=insp.max_connections)
 
     @staticmethod
     def _samples(insp: InspectPlan, split: Split, refuse) -> list[Any]:
@@ -392,3 +401,13 @@ class InspectSource(Source):
         return {"inspect": {"task": insp.task, "epochs": insp.epochs,
                             "limits": insp.limits, "judges": insp.judges,
                             "params": insp.params, "max_connections": insp.max_connections}}
+
+    def cell_request(self, doc: PlanDoc, cat: Catalogue) -> dict[str, Any]:
+        """The ``inspect`` block of every cell's request: the task, its split (``None``: the
+        task's default, as the worker's code reads it), epochs, limits, judges, parameters
+        and ``max_connections``. The agent's sampling parameters are not in it: the task
+        fixes them (D-742)."""
+        insp = doc.inspect or InspectPlan()
+        split = insp.split or insp.params.get("split")
+        return {"inspect": self.backend_config(doc, cat)["inspect"]
+                | {"split": str(split) if split is not None else None}}

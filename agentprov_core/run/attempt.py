@@ -65,11 +65,13 @@ def launch(prepared: Prepared, wc: WorkingCorpus, worker: Worker, live: Live, un
         "benchmark_version": plan.benchmark_version, "defence": plan.defence,
         "cell": {"suite": cell.suite, "user_task_id": cell.user_task_id, "attack": cell.attack,
                  "injection_task_id": cell.injection_task_id, "kind": cell.kind,
-                 "cell_key": cell.key},
+                 "cell_key": cell.key}
+        | ({"samples": list(cell.samples)} if cell.samples is not None else {}),
         "unit": unit.key, "attempt": unit.attempt, "agent": agent,
         "backend": prepared.identity, "plan_sha256": plan.plan_sha256,
         "config_digest": plan.config_digest, "timeout_s": o.get("cell_timeout") or 1800,
     }
+    req.update(prepared.source.cell_request(prepared.doc, prepared.catalogue))
     if local_model is not None:  # A14's observation before this cell: the session notes it
         req["local_model"] = local_model
     fault = testfaults.native_log_fault()

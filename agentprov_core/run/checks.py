@@ -77,6 +77,3 @@ def check_supported(prepared: Prepared) -> None:
                                    "build does not drive.")
     if why is not None:
         raise AgentprovError("run.unsupported.campaign", source=name, what=what, why=why)
-    if prepared.source.meta.kind != "suites":  # scripted: the worker serves no Inspect cells
-        raise AgentprovError("run.unsupported.inspect_cells", source=name,
-                             backend=prepared.source.meta.backend or name)
