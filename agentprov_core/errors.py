@@ -497,6 +497,7 @@ REGISTER_CODES: dict[str, str] = {
     "map.native_missing": "the session completed but the benchmark's native log is missing or unreadable (session incomplete)",
     "map.live_native_disagree": "the capture's view and the native log's view of the session differ (the live-versus-native check)",
     "map.unverifiable_accounting": "the calls the capture counts could not be checked against the worker's own count",
+    "map.sample_errored": "a sample errored in the harness (an Inspect cell): it is kept and imported, and its cell is incomplete (D-743)",
     "map.defence_mismatch": "the defence the capture records (installed, or in its header) is not the one the ledger planned for the session",
 }
 

@@ -137,12 +137,13 @@ def named_problem(mapper: str | None, evidence_format: str | None = None) -> str
     return None
 
 
-def mapper_for_source(source: str | None, evidence_format: str) -> Mapper:
-    """The mapper of the live evidence (of ``evidence_format``) of the source ``source``
-    (the corpus manifest's ``source``): the one its ``SourceMeta.mapper`` names, else the
-    first registered mapper that reads ``evidence_format`` (:func:`mapper_for`, as for a
-    source that is not installed). A run, its resumption and the checks before it choose
-    with this function, so every execution of a corpus is mapped by the same mapper.
+def mapper_for_source(source: str | None, evidence_format: str | None = None) -> Mapper:
+    """The mapper of the live evidence (of ``evidence_format``; by default the one the
+    source declares, ``SourceMeta.evidence_format``, or capture/0.1 for a source that is not
+    installed) of the source ``source`` (the corpus manifest's ``source``): the one its
+    ``SourceMeta.mapper`` names, else the first registered mapper that reads the format
+    (:func:`mapper_for`). A run, its resumption and the checks before it choose with this
+    function, so every execution of a corpus is mapped by the same mapper.
 
     :raises AgentprovError: ``cli.environment.mapper_missing`` (exit 3) when the named mapper
         is not registered or does not read ``evidence_format``.
@@ -151,6 +152,9 @@ def mapper_for_source(source: str | None, evidence_format: str) -> Mapper:
 
     entry = manager().sources().get(source) if source else None
     name = entry.source.meta.mapper if entry is not None else None
+    if evidence_format is None:
+        evidence_format = entry.source.meta.evidence_format if entry is not None \
+            else CAPTURE_FORMAT
     if name is None:
         return mapper_for(evidence_format)
     why = named_problem(name, evidence_format)

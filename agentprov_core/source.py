@@ -57,6 +57,10 @@ class SourceMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     #: (``capture/0.1``) and need different mappers; a named mapper that is not registered
     #: refuses the run (``cli.environment.mapper_missing``, exit 3)
     mapper: str | None = None
+    #: the format of the live evidence the mapper reads: ``capture/0.1`` (the wire log,
+    #: with the benchmark's native log beside it) or ``inspect-eval`` (an Inspect ``.eval``
+    #: log, with the wire log beside it, R-25.5)
+    evidence_format: str = "capture/0.1"
 
 
 @dataclass

@@ -66,7 +66,7 @@ def _contributed_by(row: dict[str, Any], entry) -> None:
     registered is the part's note."""
     from agentprov_core.backend import projects
     from agentprov_core.errors import AgentprovError
-    from agentprov_core.mapping import CAPTURE_FORMAT, MapperUnavailable, mapper_for_source
+    from agentprov_core.mapping import MapperUnavailable, mapper_for_source
     from agentprov_core.plugins import manager
 
     meta = entry.source.meta
@@ -77,7 +77,7 @@ def _contributed_by(row: dict[str, Any], entry) -> None:
     mapper = None
     if meta.backend is not None:
         try:
-            mapper = mapper_for_source(meta.name, CAPTURE_FORMAT)
+            mapper = mapper_for_source(meta.name)
         except MapperUnavailable:
             mapper = None
         except AgentprovError as exc:

@@ -12,12 +12,12 @@ from agentprov_core.cli.common import echo_json, format_option, table
 def source_rows(pm) -> list[dict[str, Any]]:
     """Every registered source with the mapper it names for its live evidence and why that
     mapper cannot map it (``problem``, ``None`` when it can or the source names none)."""
-    from agentprov_core.mapping import CAPTURE_FORMAT, named_problem
+    from agentprov_core.mapping import named_problem
 
     rows = []
     for name, entry in sorted(pm.sources().items()):
         mapper = entry.source.meta.mapper
-        why = named_problem(mapper, CAPTURE_FORMAT)
+        why = named_problem(mapper, entry.source.meta.evidence_format)
         rows.append({"name": name, "plugin": entry.plugin.name,
                      "distribution": entry.plugin.distribution,
                      "version": entry.plugin.version, "mapper": mapper,

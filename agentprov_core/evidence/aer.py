@@ -89,16 +89,18 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
 
 class Actor(msgspec.Struct, frozen=True, kw_only=True):
     """An actor of the session other than the agent: a defence (``kind: "defense"``), as
-    the worker observed it installed."""
+    the worker observed it installed, or a judge of an Inspect task (``kind: "judge"``,
+    ``judge0``, ``judge1``… in the order of the task's judge roles)."""
 
-    id: str  # e.g. "defense:tool_filter"; records name it in their ``actor``
-    kind: str  # "defense"
-    name: str  # the defence registry's name, e.g. "tool_filter"
+    id: str  # e.g. "defense:tool_filter", "judge0"; records name it in their ``actor``
+    kind: str  # "defense" | "judge"
+    name: str  # the defence registry's name ("tool_filter"), or the judge's role
     pipeline_name: Maybe = NOT_RECORDED  # the pipeline AgentDojo built ("local-tool_filter")
     elements: list[str] = []  # the pipeline elements the defence added or changed
     code_sha256: Maybe = NOT_RECORDED  # over its code files as installed (notes list them)
     parameters_sha256: Maybe = NOT_RECORDED  # of its parameters' canonical JSON
     weights_sha256: list[str] = []  # the weights it loads; none for the built-ins
+    model: str | UnsetType = UNSET  # a judge's model, as the plan names it
 
 
 class Header(msgspec.Struct, frozen=True, kw_only=True):

@@ -2,8 +2,10 @@
 
 For every attempt whose capture log is in the raw store (a quarantined attempt stored
 nothing, so it is not mapped), T0 asks the mapper of the corpus's source for the AER: the
-one its ``SourceMeta.mapper`` names (``agentdojo.capture``), else the registered mapper for
-``capture/0.1`` (:func:`agentprov_core.mapping.mapper_for_source`); it derives the SEM, PROV and validation from it
+one its ``SourceMeta.mapper`` names (``agentdojo.capture``, ``inspect.eval``), else the
+registered mapper for the source's evidence format, ``capture/0.1`` by default
+(:func:`agentprov_core.mapping.mapper_for_source`); it derives the SEM, PROV and validation
+from it
 (:func:`agentprov_core.evidence.derive.derive`, the same function ``recompute`` uses),
 writes the four files once under ``executions/<session id>/`` and appends the index line.
 
@@ -23,7 +25,6 @@ from agentprov_core.corpus.ledger import Attempt
 from agentprov_core.corpus.store import RawStore
 from agentprov_core.evidence.aer import AER, encode
 from agentprov_core.evidence.executions import Executions, IndexEntry
-from agentprov_core.mapping import CAPTURE_FORMAT
 
 
 @dataclass
@@ -82,7 +83,7 @@ def map_attempt(root: Path, attempt: Attempt, manifest: dict[str, Any], *,
     evidence = LiveEvidence(capture=cap_path.read_bytes(), native=native, attempt=attempt,
                             manifest=manifest, capture_path=_rel(root, cap_path),
                             native_path=native_rel)
-    mapper = mapper_for_source(manifest.get("source"), CAPTURE_FORMAT)
+    mapper = mapper_for_source(manifest.get("source"))
     aer = mapper.map(evidence)
     aer_bytes = encode(aer)
     files = _derive(aer, aer_bytes, root, skip_prov)

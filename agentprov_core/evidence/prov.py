@@ -76,6 +76,14 @@ def defence_agent_id(defense_id: str) -> str:
     return f"{ID_PREFIX}:agent/defence/{_part(defense_id)}"
 
 
+def actor_agent_id(actor: Any) -> str:
+    """The PROV agent of an actor of ``header.actors``: a defence's, or a judge's (by its
+    role: ``apid:agent/judge/refusal_judge``)."""
+    if actor.kind == "judge":
+        return f"{ID_PREFIX}:agent/judge/{_part(actor.name)}"
+    return defence_agent_id(actor.name)
+
+
 def file_entity_id(execution_id: str, name: str) -> str:
     return f"{ID_PREFIX}:{_part(execution_id)}/{name}.json"
 
@@ -171,6 +179,15 @@ def document(aer: AER, aer_bytes: bytes, sem: Any, sem_bytes: bytes) -> ProvDocu
         doc.actedOnBehalfOf(defence, environment)
         if actor is not None:
             by_actor[actor.id] = defence
+    for actor in h.actors if h.actors is not UNSET else []:
+        if actor.kind != "judge":
+            continue
+        judge = doc.agent(actor_agent_id(actor), [
+            ("prov:type", software), ("prov:type", typ("Judge")),
+            *_attrs(actor_id=actor.id, actor_kind=actor.kind, role=actor.name,
+                    model=actor.model if actor.model is not UNSET else None).items()])
+        doc.actedOnBehalfOf(judge, environment)
+        by_actor[actor.id] = judge
 
     # ---- the session
     t = h.task

@@ -20,8 +20,11 @@ Conventions (docs/formats/sem-0.1.md):
   defence's own included (they are billed calls of the same model), and
   ``defence_model_calls`` says how many of them were the defence's; ``tool_calls`` and
   ``tool_errors`` count the tools that ran, and ``denied_tool_calls`` the calls the defence
-  denied. The two fields are absent from the SEM of an AER without actors, so its bytes are
-  what they were.
+  denied. The two fields are absent from the SEM of an AER without a defence, so its bytes
+  are what they were.
+* **Judges** (an Inspect task's, actors of kind ``judge``): ``model_calls`` counts them too,
+  and ``judge_model_calls`` says how many of them were the judges' (D-770: judge calls are
+  counted apart from the agent's); absent from the SEM of an AER without judges.
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ class Sem(msgspec.Struct, frozen=True, kw_only=True):
     live_vs_native: str  # agree | disagree | unchecked
     defence_model_calls: int | UnsetType = UNSET  # of model_calls, the defence's own
     denied_tool_calls: int | UnsetType = UNSET  # tool calls the defence denied
+    judge_model_calls: int | UnsetType = UNSET  # of model_calls, the judges' (D-770)
 
 
 def wire_of(element: Any) -> str:
@@ -116,7 +120,9 @@ def derive(aer: AER) -> Sem:
     calls = [r for r in aer.records if isinstance(r, ModelCall)]
     tools = [r for r in aer.records if isinstance(r, ToolCall) and r.denied is not True]
     denied = [r for r in aer.records if isinstance(r, ToolCall) and r.denied is True]
-    actors = h.actors is not UNSET
+    kinds = {a.id: a.kind for a in h.actors} if h.actors is not UNSET else {}
+    defended = any(k != "judge" for k in kinds.values())
+    judged = "judge" in kinds.values()
     attacked = task.attack not in (None, "none")
     security = out.security
     if not attacked:
@@ -160,6 +166,9 @@ def derive(aer: AER) -> Sem:
         decisions=[r.code for r in aer.records if isinstance(r, Decision)],
         issues=sorted({i.code for i in out.issues}),
         live_vs_native=verdict(aer),
-        defence_model_calls=sum(1 for c in calls if c.actor is not UNSET) if actors else UNSET,
-        denied_tool_calls=len(denied) if actors else UNSET,
+        defence_model_calls=sum(1 for c in calls if c.actor is not UNSET
+                                and kinds.get(c.actor) != "judge") if defended else UNSET,
+        denied_tool_calls=len(denied) if defended else UNSET,
+        judge_model_calls=sum(1 for c in calls if c.actor is not UNSET
+                              and kinds.get(c.actor) == "judge") if judged else UNSET,
     )

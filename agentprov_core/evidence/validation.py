@@ -247,7 +247,7 @@ def _prov_tier(doc: Any, read_problems: list[Problem], record: Any, aer_bytes: b
         if rec.is_relation() and rec.get_type().localpart == "Association":
             (_, act), (_, ag) = rec.formal_attributes[:2]
             associated.setdefault(str(act), set()).add(str(ag))
-    agents = {a.id: provmod.defence_agent_id(a.name) for a in record.header.actors} \
+    agents = {a.id: provmod.actor_agent_id(a) for a in record.header.actors} \
         if record.header.actors is not UNSET else {}
 
     def by_actor(r: Any, identifier: str, what: str) -> None:

@@ -68,7 +68,7 @@ def warm_mapping(prepared: Prepared) -> None:
     from agentprov_core.evidence import derive, live_mapping  # noqa: F401
     from agentprov_core.mapping import mapper_for_source
 
-    mapper_for_source(prepared.source.meta.name, live_mapping.CAPTURE_FORMAT)
+    mapper_for_source(prepared.source.meta.name)
 
 
 class Mappings:

@@ -451,13 +451,14 @@ def gate_backend(name: str) -> None:
 
 def check_mapper(meta: Any) -> None:
     """A source that names the mapper of its live evidence (``SourceMeta.mapper``) needs it
-    registered and reading capture/0.1, before anything starts: every attempt it stored
-    would fail to map (``cli.environment.mapper_missing``, exit 3)."""
+    registered and reading the format of its live evidence (``SourceMeta.evidence_format``),
+    before anything starts: every attempt it stored would fail to map
+    (``cli.environment.mapper_missing``, exit 3)."""
     if meta.mapper is None:
         return
-    from agentprov_core.mapping import CAPTURE_FORMAT, mapper_for_source
+    from agentprov_core.mapping import mapper_for_source
 
-    mapper_for_source(meta.name, CAPTURE_FORMAT)
+    mapper_for_source(meta.name)
 
 
 def prepare(req: RunRequest) -> Prepared:

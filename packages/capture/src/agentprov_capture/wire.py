@@ -20,6 +20,9 @@ ALLOWED_HEADERS = frozenset({
     "transfer-encoding", "connection", "user-agent", "host", "date", "server", "retry-after",
     "retry-after-ms", "x-should-retry", "x-request-id", "request-id", "anthropic-version",
     "anthropic-beta",
+    # Inspect's id of a model request (a random id per request, no secret): the
+    # inspect.eval mapper pairs each model event of the .eval log with its wire attempt by it
+    "x-irid",
 })
 #: Header name prefixes recorded verbatim: the SDKs' telemetry, OpenAI's own headers
 #: (organization, project, version, processing time) and providers' rate limits.

@@ -19,6 +19,8 @@ class AgentHarm(InspectSource):
         live_status="partial",
         caveat="OpenRouter, a 4-sample probe (2026-10-23)",
         llm_elements=("native",),
+        mapper="inspect.eval",
+        evidence_format="inspect-eval",
     )
     # what T0 shows before the environment is built; the built environment's worker serves
     # the catalogue read from the installed code (provenance "worker")
