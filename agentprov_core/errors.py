@@ -77,9 +77,6 @@ _reg("cli.usage.autodojo_options_without_attack", U, "usage",
 _reg("cli.usage.backend_plan", U, "usage",
      "the backend refused the plan: {detail}",
      "complete the plan as the message says")
-_reg("cli.usage.scripted_order", U, "usage",
-     "a scripted run of {source} with {samples} samples per cell and --max-connections {connections} has no reply order: the script's replies are taken in the order the calls arrive, and concurrent samples interleave them",
-     "add --max-connections 1 (or --cell-size 1) to a scripted run")
 _reg("cli.usage.model_missing", U, "usage",
      "name the model: --model SHORTHAND, --endpoint NAME --model-id ID, or --llm-script FILE",
      "add one of them")

@@ -306,11 +306,7 @@ class InspectSource(Source):
         if split not in splits:
             raise refuse(f"[inspect].split: {split!r} is not a split; splits: "
                          + ", ".join(splits))
-        samples = self._samples(insp, splits[split], refuse)
-        per_cell = min(len(samples), insp.cell_size or (1 if ctx.capped else 25))
-        if ctx.scripted and per_cell > 1 and insp.max_connections > 1:
-            raise AgentprovError("cli.usage.scripted_order", source=self.meta.name,
-                                 samples=per_cell, connections=insp.max_connections)
+        self._samples(insp, splits[split], refuse)
 
     @staticmethod
     def _samples(insp: InspectPlan, split: Split, refuse) -> list[Any]:

@@ -34,10 +34,12 @@ AUTODOJO = ("AutoDojo's backend: its fork (aa458794) is not public, so `backends
             "holds no project and no AutoDojo environment can be built")
 AGENTDYN = ("AgentDyn's backend: its repository (SaFo-Lab/AgentDyn at 5353cf76) is not "
             "reachable from these machines, so `backends/agentdyn/` holds no project")
-INSPECT = ("the Inspect harness runs no cells: `backends/inspect/envs/agentharm/` builds (its "
-           "worker serves the catalogue and checks plans), but its worker does not run "
-           "Inspect's `eval()`, so `agentprov run agentharm` stops before any cell (exit 5); "
-           "no `inspect eval` runs")
+INSPECT = ("a real-model Inspect campaign: scripted AgentHarm campaigns run their cells end "
+           "to end (tests/test_agentharm_run.py), but against a real model `agentprov run "
+           "agentharm` is refused before consent (`run.unsupported.campaign`, exit 5)")
+DATASET = ("the pinned AgentHarm dataset (revision e23b3fe6) is not reachable from these "
+           "machines: the environment is built from a local copy or the project's fixture "
+           "(`--dataset DIR`), and says which")
 ESTIMATE = "`agentprov estimate` (no estimate, shipped priors or time model)"
 PRICES = "`agentprov prices` and its shipped price table"
 MODEL_FACTS = ("model facts (weight size, active parameters, KV cache per trace): no "
@@ -54,15 +56,13 @@ CACHE_CHECK = "verifying an attack cache against the pinned fork"
 
 # Behaviour this build does not have, one reason per requirement.
 NOT_BUILT = {
-    "R-2.12": INSPECT,
     "R-3.3": AUTODOJO,
     "R-3.4": AUTODOJO + "; its catalogue (declared, not verified) lists AgentDyn's three "
              "suites",
     "R-3.5": AGENTDYN,
-    "R-3.6": INSPECT,
     "R-4.6": AUTODOJO + ", nor its NLTK `punkt_tab`",
     "R-4.7": AGENTDYN + "; the worker's identity fix it needs is built (R-24.10)",
-    "R-4.8": INSPECT,
+    "R-4.8": DATASET,
     "R-5.6": "a git-pinned backend: AutoDojo's fork is not public and AgentDyn's repository is "
              "not reachable, so no git-pinned environment exists to check",
     "R-22.10": "`--defence-endpoint` is refused before anything starts (exit 5): no defence "
@@ -100,7 +100,8 @@ NOT_BUILT = {
                "unknown source (exit 2)",
     "R-25.32": ESTIMATE + "; the caps half (the D-740 bound replaces the 48-call constant "
                "for an Inspect plan) is tests/test_inspect_caps.py's",
-    "R-25.36": "judge pricing (D-770); " + INSPECT,
+    "R-25.36": "judge pricing (D-770): judge calls are counted apart in the SEM "
+               "(`judge_model_calls`), but no estimate prices them",
 }
 
 # A section that is one feature this build does not have: the reason of its requirements

@@ -277,20 +277,6 @@ def test_a_dry_run_checks_the_dataset_against_the_marker(agentharm_env):
 
 
 @pytest.mark.slow
-def test_a_run_of_cells_is_refused_cleanly(agentharm_env):
-    (agentharm_env.home / "script.json").write_text("[]")
-    corpora = agentharm_env.home / "corpora"
-    r = _cli(agentharm_env, "run", "agentharm", "--corpus", corpora / "ah2", "--campaign", "c",
-             "--task", "inspect_evals/agentharm", "--samples", "limit:1",
-             "--message-limit", "10", "--token-limit", "20000", "--time-limit", "600",
-             "--judge", "refusal_judge=m", "--judge", "semantic_judge=m",
-             "--llm-script", agentharm_env.home / "script.json")
-    assert (r.code, r.error["error"]) == (5, "run.unsupported.inspect_cells"), r.err
-    assert "does not run Inspect's eval() cells" in r.error["message"]
-    assert not (corpora / "ah2").exists()
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["altered", "missing", "added", "task file",
                                     "task file added"])
 def test_offline_check_names_a_damaged_file(agentharm_env, damage):

@@ -109,6 +109,7 @@ CONTRIBUTES = {
     "agentdyn": "source agentdyn; backend agentdyn",
     "agentharm": "source agentharm; backend inspect-agentharm",
     "autodojo": "source autodojo; backend autodojo",
+    "inspect-harness": "mapper inspect.eval",
     "rope": "source rope",
 }
 
@@ -130,19 +131,19 @@ def test_plugins_lists_the_mappers_each_plugin_contributes(cli):
     doc = json.loads(r.out)
     assert {p["name"]: p["mappers"] for p in doc["plugins"]} == {
         "agentprov.builtin": [], "agentdojo": ["agentdojo.capture"], "agentdyn": [],
-        "agentharm": [], "autodojo": [], "rope": []}
+        "agentharm": [], "autodojo": [], "inspect-harness": ["inspect.eval"], "rope": []}
     # the mapper each source names for its live evidence, all of them registered
     assert {s["name"]: (s["distribution"], s["mapper"], s["problem"])
             for s in doc["sources"]} == {
         "agentdojo": ("agentprov-agentdojo", "agentdojo.capture", None),
         "autodojo": ("agentprov-autodojo", "agentdojo.capture", None),
         "agentdyn": ("agentprov-agentdyn", "agentdojo.capture", None),
-        "agentharm": ("agentprov-agentharm", None, None),
+        "agentharm": ("agentprov-agentharm", "inspect.eval", None),
         "rope": ("agentprov-rope", None, None)}
     text = cli("plugins").out.splitlines()
     assert text[0].split() == ["Plugin", "Distribution", "Version", "Status", "Sources",
                                "Backends", "Mappers"]
-    rows = {line.split()[0]: line.split() for line in text[1:7]}
+    rows = {line.split()[0]: line.split() for line in text[1:8]}
     assert rows["agentdojo"][-1] == "agentdojo.capture"
     assert rows["autodojo"][-1] == "-" and rows["agentprov.builtin"][-1] == "-"
     # without agentprov-agentdojo, the sources that name its mapper are reported
@@ -167,10 +168,10 @@ def test_info_names_the_distribution_of_source_backend_and_mapper(cli):
         **{n: ("agentdojo.capture", {"source": dist(n), "backend": dist(n),
                                      "mapper": dist("agentdojo")})
            for n in ("agentdojo", "autodojo", "agentdyn")},
-        # an Inspect source names no mapper: the one for capture/0.1 maps its live evidence
-        "agentharm": ("agentdojo.capture", {"source": dist("agentharm"),
-                                            "backend": dist("agentharm"),
-                                            "mapper": dist("agentdojo")}),
+        # an Inspect source names the harness's mapper, from the harness's distribution
+        "agentharm": ("inspect.eval", {"source": dist("agentharm"),
+                                       "backend": dist("agentharm"),
+                                       "mapper": dist("inspect-harness")}),
         "rope": (None, {"source": dist("rope"), "backend": None, "mapper": None})}
     # the existing fields are kept
     assert parts["agentdojo"]["plugin"] == {"name": "agentdojo",
@@ -197,7 +198,7 @@ def test_info_names_the_distribution_of_source_backend_and_mapper(cli):
 def test_empty_allowlist_loads_no_plugin(cli):
     r = cli("plugins", "--format", "json", env={"AGENTPROV_LOAD_PLUGINS": ""})
     recs = json.loads(r.out)["plugins"]
-    assert [p["status"] for p in recs if p["name"] != "agentprov.builtin"] == ["not-allowed"] * 5
+    assert [p["status"] for p in recs if p["name"] != "agentprov.builtin"] == ["not-allowed"] * 6
     # a source whose plugin is not loaded is not runnable, and the refusal says what to do
     c = cli("run", "agentdojo", "--catalogue", env={"AGENTPROV_LOAD_PLUGINS": ""})
     assert (c.code, c.error["error"]) == (2, "cli.usage.source_disabled")

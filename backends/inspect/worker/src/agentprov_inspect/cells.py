@@ -41,6 +41,9 @@ DECLARED = [
     "inspect_retries@1 max_retries: 1 (Inspect), 0 (SDK)",
     "inspect_model@1 provider: openai-api (agent and judges at the agent's endpoint)",
 ]
+#: declared too in a scripted cell, whose samples run one at a time: the script's replies
+#: are taken in the order the calls arrive, and concurrent samples would interleave them
+SCRIPTED_ORDER = "scripted_order@1 max_samples: 1 (one sample at a time)"
 #: where the cell's ``.eval`` log is written, below staging
 LOG_DIR = "inspect"
 #: the writable copy of the dataset, below staging (the task's cache directory)
@@ -98,7 +101,8 @@ def run_cell(source: Any, req: dict[str, Any]) -> dict[str, Any]:
 
     staging = Path(req["staging"])
     agent = req["agent"]
-    writer = open_capture(req, DECLARED, element="inspect_ai/openai-api",
+    declared = DECLARED + ([SCRIPTED_ORDER] if agent.get("scripted") else [])
+    writer = open_capture(req, declared, element="inspect_ai/openai-api",
                           inspect=_header(req.get("inspect") or {}))
     result: dict[str, Any] = dict.fromkeys(RESULT_KEYS) | {"status": "errored"}
     try:
@@ -147,6 +151,7 @@ def _run(source: Any, req: dict[str, Any], writer: Any, staging: Path,
         task, model=model, sample_id=ids, epochs=int(insp.get("epochs") or 1),
         message_limit=limits.get("message_limit"), token_limit=limits.get("token_limit"),
         time_limit=limits.get("time_limit"), max_connections=int(insp.get("max_connections") or 4),
+        max_samples=1 if agent.get("scripted") else None,
         model_roles=judges, max_retries=1, fail_on_error=False,
         log_dir=str(staging / LOG_DIR), log_format="eval", display="none", score=True)
     timing.emit("cell.inspect_eval", t, session=req["session_id"])
