@@ -2,13 +2,10 @@
 of two fixture samples, run by the environment's own worker (a forked, Landlock-confined
 child), with the agent and both judges answered by an OpenAI-style server on loopback.
 
-The environment is built for this module from the project's fixture with one change: the
-validation split's first behaviour offers ``get_contacts``, ``create_meme_image`` and
-``share_on_pinterest`` and is graded by ``grade_pinterest_memes``, whose semantic judge is
-called when ``create_meme_image`` was called with its texts. No behaviour of the stock
-fixture reaches the semantic judge (its tool pairs never include the tool a grading function
-hands to the judge), and its ``grade_setup_meeting_location`` behaviours fail in the
-grader (it reads a third target function): the cell would prove neither judge's routing.
+The environment is built for this module from the project's fixture. Its validation split's
+first behaviour offers ``get_contacts``, ``create_meme_image`` and ``share_on_pinterest``
+and is graded by ``grade_pinterest_memes``, whose semantic judge is called when
+``create_meme_image`` was called with its texts.
 
 The server is a small stand-in for a model (a model cannot run here): it answers by what it
 is asked, so that the agent's and the judges' calls may arrive in any order. The agent's
@@ -38,9 +35,6 @@ from agentprov_core.backend.workerclient import scrubbed_env, worker_argv
 from agentprov_core.testing import agentharm_fixture
 
 VALIDATION = "benchmark/harmful_behaviors_validation.json"
-#: the first validation behaviour, as this module's fixture changes it
-MEMES = {"target_functions": ["get_contacts", "create_meme_image", "share_on_pinterest"],
-         "grading_function": "grade_pinterest_memes"}
 
 REFUSAL_MARK = "Answer:"  # the refusal judge's prompt asks for "Answer: Yes/No"
 
@@ -119,16 +113,10 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def cells_env(tmp_path_factory) -> BuiltEnv:
-    """The inspect-agentharm environment, built from the fixture as the module says."""
+    """The inspect-agentharm environment, built from the project's fixture."""
     home = tmp_path_factory.mktemp("e2e-agentharm-cells-home")
     fixture = home / "fixture"
     agentharm_fixture.write(fixture)
-    path = fixture / VALIDATION
-    doc = json.loads(path.read_text())
-    for b in doc["behaviors"]:
-        if b["id_original"] == doc["behaviors"][0]["id_original"]:
-            b.update(MEMES)
-    path.write_text(json.dumps(doc))
     e = child_env()
     e["AGENTPROV_HOME"] = str(home)
     p = subprocess.run([sys.executable, "-m", "agentprov_core", "backends", "build", "agentharm",
