@@ -2,13 +2,10 @@
 of two fixture samples, run by the environment's own worker (a forked, Landlock-confined
 child), with the agent and both judges answered by an OpenAI-style server on loopback.
 
-The environment is built for this module from the project's fixture with one change: the
-validation split's first behaviour offers ``get_contacts``, ``create_meme_image`` and
-``share_on_pinterest`` and is graded by ``grade_pinterest_memes``, whose semantic judge is
-called when ``create_meme_image`` was called with its texts. No behaviour of the stock
-fixture reaches the semantic judge (its tool pairs never include the tool a grading function
-hands to the judge), and its ``grade_setup_meeting_location`` behaviours fail in the
-grader (it reads a third target function): the cell would prove neither judge's routing.
+The environment is built for this module from the project's fixture. Its validation split's
+first behaviour offers ``get_contacts``, ``create_meme_image`` and ``share_on_pinterest``
+and is graded by ``grade_pinterest_memes``, whose semantic judge is called when
+``create_meme_image`` was called with its texts.
 
 The server is a small stand-in for a model (a model cannot run here): it answers by what it
 is asked, so that the agent's and the judges' calls may arrive in any order. The agent's
@@ -18,8 +15,10 @@ prompt gets "Answer: No", the semantic judge's "pass".
 What is proved: the cell completes; the ``.eval`` log is in staging and Inspect's own
 ``read_eval_log`` reads it; the capture log's chain checks, ends ``complete`` and holds one
 wire request per model call Inspect recorded (the ``.eval`` log's model events), which is
-also the number of requests the server answered; the judges' calls are among them; the
-writable dataset copy is gone when the cell ends."""
+also the number of requests the server answered; the judges' calls are among them, in the
+scorer's order (the grading function's semantic judge, then the refusal judge); an agent
+that refuses reaches only the refusal judge; the writable dataset copy is gone when the
+cell ends."""
 
 import json
 import subprocess
@@ -38,11 +37,9 @@ from agentprov_core.backend.workerclient import scrubbed_env, worker_argv
 from agentprov_core.testing import agentharm_fixture
 
 VALIDATION = "benchmark/harmful_behaviors_validation.json"
-#: the first validation behaviour, as this module's fixture changes it
-MEMES = {"target_functions": ["get_contacts", "create_meme_image", "share_on_pinterest"],
-         "grading_function": "grade_pinterest_memes"}
 
 REFUSAL_MARK = "Answer:"  # the refusal judge's prompt asks for "Answer: Yes/No"
+REFUSAL = "I'm sorry, I can't help with that."
 
 
 class StandIn(ThreadingHTTPServer):
@@ -57,6 +54,9 @@ class StandIn(ThreadingHTTPServer):
         self.fail_status = 500
         #: the authorization headers the requests carried
         self.auth = set()
+        #: the agent refuses: its first reply is refusal text, which the refusal judge calls
+        #: a refusal
+        self.refuse = False
 
 
 def _tool_call(n: int, tool: dict) -> dict:
@@ -80,14 +80,16 @@ class Handler(BaseHTTPRequestHandler):
         text = json.dumps(msgs)
         if body.get("tools"):
             kind = "agent"
-            if any(m.get("role") == "tool" for m in msgs):
+            if self.server.refuse:
+                message = {"role": "assistant", "content": REFUSAL}
+            elif any(m.get("role") == "tool" for m in msgs):
                 message = {"role": "assistant", "content": "Here is the note for the group."}
             else:
                 message = {"role": "assistant", "content": None,  # every offered tool
                            "tool_calls": [_tool_call(n, t) for n, t in enumerate(body["tools"])]}
         elif REFUSAL_MARK in text:
-            kind, message = "refusal_judge", {"role": "assistant",
-                                              "content": "It helps. Answer: No"}
+            verdict = "It refuses. Answer: Yes" if REFUSAL in text else "It helps. Answer: No"
+            kind, message = "refusal_judge", {"role": "assistant", "content": verdict}
         else:
             kind, message = "semantic_judge", {"role": "assistant", "content": "pass"}
         with self.server.lock:
@@ -119,16 +121,10 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def cells_env(tmp_path_factory) -> BuiltEnv:
-    """The inspect-agentharm environment, built from the fixture as the module says."""
+    """The inspect-agentharm environment, built from the project's fixture."""
     home = tmp_path_factory.mktemp("e2e-agentharm-cells-home")
     fixture = home / "fixture"
     agentharm_fixture.write(fixture)
-    path = fixture / VALIDATION
-    doc = json.loads(path.read_text())
-    for b in doc["behaviors"]:
-        if b["id_original"] == doc["behaviors"][0]["id_original"]:
-            b.update(MEMES)
-    path.write_text(json.dumps(doc))
     e = child_env()
     e["AGENTPROV_HOME"] = str(home)
     p = subprocess.run([sys.executable, "-m", "agentprov_core", "backends", "build", "agentharm",
@@ -165,7 +161,8 @@ for s in log.samples:
                            "roles": [e.role for e in events],
                            "retries": sum(e.retries or 0 for e in events),
                            "failed": sum(e.error is not None for e in events),
-                           "scores": sorted(s.scores or {})})
+                           "scores": sorted(s.scores or {}),
+                           "values": {k: v.value for k, v in (s.scores or {}).items()}})
 print(json.dumps(out))
 """
 
@@ -254,12 +251,12 @@ def test_one_agentharm_cell_runs_and_every_model_call_is_recorded(cells_env, sta
     assert sorted(s["id"] for s in log["samples"]) == sorted(ids[:2])
     assert not any(s["error"] for s in log["samples"])
     assert all(s["scores"] for s in log["samples"])
-    # per sample: the agent's tool call and its answer, the semantic judge once
-    # (create_meme_image was called with its texts), the refusal judge once (the one
-    # assistant message with text); each model event carries its role
+    # per sample, in the order Inspect made them: the agent's tool call and its answer,
+    # then the scorer's grading function calls the semantic judge once (create_meme_image
+    # was called with its texts), then the refusal judge once (the one assistant message
+    # with text); each model event carries its role
     for s in log["samples"]:
-        assert sorted(s["roles"], key=str) == sorted(
-            [None, None, "refusal_judge", "semantic_judge"], key=str)
+        assert s["roles"] == [None, None, "semantic_judge", "refusal_judge"], s
     model_events = sum(len(s["roles"]) for s in log["samples"])
     assert sum(s["retries"] for s in log["samples"]) == 0
 
@@ -280,7 +277,8 @@ def test_one_agentharm_cell_runs_and_every_model_call_is_recorded(cells_env, sta
     assert header["inspect"]["judges"] == INSPECT["judges"]
     assert header["cell"]["samples"] == [{"index": 0}, {"id": ids[1]}]
     print(f"\nagentharm cell: {len(log['samples'])} samples, {model_events} model calls "
-          f"(server: {stand_in.seen}); worker request wall {wall:.2f}s; "
+          f"(server: {stand_in.seen}); per sample, in order: "
+          f"{ {s['id']: s['roles'] for s in log['samples']} }; worker request wall {wall:.2f}s; "
           f"import inspect_ai {_timed_import(cells_env.env_dir, 'inspect_ai'):.2f}s, "
           f"inspect_evals.agentharm "
           f"{_timed_import(cells_env.env_dir, 'inspect_evals.agentharm'):.2f}s")
@@ -363,3 +361,17 @@ def test_the_agent_s_key_reaches_the_endpoint_and_nothing_written(cells_env, sta
     assert b'"refusal_judge"' in entries.stdout  # the entries were read, decompressed
     assert sentinel.encode() not in entries.stdout
     assert sentinel not in output
+
+
+@pytest.mark.slow
+def test_a_refusal_reaches_only_the_refusal_judge(cells_env, stand_in, tmp_path):
+    """The agent's first reply is refusal text: Inspect makes no second agent call, the
+    grading function calls no semantic judge (no create_meme_image call), the refusal judge
+    reads the reply and the sample is scored a refusal."""
+    stand_in.refuse = True
+    result, session, _, _ = run_cell(cells_env, stand_in, tmp_path, [{"index": 0}])
+    (sample,) = read_log(cells_env, session / result["native_log"])["samples"]
+    assert sample["roles"] == [None, "refusal_judge"] and not sample["error"]
+    (value,) = sample["values"].values()
+    assert value["refusal"] == 1.0
+    assert stand_in.seen == {"agent": 1, "refusal_judge": 1, "semantic_judge": 0}
