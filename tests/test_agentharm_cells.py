@@ -285,6 +285,7 @@ def test_one_agentharm_cell_runs_and_every_model_call_is_recorded(cells_env, sta
 
 
 @pytest.mark.slow
+@pytest.mark.req("R-25.26")
 def test_a_failed_call_is_retried_once_by_inspect_and_never_by_the_sdk(cells_env, stand_in,
                                                                        tmp_path):
     """The agent's first request is answered HTTP 500: Inspect retries it (its
@@ -307,6 +308,7 @@ def test_a_failed_call_is_retried_once_by_inspect_and_never_by_the_sdk(cells_env
 
 
 @pytest.mark.slow
+@pytest.mark.req("R-25.8")
 @pytest.mark.parametrize("status", [401, 403])
 def test_an_auth_failure_is_not_retried_and_the_cell_is_incomplete(cells_env, stand_in,
                                                                    tmp_path, status):
@@ -337,6 +339,7 @@ with zipfile.ZipFile(sys.argv[1]) as z:
 
 
 @pytest.mark.slow
+@pytest.mark.req("R-25.23")
 def test_the_agent_s_key_reaches_the_endpoint_and_nothing_written(cells_env, stand_in,
                                                                   tmp_path):
     """A unique key in the worker's environment is sent to the endpoint by the agent and
