@@ -474,6 +474,15 @@ _reg("cli.usage.model_dir", U, "usage",
 _reg("cli.usage.models_options", U, "usage",
      "{what}",
      "agentprov models --help")
+_reg("cli.environment.source_not_cached", E, "coded",
+     "the pinned commit {commit} of {name} is not in the fetch cache ({path})",
+     "give --source-repo URL (a mirror, a path or a bundle holding the commit), or --allow-network to fetch it from {upstream}")
+_reg("cli.environment.source_fetch", E, "coded",
+     "fetching commit {commit} of {name} from {url} failed: {why}",
+     "check the URL or path (--source-repo) and that it holds the pinned commit")
+_reg("cli.environment.source_commit", E, "coded",
+     "the commit {commit} of {name} is not the pinned one: {why}",
+     "fetch the pinned commit from a source that holds it (--source-repo URL); the fetch cache is $AGENTPROV_HOME/fetch/")
 _reg("cli.environment.models_cache", E, "coded",
      "no cached model list for {endpoint} ({path}): agentprov models --endpoint {endpoint} --allow-network fetches it (list calls only, no tokens, no cost)",
      "add --allow-network once")
