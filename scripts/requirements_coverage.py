@@ -73,7 +73,6 @@ NOT_BUILT = {
               "hello against its marker, exit 3) and the dataset's (every file re-hashed "
               "against the marker, exit 3) are built, and come before the egress proxy and "
               "the sandbox wrap",
-    "R-18.9": INSPECT,
     "R-19.6": "a desktop app: this build has none",
     "R-21.10": A13 + "; A9 is the preflight probe's (R-18.2), never the canary's",
     # 9. estimates and prices (the section's reason covers the rest)

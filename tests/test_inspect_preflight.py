@@ -38,11 +38,12 @@ SAMPLING = {"temperature", "top_p", "max_tokens", "max_completion_tokens", "seed
 
 class InspectStandIn(_TLSServer):
     """The TLS stand-in, answering the probe, the agent and both judges of AgentHarm.
-    ``deaf``: how many probe requests get a text reply that ignores the instruction.
+    ``deaf``: how many probe requests get a text reply that ignores the instruction;
+    ``fail``: an HTTP status every probe request gets instead of a reply.
     ``bodies``: every request body, with the kind it was answered as."""
 
-    def __init__(self, tmp: Path, deaf: int = 0) -> None:
-        self.deaf = deaf
+    def __init__(self, tmp: Path, deaf: int = 0, fail: int | None = None) -> None:
+        self.deaf, self.fail = deaf, fail
         self.bodies: list[tuple[str, dict]] = []
         self.authorizations: list[str] = []
         self.lock = threading.Lock()
@@ -84,6 +85,9 @@ class InspectStandIn(_TLSServer):
         if path != "/api/v1/chat/completions":
             return 404, "application/json", json.dumps(
                 {"error": {"message": "no such route"}}).encode()
+        if kind == "probe" and self.fail is not None:
+            return self.fail, "application/json", json.dumps(
+                {"error": {"message": "stand-in fault", "type": "server_error"}}).encode()
         reply = {"id": "chatcmpl-standin", "object": "chat.completion", "created": 0,
                  "model": req.get("model"),
                  "choices": [{"index": 0, "message": message, "finish_reason":
@@ -251,5 +255,22 @@ def test_an_inspect_probe_without_evidence_is_refused_after_three_calls(agenthar
         assert "no evidence after 3 calls" in r.error["message"]
         assert len(s.kinds("probe")) == 3 and len(s.bodies) == 3  # no cell ran
         assert sentinel not in r.out + r.err
+    finally:
+        s.close()
+
+
+@pytest.mark.req("R-18.9", "R-25.37", "R-18.7")
+def test_an_inspect_probe_call_is_one_wire_attempt(agentharm_env, tmp_path):
+    """Inspect retries a 500 (a cell's model retries once); the probe's call does not: three
+    server errors are three calls and three wire attempts, then the endpoint is unreachable
+    (exit 3)."""
+    s = InspectStandIn(tmp_path, fail=500)
+    try:
+        env_file, _ = key_file(tmp_path)
+        r = _cli(agentharm_env, "run", "agentharm", "--preflight-only", *_plan(env_file),
+                 extra_env=standin_env(s))
+        assert (r.code, r.error["error"]) == (3, "cli.environment.preflight"), r.err
+        assert "3 calls, no answer but errors (HTTP 500)" in r.error["message"]
+        assert len(s.kinds("probe")) == 3 and len(s.bodies) == 3
     finally:
         s.close()
