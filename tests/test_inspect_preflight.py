@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Result, child_env
+from conftest import Result
 from test_real_campaign import MODEL, _TLSServer, all_bytes, key_file, standin_env
 
 pytestmark = pytest.mark.slow
@@ -107,16 +105,10 @@ def _tool_call(n: int, tool: dict) -> dict:
             "function": {"name": fn["name"], "arguments": json.dumps(args)}}
 
 
-def _cli(env, *args: str, extra_env: dict[str, str] | None = None,
-         json_errors: bool = True) -> Result:
-    e = child_env()
-    e["AGENTPROV_HOME"] = str(env.home)
-    if json_errors:
-        e["AGENTPROV_ERROR_FORMAT"] = "json"
-    e.update(extra_env or {})
-    p = subprocess.run([sys.executable, "-m", "agentprov_core", *map(str, args)],
-                       capture_output=True, text=True, env=e, cwd=ROOT, timeout=900)
-    return Result(p.returncode, p.stdout, p.stderr)
+@pytest.fixture
+def home(agentharm_env) -> Path:
+    """The home of the session's AgentHarm environment, so that ``cli`` runs against it."""
+    return agentharm_env.home
 
 
 def _plan(env_file: Path) -> list[str]:
@@ -157,11 +149,11 @@ def stand_in(tmp_path):
 
 
 @pytest.mark.req("R-18.9", "R-25.37", "R-25.23", "R-18.1", "R-18.4")
-def test_a_real_agentharm_campaign_probes_through_inspect(agentharm_env, stand_in, tmp_path):
+def test_a_real_agentharm_campaign_probes_through_inspect(cli, stand_in, tmp_path):
     env_file, sentinel = key_file(tmp_path)
     corpus = tmp_path / "ah-real"
-    r = _cli(agentharm_env, *_campaign(corpus, env_file), "--keep-staging",
-             extra_env=standin_env(stand_in), json_errors=False)
+    r = cli(*_campaign(corpus, env_file), "--keep-staging", env=standin_env(stand_in),
+            json_errors=False)
     assert r.code == 0, r.err
     assert "agentprov run: 1 attempt(s); 1 conclusive" in r.out
     assert "preflight: confirmed after 1 call(s)" in r.err
@@ -212,8 +204,7 @@ def test_a_real_agentharm_campaign_probes_through_inspect(agentharm_env, stand_i
 
 
 @pytest.mark.req("R-18.9", "R-25.37", "R-18.3", "R-18.4")
-def test_a_text_reply_to_the_inspect_probe_is_unconfirmed_and_called_again(agentharm_env,
-                                                                          tmp_path):
+def test_a_text_reply_to_the_inspect_probe_is_unconfirmed_and_called_again(cli, tmp_path):
     """A text reply that ignores the instruction is judged as for AgentDojo: unconfirmed,
     another call; the next call's structured report_probe confirms, and each call was its
     own session, charged and kept."""
@@ -221,8 +212,7 @@ def test_a_text_reply_to_the_inspect_probe_is_unconfirmed_and_called_again(agent
     try:
         env_file, sentinel = key_file(tmp_path)
         corpus = tmp_path / "ah-deaf-once"
-        r = _cli(agentharm_env, *_campaign(corpus, env_file), extra_env=standin_env(s),
-                 json_errors=False)
+        r = cli(*_campaign(corpus, env_file), env=standin_env(s), json_errors=False)
         assert r.code == 0, r.err
         assert "preflight: confirmed after 2 call(s)" in r.err
         root = _written(corpus)
@@ -241,36 +231,34 @@ def test_a_text_reply_to_the_inspect_probe_is_unconfirmed_and_called_again(agent
         s.close()
 
 
-@pytest.mark.req("R-18.9", "R-18.6", "R-18.8")
-def test_an_inspect_probe_without_evidence_is_refused_after_three_calls(agentharm_env,
-                                                                       tmp_path):
-    """Three text replies: no evidence, refused (exit 4) after three calls and no more;
-    ``--preflight-only`` writes nothing."""
-    s = InspectStandIn(tmp_path, deaf=99)
+def _preflight_only(cli, tmp_path: Path, **stand_in) -> tuple[Result, InspectStandIn, str]:
+    """``--preflight-only`` against a stand-in made with ``stand_in``: the result, the
+    stand-in (closed) and the key's sentinel."""
+    s = InspectStandIn(tmp_path, **stand_in)
     try:
         env_file, sentinel = key_file(tmp_path)
-        r = _cli(agentharm_env, "run", "agentharm", "--preflight-only", *_plan(env_file),
-                 extra_env=standin_env(s))
-        assert (r.code, r.error["error"]) == (4, "cli.refused.preflight"), r.err
-        assert "no evidence after 3 calls" in r.error["message"]
-        assert len(s.kinds("probe")) == 3 and len(s.bodies) == 3  # no cell ran
-        assert sentinel not in r.out + r.err
+        r = cli("run", "agentharm", "--preflight-only", *_plan(env_file), env=standin_env(s))
     finally:
         s.close()
+    return r, s, sentinel
+
+
+@pytest.mark.req("R-18.9", "R-18.6", "R-18.8")
+def test_an_inspect_probe_without_evidence_is_refused_after_three_calls(cli, tmp_path):
+    """Three text replies: no evidence, refused (exit 4) after three calls and no more."""
+    r, s, sentinel = _preflight_only(cli, tmp_path, deaf=99)
+    assert (r.code, r.error["error"]) == (4, "cli.refused.preflight"), r.err
+    assert "no evidence after 3 calls" in r.error["message"]
+    assert len(s.kinds("probe")) == 3 and len(s.bodies) == 3  # no cell ran
+    assert sentinel not in r.out + r.err
 
 
 @pytest.mark.req("R-18.9", "R-25.37", "R-18.7")
-def test_an_inspect_probe_call_is_one_wire_attempt(agentharm_env, tmp_path):
+def test_an_inspect_probe_call_is_one_wire_attempt(cli, tmp_path):
     """Inspect retries a 500 (a cell's model retries once); the probe's call does not: three
     server errors are three calls and three wire attempts, then the endpoint is unreachable
     (exit 3)."""
-    s = InspectStandIn(tmp_path, fail=500)
-    try:
-        env_file, _ = key_file(tmp_path)
-        r = _cli(agentharm_env, "run", "agentharm", "--preflight-only", *_plan(env_file),
-                 extra_env=standin_env(s))
-        assert (r.code, r.error["error"]) == (3, "cli.environment.preflight"), r.err
-        assert "3 calls, no answer but errors (HTTP 500)" in r.error["message"]
-        assert len(s.kinds("probe")) == 3 and len(s.bodies) == 3
-    finally:
-        s.close()
+    r, s, _ = _preflight_only(cli, tmp_path, fail=500)
+    assert (r.code, r.error["error"]) == (3, "cli.environment.preflight"), r.err
+    assert "3 calls, no answer but errors (HTTP 500)" in r.error["message"]
+    assert len(s.kinds("probe")) == 3 and len(s.bodies) == 3
