@@ -324,9 +324,6 @@ _reg("run.unsupported.cell_bound", X, "cannot_run",
 _reg("run.unsupported.llm_element", X, "cannot_run",
      "--llm-element {element}.", "use the native element",
      "{reason}")
-_reg("run.unsupported.campaign", X, "cannot_run",
-     "a real-model campaign {what} is not in this build yet.", "use an OpenAI-style endpoint (an API through the egress proxy, or a local server on loopback), --llm-script or --dry-run",
-     "This build runs real campaigns of AgentDojo-family sources with the native element on OpenAI-style endpoints; {why}")
 
 
 # --- the corpus tools: validate, recompute, verify, stats, package

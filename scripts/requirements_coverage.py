@@ -34,9 +34,8 @@ AUTODOJO = ("AutoDojo's backend: its fork (aa458794) is not public, so `backends
             "holds no project and no AutoDojo environment can be built")
 AGENTDYN = ("AgentDyn's backend: its repository (SaFo-Lab/AgentDyn at 5353cf76) is not "
             "reachable from these machines, so `backends/agentdyn/` holds no project")
-INSPECT = ("a real-model Inspect campaign: scripted AgentHarm campaigns run their cells end "
-           "to end (tests/test_agentharm_run.py), but against a real model `agentprov run "
-           "agentharm` is refused before consent (`run.unsupported.campaign`, exit 5)")
+INSPECT = ("the restricted, private AgentHarm corpus (kept under $AGENTPROV_HOME, never "
+           "deposited)")
 DATASET = ("the pinned AgentHarm dataset (revision e23b3fe6) is not reachable from these "
            "machines: the environment is built from a local copy or the project's fixture "
            "(`--dataset DIR`), and says which")
@@ -73,7 +72,6 @@ NOT_BUILT = {
               "hello against its marker, exit 3) and the dataset's (every file re-hashed "
               "against the marker, exit 3) are built, and come before the egress proxy and "
               "the sandbox wrap",
-    "R-18.9": INSPECT,
     "R-19.6": "a desktop app: this build has none",
     "R-21.10": A13 + "; A9 is the preflight probe's (R-18.2), never the canary's",
     # 9. estimates and prices (the section's reason covers the rest)

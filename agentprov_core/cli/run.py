@@ -140,7 +140,7 @@ def run(ctx: click.Context, source: str, **options) -> int:
 
         return print_dry_run(prepared, started)
     consented = None
-    checks.check_supported(prepared)  # run.unsupported.campaign (exit 5)
+    checks.check_supported(prepared)  # run.unsupported.llm_element (exit 5)
     if not req.scripted:
         from agentprov_core.live import consent
         from agentprov_core.run.live import bound_of

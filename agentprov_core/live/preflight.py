@@ -6,8 +6,11 @@ Each probe call is one ``run-cell`` request carrying ``preflight`` to the run's 
 (same environment, containment, egress proxy and key): the worker's child builds the
 request with AgentDojo's stock ``OpenAILLM`` element over the recording transport (the
 system message in its stock role, one tool, the configured parameters as the element sends
-them) and makes exactly one wire attempt (``agentprov_dojo.cells.run_probe``). T0 judges
-the recorded exchange here:
+them) and makes exactly one wire attempt (``agentprov_dojo.cells.run_probe``). An Inspect
+source's worker makes the call through Inspect's own model, built as its cells build the
+agent's, with no sampling parameter (the task fixes them, D-742), also one wire attempt
+(``agentprov_inspect.probe.run_probe``); the caller then judges with no configured
+parameter, so A3 checks nothing there. T0 judges the recorded exchange here:
 
 * **confirmed**: a structured call of ``report_probe`` whose ``code`` is the one only the
   system message held (A9 and A4 evidenced), and every configured parameter in the

@@ -50,9 +50,9 @@ def check_supported(prepared: Prepared) -> None:
     """What this build cannot run (exit 5, before consent and before any worker starts):
     another element than the native one, scripted or not (this build's worker runs
     AgentDojo's stock element only, so a campaign recorded as ``gateway_compat`` would
-    record an element that never ran; a dry run still plans it); and against a real model,
-    an Inspect source. (A defence's own endpoint, ``--defence-endpoint``, is refused
-    earlier, with the defence: :mod:`agentprov_core.registries.defences`.)
+    record an element that never ran; a dry run still plans it). (A defence's own
+    endpoint, ``--defence-endpoint``, is refused earlier, with the defence:
+    :mod:`agentprov_core.registries.defences`.)
 
     An Anthropic-style endpoint runs AgentDojo's own AnthropicLLM over an ``AsyncAnthropic``
     client on the recording transport (the event-stream replies read by caps, canary,
@@ -60,9 +60,9 @@ def check_supported(prepared: Prepared) -> None:
     element passes ``temperature`` to ``messages.stream``, which anthropic 1.0.0 and later
     no longer take.
 
-    An Inspect source's cells are Inspect ``eval()`` calls, which this build's worker does
-    not run (it serves the catalogue and the plan check): a scripted campaign of one is
-    refused too, and ``--dry-run`` still plans it."""
+    An Inspect source runs against a real model as against a script: its cells are Inspect
+    ``eval()`` calls in its worker, and its preflight probe goes through Inspect's own model
+    (D-742, :mod:`agentprov_inspect.probe`)."""
     o = prepared.request.options
     name = prepared.source.meta.name
     if (o.get("llm_element") or "native") != "native":
@@ -71,9 +71,3 @@ def check_supported(prepared: Prepared) -> None:
                              reason="This build's worker runs AgentDojo's stock element "
                                     "(native) only: a campaign with another element would "
                                     "record an element that never ran (a dry run plans it).")
-    why = None
-    if not prepared.request.scripted and prepared.source.meta.kind != "suites":
-        what, why = f"of {name}", ("an Inspect task runs through Inspect's own model, which this "
-                                   "build does not drive.")
-    if why is not None:
-        raise AgentprovError("run.unsupported.campaign", source=name, what=what, why=why)

@@ -145,12 +145,17 @@ class Live:
         # native log's pipeline_name and path agree with the capture; a stock MODEL_NAMES
         # key still matches as a substring)
         pipeline = "local" if r.endpoint_class == "local" else str(model_id).replace("/", "_")
+        # an Inspect task calls the model through Inspect's provider and fixes its sampling
+        # parameters: a cell transmits none of the agent's (D-742)
+        inspect = self.prepared.source.meta.kind == "inspect"
         return {"scripted": False, "base_url": r.base_url, "model_id": model_id,
                 "pipeline_name": pipeline, "key_env": r.key_variable,
                 "display_name": o.get("model_display_name"), "endpoint_kind": r.kind,
                 "wire": r.wire,
-                "element": "AnthropicLLM" if r.wire == "anthropic" else "OpenAILLM",
-                "params": {k: v for k, v in self.params.items() if k != "temperature_policy"}}
+                "element": "inspect_ai/openai-api" if inspect
+                else "AnthropicLLM" if r.wire == "anthropic" else "OpenAILLM",
+                "params": {} if inspect else {k: v for k, v in self.params.items()
+                                              if k != "temperature_policy"}}
 
     def stop(self) -> None:
         if self.endpoint is not None:

@@ -1,9 +1,11 @@
 """The preflight probe (R-18, :mod:`agentprov_core.live.preflight`) run through the worker,
 before the first cell of a real-model campaign, or alone (``--preflight-only``).
 
-Each probe call is a session of its own in the worker, charged to the caps; in a campaign
-its capture log is stored under ``preflight/`` and listed in its ledger
-(:data:`agentprov_core.run.live.PREFLIGHT_LEDGER`). What the probe's worker stages and
+Each probe call is a session of its own in the worker, charged to the caps; the worker makes
+it through the source's own model (AgentDojo's stock element; for an Inspect source,
+Inspect's ``openai-api`` model, D-742, whose task fixes the sampling parameters, so A3 has
+nothing to check there). In a campaign its capture log is stored under ``preflight/`` and
+listed in its ledger (:data:`agentprov_core.run.live.PREFLIGHT_LEDGER`). What the probe's worker stages and
 returns is hostile input, taken as a cell's is.
 """
 
@@ -129,7 +131,11 @@ def run_preflight(prepared: Prepared, live: Live, worker: Worker, staging_root: 
 
     pf = _preflight()
     resolved = prepared.resolved
-    s = canary.Settings.from_run(prepared.request.options, live.params, live.wire)
+    # An Inspect task fixes its own sampling parameters and its cells transmit none of the
+    # agent's (D-742): A3 has no configured parameter to check, so the judge gets none.
+    fixed = prepared.source.meta.kind == "inspect"
+    s = canary.Settings.from_run(prepared.request.options, {} if fixed else live.params,
+                                 live.wire)
     probe = pf.Probe(resolved.name, epmod.shown(resolved.base_url), s)
     try:
         verdict = probe.run(probe_call(prepared, live, worker, staging_root, wc, acc,
@@ -138,9 +144,11 @@ def run_preflight(prepared: Prepared, live: Live, worker: Worker, staging_root: 
         click.echo(f"preflight: {len(probe.calls)} call(s): "
                    + "; ".join(f"{c['verdict']} ({c['why']})" for c in probe.calls), err=True)
         raise
+    a3 = ("A3: the task fixes the sampling parameters (D-742)" if fixed
+          else "the configured parameters are transmitted (A3)")
     click.echo(f"preflight: confirmed after {len(probe.calls)} call(s): the roles reach the "
-               "model (A9), tool calls come back structured (A4), the configured parameters "
-               "are transmitted (A3)" + "".join(f"; {n}" for n in verdict.notes), err=True)
+               f"model (A9), tool calls come back structured (A4), {a3}"
+               + "".join(f"; {n}" for n in verdict.notes), err=True)
     return probe.record(verdict) | {"at": now()}
 
 

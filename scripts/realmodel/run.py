@@ -102,7 +102,7 @@ def step(t: Transcript, args: list[str], title: str | None = None) -> tuple[int,
 
 
 def error_codes(text: str) -> list[str]:
-    """The dotted agentprov error codes a refusal names (e.g. run.unsupported.campaign)."""
+    """The dotted agentprov error codes a refusal names (e.g. run.unsupported.llm_element)."""
     import re
 
     return sorted(set(re.findall(r"\b((?:run|cli|worker|env|backend)\.[a-z_]+(?:\.[a-z_]+)+)\b",

@@ -96,7 +96,13 @@ def sample_ids(source: Any, insp: dict[str, Any], samples: list[dict[str, Any]])
 
 def run_cell(source: Any, req: dict[str, Any]) -> dict[str, Any]:
     """Run the Inspect cell ``req`` describes with ``source`` (an
-    :class:`agentprov_inspect.source.InspectWorkerSource`); returns the cell's result."""
+    :class:`agentprov_inspect.source.InspectWorkerSource`); returns the cell's result. A
+    request with ``preflight`` makes one call of the preflight probe instead
+    (:func:`agentprov_inspect.probe.run_probe`)."""
+    if req.get("preflight"):
+        from agentprov_inspect.probe import run_probe
+
+        return run_probe(req)
     from agentprov_backend.source import RESULT_KEYS, open_capture
 
     staging = Path(req["staging"])
