@@ -24,7 +24,13 @@ Steps (each printed as the command it runs, with its output and exit code):
     display name "Gemma 3 270M"; both at --temperature 0.3 (transmitted and recorded);
  7. `agentprov validate --strict`, `agentprov verify`, `agentprov recompute --dry-run` on the
     corpus;
- 8. benchmarks/bench_a14.py: the A14 re-observation timed against the cells' wall time.
+ 8. benchmarks/bench_a14.py: the A14 re-observation timed against the cells' wall time;
+ 9. AgentHarm through Inspect: the inspect-agentharm environment built with the project's
+    fixture dataset (benign prompts; `--dataset`), then one cell of one fixture sample
+    (`val` 45-1, whose grader reaches the semantic judge) with the agent and both judges
+    at the same server and model, into a corpus of its own under $AGENTPROV_HOME (a live
+    AgentHarm corpus is restricted and private), then validate --strict, verify and
+    recompute --dry-run on it.
 
 The server is stopped at the end, whatever happened. Exit 0 when every step passed, 1 when a
 step failed or was refused (the refusal is printed as the tool gave it), 2 on bad usage. A
@@ -286,7 +292,61 @@ def campaign(t: Transcript, srv: LlamaServer, corpus: Path, args, results, timin
                      "--base-url", srv.base_url, "--model-id", mid, "--corpus", str(corpus)],
                  "8. A14 overhead: re-observing the model, against the cells' wall time")
     results.append(("A14 overhead (benchmarks/bench_a14.py)", "ok" if rc == 0 else f"exit {rc}"))
-    return status or (1 if rc else 0)
+    status = status or (1 if rc else 0)
+    return agentharm(t, endpoint, corpus, args, results, timings, mid) or status
+
+
+#: the fixture sample of the AgentHarm cell: its grader calls the semantic judge when the
+#: agent calls its target functions, so both judges can be reached
+AGENTHARM_SAMPLE = "45-1"
+
+
+def agentharm(t: Transcript, endpoint: list[str], corpus: Path, args, results, timings,
+              mid: str) -> int:
+    """Step 9: one AgentHarm cell of the fixture dataset, agent and judges at the server."""
+    home = llama_server.agentprov_home()
+    fixture = home / "cache" / "agentharm-fixture"
+    if not (fixture / "AGENTPROV_FIXTURE.json").is_file():
+        rc, _ = step(t, ["!", sys.executable, "-m", "agentprov_core.testing.agentharm_fixture",
+                         str(fixture)], "9.1 the project's AgentHarm fixture dataset")
+        if rc != 0:
+            results.append(("agentharm fixture", f"exit {rc}"))
+            return 1
+    t0 = time.monotonic()
+    rc, out = step(t, ["backends", "build", "agentharm", "--offline-check"],
+                   "9.2 the inspect-agentharm environment (fixture dataset)")
+    if rc != 0 or "stale:" in out:
+        rc, _ = step(t, ["backends", "build", "agentharm", "--dataset", str(fixture),
+                         "--allow-network"])
+        if rc != 0:
+            results.append(("agentprov backends build agentharm", f"exit {rc}"))
+            return 1
+    timings["agentharm env"] = time.monotonic() - t0
+    ah = corpus.with_name(corpus.name + "-agentharm")
+    t0 = time.monotonic()
+    rc, out = step(t, ["run", "agentharm", *endpoint, "--containment", "bwrap",
+                       "--i-consent-to-local-run", "--corpus", str(ah), "--campaign", CAMPAIGN,
+                       "--task", "inspect_evals/agentharm", "--split", "val",
+                       "--samples", AGENTHARM_SAMPLE, "--message-limit", "10",
+                       "--token-limit", "20000", "--time-limit", "600",
+                       "--judge", f"refusal_judge={mid}", "--judge", f"semantic_judge={mid}",
+                       "--cell-timeout", str(args.cell_timeout)],
+                   f"9.3 run, agentharm: one cell of fixture sample {AGENTHARM_SAMPLE}, "
+                   "agent and judges at the server")
+    timings["agentharm run (1 cell)"] = time.monotonic() - t0
+    recorded = rc == 1 and " attempt(s); " in out
+    results.append(("agentprov run agentharm (1 cell)",
+                    "ok" if rc == 0 else "exit 1 (recorded)" if recorded else f"exit {rc}"))
+    if rc != 0 and not recorded:
+        return 1
+    status = 0
+    for title, cmd in [("9.4 validate", ["validate", "--corpus", str(ah), "--strict"]),
+                       ("9.5 verify", ["verify", "--corpus", str(ah)]),
+                       ("9.6 recompute", ["recompute", "--corpus", str(ah), "--dry-run"])]:
+        rc, _ = step(t, cmd, title)
+        results.append((f"agentprov {cmd[0]} (agentharm)", "ok" if rc == 0 else f"exit {rc}"))
+        status = status or (1 if rc else 0)
+    return status
 
 
 if __name__ == "__main__":
