@@ -262,3 +262,40 @@ def test_an_inspect_probe_call_is_one_wire_attempt(cli, tmp_path):
     assert (r.code, r.error["error"]) == (3, "cli.environment.preflight"), r.err
     assert "3 calls, no answer but errors (HTTP 500)" in r.error["message"]
     assert len(s.kinds("probe")) == 3 and len(s.bodies) == 3
+
+
+@pytest.mark.req("R-25.27", "R-25.31", "R-25.32", "R-17.4")
+def test_the_caps_stop_a_real_agentharm_campaign_where_the_d740_bound_says(cli, stand_in,
+                                                                           tmp_path):
+    """Under caps each cell is one sample (--cell-size 1) reserved at the D-740 bound, 42
+    calls at M = 10. With --max-calls 45 the probe (1 call) and the first cell's reservation
+    (42) fit; after it billed its calls (probe 1 + cell 3: agent twice, the refusal judge
+    once), the second cell's 42 do not (4 + 42 > 45): the run stops before it, cap_reached,
+    exit 1, and says to raise the cap."""
+    env_file, sentinel = key_file(tmp_path)
+    corpus = tmp_path / "ah-capped"
+    plan = _plan(env_file)
+    plan[plan.index("46-1")] = "46-1,46-2"
+    r = cli("run", "agentharm", "--corpus", str(corpus), "--campaign", "capped", *plan,
+            "--price-in", "0.15", "--price-out", "0.60", "--max-calls", "45",
+            "--max-cost-usd", "20", env=standin_env(stand_in), json_errors=False)
+    assert r.code == 1, r.out + r.err
+    assert "cap_reached" in r.out + r.err and "raise the cap" in r.out + r.err
+    root = _written(corpus)
+    cells = [json.loads(x) for x in (root / "ledger.jsonl").read_text().splitlines()
+             if x.strip()]
+    assert [c["status"] for c in cells] == ["complete"]  # the second cell never started
+    m = json.loads((root / "manifest.json").read_text())
+    caps = m["live"]["caps"]
+    assert caps["billed_calls"] == len(stand_in.bodies) == 4
+    assert caps["bound"]["calls_per_cell"] == 42
+    assert len(stand_in.kinds("agent")) == 2  # one cell: two agent calls, none of the second
+    # re-run with a cap the second cell fits: it resumes and runs only that cell
+    r2 = cli("run", "agentharm", "--corpus", str(corpus), "--campaign", "capped", *plan,
+             "--price-in", "0.15", "--price-out", "0.60", "--max-calls", "100",
+             "--max-cost-usd", "20", env=standin_env(stand_in), json_errors=False)
+    assert r2.code == 0, r2.out + r2.err
+    cells = [json.loads(x) for x in (_written(corpus) / "ledger.jsonl").read_text()
+             .splitlines() if x.strip()]
+    assert [c["status"] for c in cells] == ["complete", "complete"]
+    assert sentinel not in r.out + r.err + r2.out + r2.err

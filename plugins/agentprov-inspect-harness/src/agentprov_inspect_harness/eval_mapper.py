@@ -158,9 +158,8 @@ def _reply(output: Any) -> tuple[A.Message | None, Any, Any]:
 class _Mapping:
     """One log's records, built sample by sample, with the wire-versus-eval findings."""
 
-    def __init__(self, log: dict[str, Any], wire: Wire, actors: dict[str, str],
-                 element: Any) -> None:
-        self.log, self.wire, self.actors, self.element = log, wire, actors, element
+    def __init__(self, wire: Wire, actors: dict[str, str], element: Any) -> None:
+        self.wire, self.actors, self.element = wire, actors, element
         self.records: list[A.Record] = []
         self.differences: list[str] = []
         self.events = 0
@@ -367,8 +366,8 @@ class EvalMapper:
                 unreadable = f"the .eval log is unreadable: {exc}"
         actors = judge_actors(h)
         wire = Wire(raw)
-        mapping = _Mapping(log or {}, wire, actors, (h.get("agent") or {}).get(
-            "element", NOT_RECORDED) if isinstance(h.get("agent"), dict) else NOT_RECORDED)
+        agent = h.get("agent") if isinstance(h.get("agent"), dict) else {}
+        mapping = _Mapping(wire, actors, agent.get("element", NOT_RECORDED))
         for s in (log or {}).get("samples") or []:
             if isinstance(s, dict):
                 mapping.sample(s)
