@@ -20,18 +20,18 @@ same, as a failed execution with its register codes (docs/formats/aer-0.1.md).
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 from typing import Any
 
-import agentprov_capture
 from msgspec import UNSET
 
 from agentprov_agentdojo import defence_records, live_native
 from agentprov_agentdojo.plugin import CAPTURE_MAPPER
 from agentprov_core.evidence import aer as A
+from agentprov_core.evidence import capture_view
 from agentprov_core.evidence.aer import NOT_RECORDED
+from agentprov_core.evidence.capture_view import CaptureView
 from agentprov_core.live.sse import reply_body
 from agentprov_core.mapping import LiveEvidence
 
@@ -248,34 +248,18 @@ def _records(raw: list[dict[str, Any]], attempt: Any) -> list[tuple[int, A.Recor
 
 
 # ------------------------------------------------------------------------------ header
-def _ended_at(started: Any, end: dict[str, Any] | None) -> Any:
-    if not isinstance(started, str) or not end or not isinstance(end.get("t"), (int, float)):
-        return NOT_RECORDED
-    try:
-        t0 = dt.datetime.strptime(started, "%Y-%m-%dT%H:%M:%S.%fZ")
-    except ValueError:
-        return NOT_RECORDED
-    return (t0 + dt.timedelta(seconds=end["t"])).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def request_modifying(items: list[str]) -> list[str]:
     """The declared items that change requests: those whose ``mode`` is modify or rewrite."""
     return [i for i in items if any(f" mode: {m}" in i for m in REQUEST_MODIFYING_MODES)]
 
 
-def _header(ev: LiveEvidence, h: dict[str, Any], end: dict[str, Any] | None,
-            raw: list[dict[str, Any]], native: dict[str, Any] | None,
+def _header(ev: LiveEvidence, view: CaptureView, native: dict[str, Any] | None,
             defense_id: str) -> A.Header:
-    from agentprov_core import __version__
-
-    a, m = ev.attempt, ev.manifest or {}
-    cell = h.get("cell") if isinstance(h.get("cell"), dict) else {}
-    agent = h.get("agent") if isinstance(h.get("agent"), dict) else {}
-    backend = h.get("backend") if isinstance(h.get("backend"), dict) else {}
+    a, m, h, end, raw = ev.attempt, ev.manifest or {}, view.header, view.end, view.raw
+    cell, agent, backend = view.part("cell"), view.part("agent"), view.part("backend")
     start = next((r for r in raw if r.get("kind") == "model_call_start"), {})
     source = h.get("source") or m.get("source") or "agentdojo"
     attack = cell.get("attack") or None
-    producer = m.get("producer") if isinstance(m.get("producer"), dict) else {}
     evidence = []
     if ev.capture is not None:
         evidence.append(A.Evidence(role="capture", format=CAPTURE_FORMAT,
@@ -305,22 +289,15 @@ def _header(ev: LiveEvidence, h: dict[str, Any], end: dict[str, Any] | None,
                     attack=attack, cell_key=str(cell.get("cell_key") or a.cell_key),
                     defense_id=defense_id, unit=a.unit, attempt=a.attempt,
                     repeat=a.repeat),
-        agent=A.Agent(model=agent.get("model", start.get("model", NOT_RECORDED)),
-                      display_name=display,
-                      endpoint_kind=agent.get("endpoint_kind", NOT_RECORDED),
-                      endpoint=agent.get("base_url", NOT_RECORDED),
-                      element=agent.get("element", start.get("element", NOT_RECORDED)),
-                      parameters=dict(agent.get("parameters") or {})),
+        agent=capture_view.agent(view, model=start.get("model", NOT_RECORDED),
+                                 element=start.get("element", NOT_RECORDED),
+                                 display_name=display),
         instrumentation=items, request_modifying=request_modifying(items),
-        producer=A.Producer(version=__version__, mapper=NAME, mapper_version=VERSION,
-                            sandbox=producer.get("sandbox") if isinstance(
-                                producer.get("sandbox"), dict) else None,
-                            test_only=bool(m.get("test_only") or h.get("test_only")),
-                            preset=producer.get("preset")),
+        producer=capture_view.producer(ev, view, NAME, VERSION),
         evidence=evidence, plan_sha256=h.get("plan_sha256") or NOT_RECORDED,
         config_digest=h.get("config_digest") or NOT_RECORDED,
         started_at=h.get("started_at") or NOT_RECORDED,
-        ended_at=_ended_at(h.get("started_at"), end),
+        ended_at=capture_view.ended_at(h.get("started_at"), end),
         actors=defence_records.actors(defense_id, h, raw))
 
 
@@ -338,18 +315,11 @@ class CaptureMapper:
 
     def map(self, evidence: LiveEvidence) -> A.AER:
         ev = evidence
-        if ev.capture is not None:  # a missing end record is map.capture_error, below
-            chain = agentprov_capture.check(ev.capture, require_end=False)
-            raw, head, problems = chain.records, chain.head_sha256, list(chain.problems)
-        else:
-            raw, head, problems = [], None, ["the capture log is missing from the raw store"]
-        if ev.capture is not None and ev.attempt.capture_head_sha256 not in (None, head):
-            problems.append("its head digest differs from the ledger's")
-        h = raw[0] if raw and raw[0].get("kind") == "header" else {}
-        end = raw[-1] if raw and raw[-1].get("kind") == "end" else None
+        view = capture_view.read(ev)  # a missing end record is map.capture_error, below
+        raw, problems, h, end = view.raw, view.problems, view.header, view.end
         native = live_native.parse_native(ev.native) if ev.native is not None else None
         defense_id, mismatch = defence_records.observed(h, raw, ev.attempt.defence)
-        header = _header(ev, h, end, raw, native, defense_id)
+        header = _header(ev, view, native, defense_id)
         records = [r for _, r in _records(raw, ev.attempt)]
         observed = any(isinstance(r, (A.ModelCall, A.ToolCall)) for r in records)
         session = end.get("status", NOT_RECORDED) if end else NOT_RECORDED

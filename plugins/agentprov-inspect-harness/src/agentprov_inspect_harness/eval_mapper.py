@@ -28,15 +28,15 @@ A sample that errored in the harness is kept and imported, and raises ``map.samp
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 from typing import Any
 
-import agentprov_capture
 from msgspec import UNSET
 
 from agentprov_core.evidence import aer as A
+from agentprov_core.evidence import capture_view
 from agentprov_core.evidence.aer import NOT_RECORDED
+from agentprov_core.evidence.capture_view import CaptureView
 from agentprov_core.mapping import CAPTURE_FORMAT, LiveEvidence
 from agentprov_inspect_harness import evalread
 from agentprov_inspect_harness.plugin import EVAL_FORMAT, EVAL_MAPPER
@@ -252,16 +252,6 @@ class _Mapping:
 
 
 # ------------------------------------------------------------------------------ header
-def _ended_at(started: Any, end: dict[str, Any] | None) -> Any:
-    if not isinstance(started, str) or not end or not isinstance(end.get("t"), (int, float)):
-        return NOT_RECORDED
-    try:
-        t0 = dt.datetime.strptime(started, "%Y-%m-%dT%H:%M:%S.%fZ")
-    except ValueError:
-        return NOT_RECORDED
-    return (t0 + dt.timedelta(seconds=end["t"])).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def judge_actors(h: dict[str, Any]) -> dict[str, str]:
     """The judges' actor ids by role: ``judge0``, ``judge1``… in the order of the plan's
     roles (the capture header's ``inspect.judges``, sorted: refusal_judge, semantic_judge
@@ -271,22 +261,17 @@ def judge_actors(h: dict[str, Any]) -> dict[str, str]:
     return {role: f"judge{i}" for i, role in enumerate(sorted(judges))}
 
 
-def _header(ev: LiveEvidence, h: dict[str, Any], end: dict[str, Any] | None,
-            log: dict[str, Any] | None, actors: dict[str, str]) -> A.Header:
-    from agentprov_core import __version__
-
-    a, m = ev.attempt, ev.manifest or {}
-    cell = h.get("cell") if isinstance(h.get("cell"), dict) else {}
-    agent = h.get("agent") if isinstance(h.get("agent"), dict) else {}
-    backend = h.get("backend") if isinstance(h.get("backend"), dict) else {}
+def _header(ev: LiveEvidence, view: CaptureView, log: dict[str, Any] | None,
+            actors: dict[str, str]) -> A.Header:
+    a, m, h = ev.attempt, ev.manifest or {}, view.header
+    cell, backend, insp = view.part("cell"), view.part("backend"), view.part("inspect")
     source = h.get("source") or m.get("source") or NOT_RECORDED
-    producer = m.get("producer") if isinstance(m.get("producer"), dict) else {}
-    insp = h.get("inspect") if isinstance(h.get("inspect"), dict) else {}
     judges = insp.get("judges") if isinstance(insp.get("judges"), dict) else {}
     evidence = []
     if ev.native is not None:
         version = (log or {}).get("version")
-        evidence.append(A.Evidence(role="inspect_log", format=f"{EVAL_FORMAT}/{version or 'unknown'}",
+        evidence.append(A.Evidence(role="inspect_log",
+                                   format=f"{EVAL_FORMAT}/{version or 'unknown'}",
                                    sha256=_sha(ev.native), bytes=len(ev.native),
                                    path=ev.native_path or NOT_RECORDED))
     if ev.capture is not None:
@@ -294,7 +279,6 @@ def _header(ev: LiveEvidence, h: dict[str, Any], end: dict[str, Any] | None,
                                    sha256=_sha(ev.capture), bytes=len(ev.capture),
                                    path=ev.capture_path or NOT_RECORDED,
                                    head_sha256=a.capture_head_sha256))
-    items = [str(i) for i in h.get("declared_instrumentation") or []]
     spec = (log or {}).get("eval") if isinstance((log or {}).get("eval"), dict) else {}
     return A.Header(
         execution_id=str(h.get("session_id") or a.session_id), mode="import",
@@ -302,27 +286,17 @@ def _header(ev: LiveEvidence, h: dict[str, Any], end: dict[str, Any] | None,
         backend=A.Backend(id=str(m.get("backend") or source),
                           environment_id=backend.get("environment_id", NOT_RECORDED),
                           identity_sha256=backend.get("identity_sha256", NOT_RECORDED),
-                          benchmark_version=spec.get("task_version", NOT_RECORDED)
-                          if spec else NOT_RECORDED),
+                          benchmark_version=spec.get("task_version", NOT_RECORDED)),
         task=A.Task(source=str(source), suite=insp.get("task", NOT_RECORDED),
                     user_task_id=NOT_RECORDED, cell_key=str(cell.get("cell_key") or a.cell_key),
                     unit=a.unit, attempt=a.attempt, repeat=a.repeat),
-        agent=A.Agent(model=agent.get("model", NOT_RECORDED),
-                      display_name=agent.get("display_name"),
-                      endpoint_kind=agent.get("endpoint_kind", NOT_RECORDED),
-                      endpoint=agent.get("base_url", NOT_RECORDED),
-                      element=agent.get("element", NOT_RECORDED),
-                      parameters=dict(agent.get("parameters") or {})),
-        instrumentation=items, request_modifying=[],
-        producer=A.Producer(version=__version__, mapper=NAME, mapper_version=VERSION,
-                            sandbox=producer.get("sandbox") if isinstance(
-                                producer.get("sandbox"), dict) else None,
-                            test_only=bool(m.get("test_only") or h.get("test_only")),
-                            preset=producer.get("preset")),
+        agent=capture_view.agent(view),
+        instrumentation=[str(i) for i in h.get("declared_instrumentation") or []],
+        request_modifying=[], producer=capture_view.producer(ev, view, NAME, VERSION),
         evidence=evidence, plan_sha256=h.get("plan_sha256") or NOT_RECORDED,
         config_digest=h.get("config_digest") or NOT_RECORDED,
         started_at=h.get("started_at") or NOT_RECORDED,
-        ended_at=_ended_at(h.get("started_at"), end),
+        ended_at=capture_view.ended_at(h.get("started_at"), view.end),
         actors=[A.Actor(id=actors[r], kind="judge", name=r,
                         model=str(judges.get(r, NOT_RECORDED)))
                 for r in sorted(actors)] or UNSET)
@@ -345,17 +319,7 @@ class EvalMapper:
 
     def map(self, evidence: LiveEvidence) -> A.AER:
         ev = evidence
-        if ev.capture is not None:
-            chain = agentprov_capture.check(ev.capture, require_end=False)
-            raw, head, problems = chain.records, chain.head_sha256, list(chain.problems)
-        else:
-            raw, head, problems = [], None, ["the capture log is missing from the raw store"]
-        if ev.capture is not None and ev.attempt.capture_head_sha256 not in (None, head):
-            problems.append("its head digest differs from the ledger's")
-        h = raw[0] if raw and raw[0].get("kind") == "header" else {}
-        end = raw[-1] if raw and raw[-1].get("kind") == "end" else None
-        session = end.get("status", NOT_RECORDED) if end else NOT_RECORDED
-        issues: list[A.Issue] = []
+        view = capture_view.read(ev)
         log, unreadable = None, None
         if ev.native is None:
             unreadable = "the .eval log is missing"
@@ -364,22 +328,15 @@ class EvalMapper:
                 log = self.read(ev)
             except evalread.EvalUnreadable as exc:
                 unreadable = f"the .eval log is unreadable: {exc}"
-        actors = judge_actors(h)
-        wire = Wire(raw)
-        agent = h.get("agent") if isinstance(h.get("agent"), dict) else {}
-        mapping = _Mapping(wire, actors, agent.get("element", NOT_RECORDED))
+        actors = judge_actors(view.header)
+        wire = Wire(view.raw)
+        mapping = _Mapping(wire, actors, view.part("agent").get("element", NOT_RECORDED))
         for s in (log or {}).get("samples") or []:
             if isinstance(s, dict):
                 mapping.sample(s)
         records = mapping.records
         observed = any(isinstance(r, (A.ModelCall, A.ToolCall)) for r in records)
-        if problems:
-            issues.append(A.Issue(code="map.capture_damaged", detail="; ".join(problems[:3])))
-        if session not in ("complete", "incomplete"):
-            why = f"the session ended {session}" if end else "the capture log has no end record"
-            reason = (end or {}).get("reason")
-            issues.append(A.Issue(code="map.capture_error",
-                                  detail=f"{why}: {reason}" if reason else why))
+        issues = view.issues()
         if not observed:
             issues.append(A.Issue(code="map.no_execution_observed",
                                   detail="no model call and no tool call was recorded"))
@@ -403,19 +360,10 @@ class EvalMapper:
         refused = ev.attempt.staging_refused or []
         if refused:
             issues.append(A.Issue(code="map.staging_refused", detail="; ".join(refused[:3])))
-        codes = {i.code for i in issues}
-        if codes & {"map.capture_damaged", "map.capture_error", "map.staging_refused"}:
-            status = "failed"
-        elif issues:
-            status = "ok_with_issues"
-        else:
-            status = "ok"
-        reason = (end or {}).get("reason") if end else (problems[0] if problems else None)
-        if refused:
-            reason = ev.attempt.reason
-        outcome = A.Outcome(status=status, session_status=session, execution_observed=observed,
-                            issues=issues, live_vs_native=lvn, reason=reason)
-        return A.AER(header=_header(ev, h, end, log, actors), records=records, outcome=outcome)
+        outcome = A.Outcome(status=capture_view.status(issues), session_status=view.session,
+                            execution_observed=observed, issues=issues, live_vs_native=lvn,
+                            reason=ev.attempt.reason if refused else view.reason())
+        return A.AER(header=_header(ev, view, log, actors), records=records, outcome=outcome)
 
 
 MAPPER = EvalMapper()
