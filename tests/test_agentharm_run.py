@@ -8,8 +8,8 @@ time). T0 stores the cell's ``.eval`` log and its wire log, and the ``inspect.ev
 imports the log through Inspect's own reader, with the wire-versus-eval check.
 
 The scripts answer every model call with what the call can use: the agent's first reply
-calls the sample's target functions (with arguments the tools refuse, which Inspect
-records as tool errors), its second is text; every later reply (a judge's) is ``Answer: No``.
+calls the sample's target functions (with no arguments: a tool that needs some
+answers with an error, which Inspect records), its second is text; every later reply (a judge's) is ``Answer: No``.
 """
 
 from __future__ import annotations
@@ -107,7 +107,10 @@ def test_a_scripted_campaign_runs_cells_and_imports_their_eval_logs(agentharm_en
         assert {c["model_requested"] for c in judged} == {"judge-m"}
         assert [t["function"] for t in aer["records"] if t["kind"] == "tool_call"] == functions
         tools = [t for t in aer["records"] if t["kind"] == "tool_call"]
-        assert all(t["call_id"] == agent[0]["call_id"] and t["error"] for t in tools)
+        # each linked to the agent's call that asked for it, with what the tool answered
+        # (the empty arguments are refused by the tools that need some: a tool error)
+        assert all(t["call_id"] == agent[0]["call_id"] for t in tools)
+        assert all(t["error"] or t["result"] is not None for t in tools)
         assert all(c["attempts"] and c["request_sha256"] == c["attempts"][0]["request_sha256"]
                    for c in calls)  # each paired with its wire attempt
         lvn = out["live_vs_native"]
