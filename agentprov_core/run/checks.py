@@ -26,7 +26,11 @@ def check_corpus(prepared: Prepared) -> None:
         return
     m = wc.manifest()
     want = "scripted" if prepared.request.scripted else "real"
-    have = "scripted" if m.get("test_only") else "real"
+    # the transport the manifest records (a real run on a fixture dataset is test_only
+    # too, so test_only cannot tell); a manifest without one was scripted when test_only
+    transport = (m.get("live") or {}).get("transport")
+    have = ("scripted" if transport == "scripted" else "real") if transport \
+        else "scripted" if m.get("test_only") else "real"
     if have != want:
         raise AgentprovError("cli.refused.mixed_transport", corpus=wc.root, have=have, want=want)
     if o.get("allow_mixed_config"):
