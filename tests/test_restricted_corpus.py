@@ -235,3 +235,53 @@ def test_validate_verify_stats_and_recompute_read_a_restricted_corpus(cli, tmp_p
     rc = cli("recompute", "--corpus", root, "--dry-run")
     assert rc.code == 0 and "5 identical, 0 changed" in rc.out, rc.out + rc.err
     assert snapshot(root) == before
+
+
+# ------------------------------------------------- the real run path (slow: the environment)
+@pytest.mark.slow
+@pytest.mark.req("R-25.38", "R-25.39")
+def test_a_scripted_agentharm_run_under_the_home_records_restricted(agentharm_env, tmp_path):
+    """The real inspect-agentharm environment (fixture dataset): a scripted run into
+    ``$AGENTPROV_HOME/corpora`` is admitted and writes a manifest that records
+    ``restricted``; validate reads it; package refuses it; the same run into a directory
+    outside the home is refused, nothing written."""
+    import subprocess
+    import sys
+
+    from conftest import Result, child_env
+
+    def cli(*args: str) -> Result:
+        e = child_env() | {"AGENTPROV_HOME": str(agentharm_env.home),
+                           "AGENTPROV_ERROR_FORMAT": "json"}
+        p = subprocess.run([sys.executable, "-m", "agentprov_core", *map(str, args)],
+                           capture_output=True, text=True, env=e, cwd=ROOT, timeout=600)
+        return Result(p.returncode, p.stdout, p.stderr)
+
+    script = tmp_path / "script.json"
+    script.write_text("[]")
+    args = ("--campaign", "rc", "--task", "inspect_evals/agentharm", "--samples", "limit:1",
+            "--message-limit", "10", "--token-limit", "20000", "--time-limit", "600",
+            "--judge", "refusal_judge=m", "--judge", "semantic_judge=m", "--cell-size", "1",
+            "--llm-script", str(script))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    before = snapshot(agentharm_env.home)
+    r = cli("run", "agentharm", "--corpus", outside / "rc", *args)
+    assert (r.code, r.error["error"]) == (4, "cli.refused.restricted_corpus"), r.err
+    assert snapshot(agentharm_env.home) == before and list(outside.iterdir()) == []
+
+    corpus = agentharm_env.home / "corpora" / "rc"
+    r = cli("run", "agentharm", "--corpus", corpus, *args)
+    assert r.code in (0, 1), r.err  # admitted: the empty script's cell may fail, and stays
+    m = json.loads((corpus.with_name("rc.partial") / "manifest.json").read_text())
+    assert m["corpus_id"] == "agentharm-live-rc"
+    assert m["restricted"]["private"] is True and m["restricted"]["deposit"] == "never"
+    assert "AI safety and security" in m["restricted"]["licence"]
+    assert m["source_meta"]["restricted"]["why"] == m["restricted"]["why"]
+    v = cli("validate", "--corpus", corpus, "--strict")
+    assert v.code == 0 and "of agentharm-live-rc (working)" in v.out, v.out + v.err
+    assert "1 passed, 0 failed" in v.out
+    spec = tmp_path / "corpus-spec.toml"
+    spec.write_text('format = "agentprov-corpus-spec/0.2"\n')
+    p = cli("package", "--corpus", corpus, "--spec", spec)
+    assert (p.code, p.error["error"]) == (4, "package.refused.restricted"), p.err
