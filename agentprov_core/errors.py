@@ -283,6 +283,9 @@ _reg("cli.refused.mixed_plan", R, "coded",
 _reg("cli.refused.mixed_transport", R, "coded",
      "the corpus {corpus} holds {have} sessions and this run is {want}: a scripted and a real session never share a corpus",
      "use another --corpus")
+_reg("cli.refused.restricted_corpus", R, "coded",
+     "--corpus {corpus}: {where} resolves to {resolved}, outside $AGENTPROV_HOME ({home}); {why} (R-25.38), kept under $AGENTPROV_HOME: name a corpus there, e.g. --corpus {suggestion}",
+     "name a corpus under $AGENTPROV_HOME, e.g. --corpus $AGENTPROV_HOME/corpora/NAME (symlinks are resolved)")
 _reg("cli.environment.corpus", E, "coded",
      "the corpus {corpus} cannot be used: {what}",
      "repair or move the corpus, then re-run")
@@ -351,6 +354,9 @@ _reg("run.unsupported.defence_endpoint", X, "cannot_run",
 _reg("package.unsupported.live", X, "coded",
      "sealing a live corpus is not supported in this build",
      "keep the working corpus under $AGENTPROV_HOME; sealing live corpora is planned for v0.2 (agentprov-corpus/0.3)")
+_reg("package.refused.restricted", R, "coded",
+     "{corpus} is not packaged: {why} (its evidence holds {holds}; licence: {licence}), which is never deposited; releasing it needs a separate decision of the project owner (R-25.38). Keep it under $AGENTPROV_HOME: validate, verify, stats and recompute read it there",
+     "keep the corpus under $AGENTPROV_HOME; validate, verify, stats and recompute read it where it is")
 _reg("recompute.unsupported.remap_live", X, "coded",
      "re-mapping a live corpus from its raw evidence is not supported (D-43): recompute re-derives SEM, PROV and validation from the stored AER",
      "drop --remap")

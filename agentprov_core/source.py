@@ -31,6 +31,21 @@ LiveStatus = Literal["planned", "partial", "full"]
 LIVE_ORDER: dict[str, int] = {"planned": 0, "partial": 1, "full": 2}
 
 
+class Restricted(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A source whose live corpus is a restricted-use corpus, private (R-25.38): it stays
+    under ``$AGENTPROV_HOME`` (``agentprov run`` refuses a ``--corpus`` elsewhere,
+    ``cli.refused.restricted_corpus``), it is never deposited (``agentprov package``
+    refuses it, ``package.refused.restricted``), and its release needs a separate decision
+    of the project owner. The manifest records it as ``restricted`` (``private: true``)."""
+
+    #: why the corpus is restricted, in one sentence (shown by the refusals)
+    why: str
+    #: the data's licence and its additional clause, as the dataset states them
+    licence: str
+    #: what the corpus's evidence holds that makes it private
+    holds: str
+
+
 class SourceMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """What a source declares about itself. The registry (``registry/parts.toml``) may
     override ``live_status`` and ``caveat``; the plugin's values are the defaults."""
@@ -61,6 +76,9 @@ class SourceMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     #: with the benchmark's native log beside it) or ``inspect-eval`` (an Inspect ``.eval``
     #: log, with the wire log beside it, R-25.5)
     evidence_format: str = "capture/0.1"
+    #: a live corpus of this source is restricted-use and private (:class:`Restricted`);
+    #: ``None``: an ordinary corpus
+    restricted: Restricted | None = None
 
 
 @dataclass

@@ -96,8 +96,6 @@ NOT_BUILT = {
     # 25. Inspect: what T0 would check or count is not built either
     "R-25.13": "the import-only parts (WhistleBench, ATIA): `agentprov run whistlebench` is an "
                "unknown source (exit 2)",
-    "R-25.32": ESTIMATE + "; the caps half (the D-740 bound replaces the 48-call constant "
-               "for an Inspect plan) is tests/test_inspect_caps.py's",
     "R-25.36": "judge pricing (D-770): judge calls are counted apart in the SEM "
                "(`judge_model_calls`), but no estimate prices them",
 }
@@ -152,6 +150,8 @@ NOT_AUTODOJO_AGENTDYN = ("AutoDojo's and AgentDyn's backends (this is proven for
                          "AutoDojo's fork is not public and AgentDyn's repository is not "
                          "reachable, so neither environment can be built")
 PARTLY = {
+    "R-25.32": "the estimate's line (`agentprov estimate`: " + ESTIMATE + "); the caps' half "
+               "(the D-740 bound replaces the 48-call constant) is built",
     "R-2.7": NOT_AUTODOJO_AGENTDYN,
     "R-2.8": NOT_AUTODOJO_AGENTDYN,
     "R-6.7": "the NLTK (AutoDojo) and dataset (Inspect) digests, of environments that cannot "

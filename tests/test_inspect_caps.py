@@ -46,7 +46,7 @@ def inproc(tmp_path, monkeypatch, landed_env):
                         lambda meta, env_id: SimpleNamespace(probe={}))
     env_file = tmp_path / ".env"
     env_file.write_text("OPENROUTER_API_KEY=sk-test-inspect-caps\n")
-    corpora = tmp_path / "corpora"
+    corpora = home / "corpora"  # agentharm's corpus is restricted: under the home
     corpora.mkdir()
     (tmp_path / "script.json").write_text("[]")
 

@@ -9,20 +9,23 @@ import pytest
 from conftest import ROOT, fake_identity
 
 from agentprov_core.backend import environments
+from agentprov_core.base import paths
 from agentprov_core.run import prepare as planning
 from agentprov_core.run.runrequest import RunRequest
 
 
 @pytest.fixture(autouse=True)
-def built(monkeypatch):
+def built(monkeypatch, tmp_path):
     monkeypatch.setattr(environments, "backend_identity", fake_identity("00000000"))
+    monkeypatch.setenv("AGENTPROV_HOME", str(tmp_path / "home"))  # outside the repository
 
 
 SCRIPT = str(ROOT / "examples" / "scripts" / "live-demo.json")
 
 
 def plan(source="agentdojo", given=(), **options):
-    options.setdefault("corpus", "/tmp/elsewhere/c")
+    # under the home: a restricted source's corpus (agentharm's) stays there
+    options.setdefault("corpus", str(paths.home() / "corpora" / "c"))
     options.setdefault("campaign", "demo")
     if not any(options.get(k) for k in ("model", "endpoint")):
         options.setdefault("llm_script", SCRIPT)

@@ -130,10 +130,11 @@ def test_an_autodojo_variant_is_another_way_of_running_the_cells(built, tmp_path
 
 
 @pytest.mark.req("R-2.14", "R-15.13")
-def test_a_changed_inspect_parameter_is_refused(built, tmp_path, landed_env):
+def test_a_changed_inspect_parameter_is_refused(built, tmp_path, landed_env, monkeypatch):
     """An Inspect task's limits and parameters (``--message-limit``, ``--task-param``)
     change what every sample runs."""
-    c = tmp_path / "c"
+    monkeypatch.setenv("AGENTPROV_HOME", str(tmp_path / "home"))
+    c = tmp_path / "home" / "corpora" / "c"  # agentharm's corpus is restricted (R-25.38)
     opts = dict(task="inspect_evals/agentharm", samples="limit:2", message_limit=10,
                 token_limit=20000, time_limit=600,
                 judge=("refusal_judge=m", "semantic_judge=m"))

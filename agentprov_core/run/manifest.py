@@ -13,7 +13,7 @@ import msgspec
 from agentprov_core import __version__
 from agentprov_core.backend import datasets, environments
 from agentprov_core.corpus.working import MANIFEST_FORMAT, WorkingCorpus, now
-from agentprov_core.run import testfaults
+from agentprov_core.run import restricted, testfaults
 from agentprov_core.run.stops import EARLY_STOPS
 
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ def manifest_of(prepared: Prepared, old: dict[str, Any] | None) -> dict[str, Any
                            for r in manager().records), key=lambda r: r["name"]),
         "source_meta": msgspec.to_builtins(meta),
     })
+    if meta.restricted is not None:  # a restricted-use corpus, private
+        m["restricted"] = restricted.manifest_record(meta.restricted)
     data = datasets.manifest_fields(marker.dataset)  # a fixture dataset: test_only, synthetic
     if data:
         m["backend_identity"]["dataset"] = data.pop("dataset")

@@ -3,8 +3,8 @@
 1. usage (exit 2): options, then the plan document, its expansion from the catalogue
 2. live status gate (exit 5), backend and defence refusals (exit 5), the environment (3),
    and the pinned files of the defence's assets in it (3)
-3. API caps (exit 4) before any key is read; then the key (3), the endpoint URL (4) and the
-   containment (4)
+3. a restricted source's corpus outside $AGENTPROV_HOME (exit 4); API caps (exit 4) before
+   any key is read; then the key (3), the endpoint URL (4) and the containment (4)
 6. the plan: cells, digests, units and attempts due; ``--dry-run`` stops here
 (7. consent is :mod:`agentprov_core.live.consent`, called by ``run`` after the plan.)
 
@@ -40,6 +40,7 @@ from agentprov_core.plan.plans import (
     plan_digest,
 )
 from agentprov_core.registries import defences as defmod
+from agentprov_core.run import restricted
 from agentprov_core.run.runrequest import RunRequest, check_usage
 from agentprov_core.source import LIVE_ORDER, RunContext, Source
 
@@ -500,7 +501,9 @@ def prepare(req: RunRequest) -> Prepared:
 
         defassets.require_provisioned(entry, environments.read_marker(meta, env_id),
                                       environments.environment_dir(env_id), meta.backend)
-    # ---- step 3: API caps before any key is read; the key, the endpoint URL, the containment
+    # ---- step 3: a restricted corpus under $AGENTPROV_HOME; API caps before any key is
+    # read; the key, the endpoint URL, the containment
+    restricted.check_location(meta, req.options.get("corpus"))
     resolved = containment = None
     if ep is not None:
         check_caps(req, endpoint_class(req, ep))

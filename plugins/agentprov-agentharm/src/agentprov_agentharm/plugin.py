@@ -4,7 +4,7 @@ from pathlib import Path
 
 from agentprov_core.backendproject import BackendDataset, BackendProject, DatasetFile
 from agentprov_core.plugins import hookimpl
-from agentprov_core.source import InspectCellBound, InspectSource, SourceMeta
+from agentprov_core.source import InspectCellBound, InspectSource, Restricted, SourceMeta
 
 
 class AgentHarm(InspectSource):
@@ -21,6 +21,11 @@ class AgentHarm(InspectSource):
         llm_elements=("native",),
         mapper="inspect.eval",
         evidence_format="inspect-eval",
+        restricted=Restricted(
+            why="a live AgentHarm corpus is its own restricted-use corpus, private",
+            licence="MIT with an additional clause: use only to improve AI safety and "
+                    "security (ai-safety-institute/AgentHarm)",
+            holds="AgentHarm's harmful prompts and any compliant completions, verbatim"),
     )
     # what T0 shows before the environment is built; the built environment's worker serves
     # the catalogue read from the installed code (provenance "worker")
