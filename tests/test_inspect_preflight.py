@@ -149,9 +149,9 @@ def stand_in(tmp_path):
 
 
 @pytest.mark.req("R-18.9", "R-25.37", "R-25.23", "R-18.1", "R-18.4")
-def test_a_real_agentharm_campaign_probes_through_inspect(cli, stand_in, tmp_path):
+def test_a_real_agentharm_campaign_probes_through_inspect(cli, stand_in, tmp_path, home):
     env_file, sentinel = key_file(tmp_path)
-    corpus = tmp_path / "ah-real"
+    corpus = home / "corpora" / f"ah-real-{tmp_path.name}"  # restricted: under the home
     r = cli(*_campaign(corpus, env_file), "--keep-staging", env=standin_env(stand_in),
             json_errors=False)
     assert r.code == 0, r.err
@@ -204,14 +204,15 @@ def test_a_real_agentharm_campaign_probes_through_inspect(cli, stand_in, tmp_pat
 
 
 @pytest.mark.req("R-18.9", "R-25.37", "R-18.3", "R-18.4")
-def test_a_text_reply_to_the_inspect_probe_is_unconfirmed_and_called_again(cli, tmp_path):
+def test_a_text_reply_to_the_inspect_probe_is_unconfirmed_and_called_again(cli, tmp_path,
+                                                                            home):
     """A text reply that ignores the instruction is judged as for AgentDojo: unconfirmed,
     another call; the next call's structured report_probe confirms, and each call was its
     own session, charged and kept."""
     s = InspectStandIn(tmp_path, deaf=1)
     try:
         env_file, sentinel = key_file(tmp_path)
-        corpus = tmp_path / "ah-deaf-once"
+        corpus = home / "corpora" / f"ah-deaf-{tmp_path.name}"
         r = cli(*_campaign(corpus, env_file), env=standin_env(s), json_errors=False)
         assert r.code == 0, r.err
         assert "preflight: confirmed after 2 call(s)" in r.err
@@ -266,14 +267,14 @@ def test_an_inspect_probe_call_is_one_wire_attempt(cli, tmp_path):
 
 @pytest.mark.req("R-25.27", "R-25.31", "R-25.32", "R-17.4")
 def test_the_caps_stop_a_real_agentharm_campaign_where_the_d740_bound_says(cli, stand_in,
-                                                                           tmp_path):
+                                                                           tmp_path, home):
     """Under caps each cell is one sample (--cell-size 1) reserved at the D-740 bound, 42
     calls at M = 10. With --max-calls 45 the probe (1 call) and the first cell's reservation
     (42) fit; after it billed its calls (probe 1 + cell 3: agent twice, the refusal judge
     once), the second cell's 42 do not (4 + 42 > 45): the run stops before it, cap_reached,
     exit 1, and says to raise the cap."""
     env_file, sentinel = key_file(tmp_path)
-    corpus = tmp_path / "ah-capped"
+    corpus = home / "corpora" / f"ah-capped-{tmp_path.name}"
     plan = _plan(env_file)
     plan[plan.index("46-1")] = "46-1,46-2"
     r = cli("run", "agentharm", "--corpus", str(corpus), "--campaign", "capped", *plan,
