@@ -13,8 +13,8 @@ why, when it cannot be built). Two measurements, each side by side in one run, i
    preloads (``inspect_ai``, ``inspect_ai.model``, ``openai``: ``InspectWorkerSource.preload``);
    (d) ``inspect_ai`` and the AgentHarm task module (``inspect_evals.agentharm.agentharm``),
    what a cell imports before its eval; (e) (d) and Inspect's registry of installed
-   packages (``ensure_entry_points()``, which ``eval()`` runs: it imports every eval
-   ``inspect_evals`` registers); (f) what the ``inspect.eval`` mapper's reader imports
+   packages (``ensure_entry_points()``, which ``eval()`` runs as it starts its hooks: it
+   imports every eval ``inspect_evals`` registers); (f) what the ``inspect.eval`` mapper's reader imports
    (``agentprov_inspect_harness.evalread``: T0 starts one per cell it maps).
 2. **A scripted 8-sample run.** Eight samples of the fixture's val split
    (:data:`SAMPLES`, one grading function: each sample makes the same four model calls:
@@ -68,7 +68,14 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_backend import Skip, agentprov_argv, env_python_env, interleaved, t0_env  # noqa: E402
+from bench_backend import (  # noqa: E402
+    Skip,
+    agentprov_argv,
+    env_python_env,
+    interleaved,
+    run_build,
+    t0_env,
+)
 from bench_cli_start import p90  # noqa: E402
 from benchutil import load_avg  # noqa: E402
 
@@ -93,7 +100,8 @@ START_ROWS = {
                 "import inspect_ai, inspect_ai.model, openai"),
     "task": (f"`inspect_ai` and the task module `{TASK_MODULE}`",
              f"import inspect_ai, {TASK_MODULE}"),
-    "registry": ("(d) and Inspect's registry (`ensure_entry_points()`, run by `eval()`)",
+    "registry": ("(d) and Inspect's registry (`ensure_entry_points()`, which `eval()` runs "
+                 "as it starts)",
                  f"import inspect_ai, {TASK_MODULE}\n"
                  "from inspect_ai._util.entrypoints import ensure_entry_points\n"
                  "ensure_entry_points()"),
@@ -173,27 +181,11 @@ def build(home: Path, cwd: str) -> dict[str, Any]:
                        cwd=cwd)
     argv = [sys.executable, "-m", "agentprov_core", "--error-format", "json", "backends",
             "build", BACKEND, "--dataset", str(fixture), "--allow-network"]
-    t = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=t0_env(home), cwd=cwd)
-    took = time.perf_counter() - t
-    if proc.returncode != 0:
-        try:
-            err = json.loads(proc.stderr.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            err = {}
-        if str(err.get("error", "")).startswith("cli.environment."):
-            why = " ".join(str(err.get("message") or err["error"]).split())
-            raise Skip(why.split(" | hint:")[0].rstrip(" |"))
-        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    envs = sorted(p for p in (home / "envs").iterdir()
-                  if p.is_dir() and p.name.startswith("inspect-agentharm-"))
-    if len(envs) != 1:
-        raise RuntimeError(f"unexpected build result: {proc.stdout!r} {envs}")
-    marker = json.loads((envs[0] / "AGENTPROV_ENV.json").read_text(encoding="utf-8"))
+    env_dir, marker, took = run_build(argv, home, cwd, "inspect-agentharm")
     dists = marker.get("distributions") or {}
     versions = {name: (d.get("version", "?") if isinstance(d, dict) else str(d))
                 for name, d in dists.items()} if isinstance(dists, dict) else {}
-    return {"env_id": envs[0].name, "env_dir": str(envs[0]), "build_s": took,
+    return {"env_id": env_dir.name, "env_dir": str(env_dir), "build_s": took,
             "python": marker.get("python"),
             "versions": {k: versions.get(k, "?") for k in ("inspect-ai", "inspect-evals",
                                                            "openai")}}
@@ -433,9 +425,9 @@ SPAN_ROWS = (
     ("forkserver.preload", "the forkserver's preload (`inspect_ai`, `inspect_ai.model`, "
                            "`openai`)"),
     ("worker.fork", "a cell's fork, from the request (the first waits for the preload)"),
-    ("cell.inspect_setup", "in the cell: the dataset staged, the models (Inspect's registry), "
-                           "the task module imported and the task built"),
-    ("cell.inspect_eval", "in the cell: `eval()`"),
+    ("cell.inspect_setup", "in the cell: the dataset staged, the models, the task module "
+                           "imported and the task built"),
+    ("cell.inspect_eval", "in the cell: `eval()` (its start loads Inspect's registry)"),
     ("cell.child", "the cell process, whole"),
     ("map", "T0: each cell's .eval mapped (Inspect's reader in a fresh process of the "
             "environment's Python)"),
@@ -469,6 +461,8 @@ def _md_start(st: dict[str, Any]) -> list[str]:
             f"worker runs it), {st['rounds']} rounds interleaved after a warm-up round.", "",
             "| | imports | median ms | p90 ms | ÷ (b) |", "|---|---|---:|---:|---:|"]
     for (k, (label, _)), lab in zip(START_ROWS.items(), "abcdef", strict=True):
+        if k not in rows:  # results saved before the row was measured
+            continue
         r = rows[k]
         out.append(f"| ({lab}) | {label} | {_ms(r['median'])} | {_ms(r['p90'])} | "
                    f"{r['median'] / base:.2f} |")
@@ -476,8 +470,9 @@ def _md_start(st: dict[str, Any]) -> list[str]:
             f"**{rows['task']['median'] / base:.2f}x** "
             f"(+{_ms(rows['task']['median'] - base)} ms); with Inspect's registry, (e) ÷ (b): "
             f"{rows['registry']['median'] / base:.2f}x "
-            f"(+{_ms(rows['registry']['median'] - base)} ms); the mapper's reader, (f) ÷ (b): "
-            f"{rows['reader']['median'] / base:.2f}x.", ""]
+            f"(+{_ms(rows['registry']['median'] - base)} ms)"
+            + (f"; the mapper's reader, (f) ÷ (b): {rows['reader']['median'] / base:.2f}x"
+               if "reader" in rows else "") + ".", ""]
     return out
 
 
