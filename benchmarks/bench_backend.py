@@ -104,6 +104,36 @@ class Skip(Exception):
     """The environment cannot be built here (no network and no cache, no uv, ...)."""
 
 
+def build_failed(argv: list[str], proc: subprocess.CompletedProcess) -> Exception:
+    """What a failed ``backends build --error-format json`` raises: Skip, saying why, for
+    a reason of the machine (an ``cli.environment.*`` error), else a RuntimeError with the
+    tail of its stderr."""
+    try:
+        err = json.loads(proc.stderr.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        err = {}
+    if str(err.get("error", "")).startswith("cli.environment."):
+        why = " ".join(str(err.get("message") or err["error"]).split())
+        return Skip(why.split(" | hint:")[0].rstrip(" |"))
+    return RuntimeError(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+
+
+def run_build(argv: list[str], home: Path, cwd: str,
+              prefix: str) -> tuple[Path, dict[str, Any], float]:
+    """Run the build ``argv`` in ``home``: the one environment named ``prefix``-<id> it
+    leaves, its marker and the build's wall time (``build_failed`` raised on failure)."""
+    t = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=t0_env(home), cwd=cwd)
+    took = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise build_failed(argv, proc)
+    envs = sorted(p for p in (home / "envs").iterdir()
+                  if p.is_dir() and p.name.startswith(f"{prefix}-"))
+    if len(envs) != 1:
+        raise RuntimeError(f"unexpected build result: {proc.stdout!r} {envs}")
+    return envs[0], json.loads((envs[0] / "AGENTPROV_ENV.json").read_text(encoding="utf-8")), took
+
+
 # --------------------------------------------------------------------------- helpers
 def _stats(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values),
@@ -172,15 +202,7 @@ def build(home: Path, cwd: str) -> dict[str, Any]:
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
         times.append(time.perf_counter() - t)
         if proc.returncode != 0:
-            try:
-                err = json.loads(proc.stderr.strip().splitlines()[-1])
-            except (ValueError, IndexError):
-                err = {}
-            if str(err.get("error", "")).startswith("cli.environment."):
-                why = " ".join(str(err.get("message") or err["error"]).split())
-                raise Skip(why.split(" | hint:")[0].rstrip(" |"))
-            raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}:\n"
-                               f"{proc.stderr[-3000:]}")
+            raise build_failed(argv, proc)
         envs = sorted(p for p in (home / "envs").iterdir()
                       if p.is_dir() and p.name.startswith(f"{BACKEND}-"))
         if len(envs) != 1 or "built at" not in proc.stdout:

@@ -53,7 +53,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_backend import Skip, agentprov_argv, env_python_env, t0_env
+from bench_backend import Skip, agentprov_argv, env_python_env, run_build, t0_env
 from bench_cli_start import console_script, p90
 from benchutil import load_avg
 
@@ -441,29 +441,13 @@ def interleave(rounds: int, cmds: dict[str, Callable[[], float]],
 def build(home: Path, cwd: str) -> dict[str, Any]:
     argv = [sys.executable, "-m", "agentprov_core", "--error-format", "json", "backends",
             "build", BACKEND, "--allow-network"]
-    t = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=t0_env(home), cwd=cwd)
-    took = time.perf_counter() - t
-    if proc.returncode != 0:
-        try:
-            err = json.loads(proc.stderr.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            err = {}
-        if str(err.get("error", "")).startswith("cli.environment."):
-            why = " ".join(str(err.get("message") or err["error"]).split())
-            raise Skip(why.split(" | hint:")[0].rstrip(" |"))
-        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    envs = sorted(p for p in (home / "envs").iterdir()
-                  if p.is_dir() and p.name.startswith(f"{BACKEND}-"))
-    if len(envs) != 1:
-        raise RuntimeError(f"unexpected build result: {proc.stdout!r} {envs}")
-    marker = json.loads((envs[0] / "AGENTPROV_ENV.json").read_text(encoding="utf-8"))
-    cat = json.loads((envs[0] / "agentprov" / f"catalogue-{BACKEND}.json").read_text())
+    env_dir, marker, took = run_build(argv, home, cwd, BACKEND)
+    cat = json.loads((env_dir / "agentprov" / f"catalogue-{BACKEND}.json").read_text())
     dists = marker.get("distributions") or {}
     versions = {name: (d.get("version", "?") if isinstance(d, dict) else str(d))
                 for name, d in dists.items()} if isinstance(dists, dict) else {}
     compiled = marker.get("compiled") or {}
-    return {"env_id": envs[0].name, "env_dir": str(envs[0]), "build_s": took,
+    return {"env_id": env_dir.name, "env_dir": str(env_dir), "build_s": took,
             "pyc_files": compiled.get("files", 0),
             "python": marker["python"], "benchmark_version": cat["default_benchmark_version"],
             "agentdojo": versions.get("agentdojo", "?"), "openai": versions.get("openai", "?")}

@@ -32,6 +32,7 @@ END = "<!-- results: end -->"
 sys.path.insert(0, str(HERE))
 import bench_backend  # noqa: E402
 import bench_cli_start  # noqa: E402
+import bench_inspect  # noqa: E402
 import bench_planning_scale  # noqa: E402
 import bench_realpath  # noqa: E402
 from benchutil import display, load_avg  # noqa: E402
@@ -107,6 +108,12 @@ def report(args: argparse.Namespace) -> str:
             print(f"run_all: the real-endpoint benchmark is skipped: {res['skipped']}",
                   file=sys.stderr)
         parts.append(bench_realpath.markdown(res))
+    if args.only == "inspect":  # opt-in: about a quarter of an hour on two cores
+        res = bench_inspect.run(args.inspect_rounds, args.inspect_start_rounds)
+        if "skipped" in res:
+            print(f"run_all: the Inspect benchmark is skipped: {res['skipped']}",
+                  file=sys.stderr)
+        parts.append(bench_inspect.markdown(res))
     took = time.perf_counter() - started
     head = [
         f"Measured on {info['date']} by `python benchmarks/run_all.py` in {took:.0f} s.",
@@ -135,8 +142,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", action="store_true",
                     help=f"rewrite the results section of {DOC.relative_to(ROOT)}")
-    ap.add_argument("--only", choices=["cli", "planning", "backend", "realpath"],
-                    help="run one benchmark only")
+    ap.add_argument("--only", choices=["cli", "planning", "backend", "realpath", "inspect"],
+                    help="run one benchmark only (inspect: only so, not in the full run)")
     ap.add_argument("--rounds", type=int, default=30, help="CLI start-up rounds [30]")
     ap.add_argument("--importtime-runs", type=int, default=5)
     ap.add_argument("--phase-runs", type=int, default=10)
@@ -150,6 +157,10 @@ def main(argv: list[str] | None = None) -> None:
                     help="real endpoint against agentdojo's runner: rounds [5]")
     ap.add_argument("--realpath-instrumented", type=int, default=3,
                     help="real endpoint: runs with the debug timer, for the breakdown [3]")
+    ap.add_argument("--inspect-rounds", type=int, default=3,
+                    help="inspect: rounds of the 8-sample AgentHarm run [3]")
+    ap.add_argument("--inspect-start-rounds", type=int, default=10,
+                    help="inspect: rounds of the worker's start [10]")
     args = ap.parse_args(argv)
     if args.write and args.only:
         ap.error("--write rewrites the whole results section: run every benchmark")
