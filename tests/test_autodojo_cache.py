@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 from conftest import snapshot
-from test_fetchcache import git, make_repo
 
 from agentprov_core.backend import fetchcache
 from agentprov_core.backend.autodojofork import PIN_OVERRIDE, fork_pin
 from agentprov_core.errors import AgentprovError
 from agentprov_core.run import attackcache
+from agentprov_core.testing.gitrepo import git, make_repo
 
 CACHE_PATH = "src/agentdojo/attacks/cache/banking.json"
 CACHE = {"injection_tasks": {

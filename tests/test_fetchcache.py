@@ -3,39 +3,13 @@ prefix, a source without the commit, a commit of another tree, the cache's own r
 when nothing may fetch, and an archive that refuses links."""
 
 import os
-import subprocess
-from pathlib import Path
 
 import pytest
 
 from agentprov_core.backend import fetchcache
 from agentprov_core.backend.fetchcache import Pin
 from agentprov_core.errors import AgentprovError
-
-GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
-           "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {"PATH": os.environ["PATH"], "HOME": str(repo), **GIT_ENV}
-    return subprocess.run(["git", "-C", str(repo), *args], env=env, check=True,
-                          capture_output=True, text=True).stdout.strip()
-
-
-def make_repo(root: Path, files: dict[str, bytes], links: dict[str, str] | None = None) -> str:
-    """A git repository at ``root`` whose one commit holds ``files``; its full id."""
-    root.mkdir(parents=True)
-    git(root, "init", "--quiet", "-b", "main")
-    for name, data in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_bytes(data)
-    for name, target in (links or {}).items():
-        (root / name).symlink_to(target)
-    git(root, "add", "-A")
-    git(root, "commit", "--quiet", "-m", "fixture")
-    return git(root, "rev-parse", "HEAD")
+from agentprov_core.testing.gitrepo import git, make_repo
 
 
 @pytest.fixture
