@@ -240,6 +240,9 @@ BAD = [
     (b'{"injection_tasks": {"injection_task_99": {"v": ["a"]}}}',
      "injection_tasks.injection_task_99", "no such injection task in the plan's suite(s) banking"),
     (b"\xff\xfe{}", "(the file)", "is not UTF-8"),
+    (b"[" * 100_000, "(the file)", "nests arrays and objects too deeply"),
+    (b'{"injection_tasks": {"injection_task_0": {"v": [["a"]]}}}',
+     "injection_tasks.injection_task_0.v[0]", "not a JSON list"),
 ]
 
 

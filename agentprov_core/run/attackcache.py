@@ -87,9 +87,14 @@ def load(path: str | Path, known: dict[str, list[str]]) -> Cache:
     copy = "use the cache file from the pinned fork unchanged"
     try:
         data = inputfile.read_bytes(path, MAX_BYTES)
-        inputfile.check_json_depth(data)
+        # the shape is three levels deep: a deeper file fails the shape check below, and
+        # one deep enough to exhaust the parser is RecursionError (not a depth pre-scan,
+        # which costs ten times the parse on a large cache)
         doc = json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates,
                          parse_constant=_no_constant)
+    except RecursionError:
+        raise _bad(path, "(the file)", "nests arrays and objects too deeply for JSON of "
+                   f"the shape {SHAPE}", copy) from None
     except inputfile.Unreadable as exc:
         raise _bad(path, "(the file)", str(exc), "give the path of a cache file") from None
     except UnicodeDecodeError as exc:
