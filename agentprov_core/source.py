@@ -161,10 +161,9 @@ class SuiteSource(Source):
             raise AgentprovError("cli.usage.option_value", option="--autodojo-variant",
                                  value=str(doc.autodojo_variant), what="must be an integer >= 0")
         if doc.autodojo_cache is not None:  # its shape and injection tasks (exit 2)
-            from agentprov_core.run import attackcache
+            from agentprov_core.plan import cachefile
 
-            attackcache.load(doc.autodojo_cache,
-                             attackcache.known_injection_tasks(cat, doc.suites))
+            cachefile.load(doc.autodojo_cache, cachefile.known_injection_tasks(cat, doc.suites))
         if doc.repeats < 1:
             raise AgentprovError("cli.usage.option_value", option="--repeats",
                                  value=str(doc.repeats), what="must be 1 or more")

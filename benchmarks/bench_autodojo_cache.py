@@ -120,7 +120,7 @@ def _run(rounds: int, mb: float) -> dict[str, Any]:
                     checked = out
             dt, loaded = timed(lambda: attackcache.load(cache, known))
             parts["shape (load)"].append(dt)
-            dt, _ = timed(lambda: attackcache.verify(loaded))
+            dt, _ = timed(lambda loaded=loaded: attackcache.verify(loaded))
             parts["identity (verify)"].append(dt)
         assert blob == checked.origin.blob == fetchcache.blob_id(data), "the blob ids differ"
         med = {k: statistics.median(v) for k, v in times.items()}

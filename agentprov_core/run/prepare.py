@@ -541,10 +541,11 @@ def check_attack_cache(req: RunRequest, doc: PlanDoc, cat: Catalogue,
         return None
     import click
 
+    from agentprov_core.plan import cachefile
     from agentprov_core.run import attackcache
 
     checked = attackcache.check(doc.autodojo_cache, doc.autodojo_variant,
-                                attackcache.known_injection_tasks(cat, doc.suites),
+                                cachefile.known_injection_tasks(cat, doc.suites),
                                 [c.injection_task_id for c in cells if c.injection_task_id],
                                 allow_network=bool(req.options.get("allow_network")),
                                 dry_run=bool(req.options.get("dry_run")))
