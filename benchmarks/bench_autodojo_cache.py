@@ -57,81 +57,71 @@ def make_cache(mb: float) -> bytes:
 
 def run(rounds: int = 10, mb: float = 10.0) -> dict[str, Any]:
     """Both arms on a fresh fixture fork; the process's environment is restored after."""
-    from agentprov_core.backend.autodojofork import PIN_OVERRIDE
-
-    saved = {k: os.environ.get(k) for k in ("AGENTPROV_HOME", PIN_OVERRIDE)}
-    try:
-        return _run(rounds, mb)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _run(rounds: int, mb: float) -> dict[str, Any]:
     from agentprov_core.backend import fetchcache
-    from agentprov_core.backend.autodojofork import PIN_OVERRIDE, fork_pin
     from agentprov_core.run import attackcache
-    from agentprov_core.testing.gitrepo import make_repo
+    from agentprov_core.testing.gitrepo import fetch_fork, fork_environ, make_repo
 
     with tempfile.TemporaryDirectory(prefix="agentprov-bench-") as tmp:
         tmpdir = Path(tmp)
         data = make_cache(mb)
         commit = make_repo(tmpdir / "fork", {CACHE_PATH: data, "README.md": b"fixture\n"})
-        os.environ["AGENTPROV_HOME"] = str(tmpdir / "home")
-        os.environ[PIN_OVERRIDE] = commit
-        fetchcache.ensure(fork_pin(), source_repo=str(tmpdir / "fork"))
-        cache = tmpdir / "copy.json"
-        cache.write_bytes(data)
-        known = {SUITE: TASKS}
-        variant = len(json.loads(data)["injection_tasks"][TASKS[0]]["injection_vector_1"]) - 1
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
-               "GIT_CONFIG_GLOBAL": os.devnull, "HOME": str(tmpdir)}
+        fetch_fork(tmpdir / "fork", commit, tmpdir / "home")
+        with fork_environ(tmpdir / "home", commit):
+            return _measure(rounds, tmpdir, data, commit, attackcache, fetchcache)
 
-        def hash_object() -> str:
-            return subprocess.run(["git", "hash-object", str(cache)], env=env, check=True,
-                                  capture_output=True, text=True).stdout.strip()
 
-        def check() -> Any:
-            return attackcache.check(cache, variant, known, TASKS)
+def _measure(rounds: int, tmpdir: Path, data: bytes, commit: str, attackcache: Any,
+             fetchcache: Any) -> dict[str, Any]:
+    """The interleaved rounds, under the fixture fork's pin."""
+    cache = tmpdir / "copy.json"
+    cache.write_bytes(data)
+    known = {SUITE: TASKS}
+    variant = len(json.loads(data)["injection_tasks"][TASKS[0]]["injection_vector_1"]) - 1
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CONFIG_GLOBAL": os.devnull, "HOME": str(tmpdir)}
 
-        def timed(fn) -> tuple[float, Any]:
-            t = time.perf_counter()
-            out = fn()
-            return time.perf_counter() - t, out
+    def hash_object() -> str:
+        return subprocess.run(["git", "hash-object", str(cache)], env=env, check=True,
+                              capture_output=True, text=True).stdout.strip()
 
-        arms = {"git hash-object": hash_object, "attack-cache check": check}
-        times: dict[str, list[float]] = {k: [] for k in arms}
-        parts: dict[str, list[float]] = {"shape (load)": [], "identity (verify)": []}
-        loads = []
-        for fn in arms.values():  # warm-up: the page cache, git's and Python's
-            fn()
-        for r in range(rounds):
-            loads.append(load_avg())
-            order = list(arms) if r % 2 == 0 else list(reversed(arms))
-            for name in order:
-                dt, out = timed(arms[name])
-                times[name].append(dt)
-                if name == "git hash-object":
-                    blob = out
-                else:
-                    checked = out
-            dt, loaded = timed(lambda: attackcache.load(cache, known))
-            parts["shape (load)"].append(dt)
-            dt, _ = timed(lambda loaded=loaded: attackcache.verify(loaded))
-            parts["identity (verify)"].append(dt)
-        assert blob == checked.origin.blob == fetchcache.blob_id(data), "the blob ids differ"
-        med = {k: statistics.median(v) for k, v in times.items()}
-        return {
-            "rounds": rounds, "bytes": len(data), "blob": blob, "commit": commit,
-            "variant": variant, "fallbacks": checked.fallbacks.record(),
-            "median_s": med, "min_s": {k: min(v) for k, v in times.items()},
-            "parts_median_s": {k: statistics.median(v) for k, v in parts.items()},
-            "ratio": med["attack-cache check"] / med["git hash-object"],
-            "load_avg": loads,
-        }
+    def check() -> Any:
+        return attackcache.check(cache, variant, known, TASKS)
+
+    def timed(fn) -> tuple[float, Any]:
+        t = time.perf_counter()
+        out = fn()
+        return time.perf_counter() - t, out
+
+    arms = {"git hash-object": hash_object, "attack-cache check": check}
+    times: dict[str, list[float]] = {k: [] for k in arms}
+    parts: dict[str, list[float]] = {"shape (load)": [], "identity (verify)": []}
+    loads = []
+    for fn in arms.values():  # warm-up: the page cache, git's and Python's
+        fn()
+    for r in range(rounds):
+        loads.append(load_avg())
+        order = list(arms) if r % 2 == 0 else list(reversed(arms))
+        for name in order:
+            dt, out = timed(arms[name])
+            times[name].append(dt)
+            if name == "git hash-object":
+                blob = out
+            else:
+                checked = out
+        dt, loaded = timed(lambda: attackcache.load(cache, known))
+        parts["shape (load)"].append(dt)
+        dt, _ = timed(lambda loaded=loaded: attackcache.verify(loaded))
+        parts["identity (verify)"].append(dt)
+    assert blob == checked.origin.blob == fetchcache.blob_id(data), "the blob ids differ"
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "rounds": rounds, "bytes": len(data), "blob": blob, "commit": commit,
+        "variant": variant, "fallbacks": checked.fallbacks.record(),
+        "median_s": med, "min_s": {k: min(v) for k, v in times.items()},
+        "parts_median_s": {k: statistics.median(v) for k, v in parts.items()},
+        "ratio": med["attack-cache check"] / med["git hash-object"],
+        "load_avg": loads,
+    }
 
 
 def markdown(res: dict[str, Any]) -> str:

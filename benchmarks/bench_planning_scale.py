@@ -317,23 +317,13 @@ def summarise(timed: list[dict[str, Any]], traced: dict[str, Any]) -> dict[str, 
 def fixture_fork(tmpdir: Path, home: Path, cache: Path) -> dict[str, str]:
     """A small attack cache (injection_task_0, which every suite has) in a fixture fork,
     fetched into ``home``'s fetch cache; the variable that pins its commit (tests only)."""
-    from agentprov_core.backend import fetchcache
-    from agentprov_core.backend.autodojofork import PIN_OVERRIDE, fork_pin
-    from agentprov_core.testing.gitrepo import make_repo
+    from agentprov_core.backend.autodojofork import PIN_OVERRIDE
+    from agentprov_core.testing.gitrepo import fetch_fork, make_repo
 
     data = json.dumps({"injection_tasks": {"injection_task_0": {"v": ["bench"]}}}).encode()
     cache.write_bytes(data)
     commit = make_repo(tmpdir / "fork", {"cache/all.json": data})
-    saved = {k: os.environ.get(k) for k in ("AGENTPROV_HOME", PIN_OVERRIDE)}
-    os.environ |= {"AGENTPROV_HOME": str(home), PIN_OVERRIDE: commit}
-    try:
-        fetchcache.ensure(fork_pin(), source_repo=str(tmpdir / "fork"))
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    fetch_fork(tmpdir / "fork", commit, home)
     return {PIN_OVERRIDE: commit}
 
 

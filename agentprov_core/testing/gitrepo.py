@@ -36,3 +36,22 @@ def make_repo(root: Path, files: dict[str, bytes], links: dict[str, str] | None 
     git(root, "add", "-A")
     git(root, "commit", "--quiet", "-m", "fixture")
     return git(root, "rev-parse", "HEAD")
+
+
+def fork_environ(home: Path, commit: str):
+    """The variables under which ``commit`` is AutoDojo's pinned fork commit (the test
+    override) and ``home`` agentprov's home, set in this process for a ``with`` block."""
+    from agentprov_core.backend.autodojofork import PIN_OVERRIDE
+    from agentprov_core.testing.fixtures import _environ
+
+    return _environ({"AGENTPROV_HOME": str(home), PIN_OVERRIDE: commit})
+
+
+def fetch_fork(src: Path, commit: str, home: Path) -> None:
+    """Fetch the fixture fork ``src``'s ``commit`` into the fetch cache of ``home``, as
+    AutoDojo's fork (``$AGENTPROV_HOME/fetch/autodojo.git``)."""
+    from agentprov_core.backend import fetchcache
+    from agentprov_core.backend.autodojofork import fork_pin
+
+    with fork_environ(home, commit):
+        fetchcache.ensure(fork_pin(), source_repo=str(src))
