@@ -303,7 +303,7 @@ def test_backends_build_autodojo_without_the_fork_cached(cli, home):
         assert (r.code, r.error["error"]) == (3, "cli.environment.source_not_cached"), r.err
         msg = r.error["message"]
         assert "the pinned commit aa458794 of autodojo is not in the fetch cache" in msg
-        assert "give --source-repo URL" in msg and "which is not public" in msg
+        assert "give --source-repo URL" in msg and "the fork is not public" in msg
     assert snapshot(home) == {}
 
 

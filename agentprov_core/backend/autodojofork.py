@@ -50,8 +50,9 @@ def refuse_uncached_build(backend: str, *, source_repo: str | None,
             return
         raise AgentprovError("cli.environment.source_not_cached", name=FORK,
                              commit=pin.commit, path=repo,
-                             upstream="its upstream, which is not public (only --source-repo "
-                                      "can provide the fork)")
+                             upstream="its upstream, whose URL this build does not know "
+                                      "(the fork is not public): here only --source-repo can "
+                                      "provide it")
     fetchcache.ensure(pin, source_repo=source_repo, allow_network=allow_network)
 
 
