@@ -4,7 +4,8 @@ A cache file (``--autodojo-cache PATH``) is strict JSON (no duplicate keys, no `
 the shape ``{"injection_tasks": {TASK: {VECTOR: [VARIANT, ...]}}}``, a variant a string or
 ``null`` (a hole the optimiser left); every injection task it names is one of the plan's
 suites'. A refusal is ``cli.usage.autodojo_cache``, naming the file, the field and the fix.
-What T0 then checks of the file's identity is :mod:`agentprov_core.run.attackcache`'s.
+:func:`fallbacks` counts the plan's vectors that cannot serve a variant. What T0 then
+checks of the file's identity is :mod:`agentprov_core.run.attackcache`'s.
 """
 
 from __future__ import annotations
@@ -23,10 +24,8 @@ if TYPE_CHECKING:
 
 #: the largest cache file read
 MAX_BYTES = 256 * 1024 * 1024
-OPTION = "--autodojo-cache"
 
 
-# ------------------------------------------------------------------------ step 1 (exit 2)
 @dataclass(frozen=True)
 class Cache:
     """A cache file as read at step 1: its bytes, sha256 and vectors."""
