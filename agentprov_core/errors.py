@@ -74,6 +74,9 @@ _reg("cli.usage.autodojo_mixed", U, "usage",
 _reg("cli.usage.autodojo_options_without_attack", U, "usage",
      "{flag} belongs to --attack autodojo",
      "add --attack autodojo, or drop the option")
+_reg("cli.usage.autodojo_cache", U, "usage",
+     "--autodojo-cache {path}: {field}: {what}; {fix}",
+     "give a cache file of the pinned fork, unchanged (strict JSON: injection_tasks -> vector -> variants)")
 _reg("cli.usage.backend_plan", U, "usage",
      "the backend refused the plan: {detail}",
      "complete the plan as the message says")
@@ -478,7 +481,7 @@ _reg("cli.usage.models_options", U, "usage",
      "{what}",
      "agentprov models --help")
 _reg("cli.environment.source_not_cached", E, "coded",
-     "the pinned commit {commit} of {name} is not in the fetch cache ({path})",
+     "the pinned commit {commit} of {name} is not in the fetch cache ({path}): give --source-repo URL (a mirror, a path or a bundle holding the commit), or --allow-network to fetch it from {upstream}",
      "give --source-repo URL (a mirror, a path or a bundle holding the commit), or --allow-network to fetch it from {upstream}")
 _reg("cli.environment.source_fetch", E, "coded",
      "fetching commit {commit} of {name} from {url} failed: {why}",
@@ -486,6 +489,12 @@ _reg("cli.environment.source_fetch", E, "coded",
 _reg("cli.environment.source_commit", E, "coded",
      "the commit {commit} of {name} is not the pinned one: {why}",
      "fetch the pinned commit from a source that holds it (--source-repo URL); the fetch cache is $AGENTPROV_HOME/fetch/")
+_reg("cli.environment.autodojo_cache_commit", E, "coded",
+     "the attack cache cannot be verified against the pinned fork commit {commit} ({path}): {why}; put the commit in the fetch cache with agentprov backends build autodojo --source-repo URL (a mirror, a path or a bundle holding it)",
+     "put the fork's commit in the fetch cache: agentprov backends build autodojo --source-repo URL (a mirror, a path or a bundle holding it; the fork is not public)")
+_reg("cli.environment.autodojo_cache_blob", E, "coded",
+     "the attack cache {path} (git blob {blob}) is not a file of the fork at {commit}: {why}; give a cache file copied unchanged from that commit",
+     "give a cache file copied unchanged from the pinned fork commit")
 _reg("cli.environment.models_cache", E, "coded",
      "no cached model list for {endpoint} ({path}): agentprov models --endpoint {endpoint} --allow-network fetches it (list calls only, no tokens, no cost)",
      "add --allow-network once")

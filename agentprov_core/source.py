@@ -178,9 +178,10 @@ class SuiteSource(Source):
         if doc.autodojo_variant is not None and doc.autodojo_variant < 0:
             raise AgentprovError("cli.usage.option_value", option="--autodojo-variant",
                                  value=str(doc.autodojo_variant), what="must be an integer >= 0")
-        if doc.autodojo_cache is not None and not Path(doc.autodojo_cache).is_file():
-            raise AgentprovError("cli.usage.option_value", option="--autodojo-cache",
-                                 value=doc.autodojo_cache, what="no such file")
+        if doc.autodojo_cache is not None:  # its shape and injection tasks (exit 2)
+            from agentprov_core.plan import cachefile
+
+            cachefile.load(doc.autodojo_cache, cachefile.known_injection_tasks(cat, doc.suites))
         if doc.repeats < 1:
             raise AgentprovError("cli.usage.option_value", option="--repeats",
                                  value=str(doc.repeats), what="must be 1 or more")

@@ -3,7 +3,8 @@
 The main plan is every one of AutoDojo's 17 suites, all user tasks, all injection tasks,
 every attack of its catalogue that is neither refused nor in need of options, and the
 benign cells. ``autodojo`` needs a cache file and cannot be mixed with other attacks, so
-it is a second plan of its own, with a small temporary cache file and
+it is a second plan of its own, with a small cache file of a fixture fork (a git repository
+made here and fetched into the fetch cache, pinned by ``AGENTPROV_TEST_AUTODOJO_PIN``) and
 ``--autodojo-variant 0``.
 
 Each measurement runs in a fresh subprocess (so peak memory is that of the measurement
@@ -108,7 +109,7 @@ def _worker_stand_in(timed, notes: list[str], served_catalogue):
             return timed(lambda: msgspec.convert(self.served, type=Catalogue),
                          "worker stand-in: the served catalogue, converted")
 
-        def plan_problems(self, benchmark_version, cells) -> list[str]:
+        def plan_problems(self, benchmark_version, cells, inspect=None) -> list[str]:
             msg = timed(lambda: json.dumps({"id": 3, "type": "plan", "source": SOURCE,
                                             "benchmark_version": benchmark_version,
                                             "cells": [c.row() for c in cells]}),
@@ -313,14 +314,27 @@ def summarise(timed: list[dict[str, Any]], traced: dict[str, Any]) -> dict[str, 
     }
 
 
+def fixture_fork(tmpdir: Path, home: Path, cache: Path) -> dict[str, str]:
+    """A small attack cache (injection_task_0, which every suite has) in a fixture fork,
+    fetched into ``home``'s fetch cache; the variable that pins its commit (tests only)."""
+    from agentprov_core.backend.autodojofork import PIN_OVERRIDE
+    from agentprov_core.testing.gitrepo import fetch_fork, make_repo
+
+    data = json.dumps({"injection_tasks": {"injection_task_0": {"v": ["bench"]}}}).encode()
+    cache.write_bytes(data)
+    commit = make_repo(tmpdir / "fork", {"cache/all.json": data})
+    fetch_fork(tmpdir / "fork", commit, home)
+    return {PIN_OVERRIDE: commit}
+
+
 def run(repeats: int = 5, scales: tuple[int, ...] = (1, 2, 4)) -> dict[str, Any]:
     attacks, expected = main_attacks()
     with tempfile.TemporaryDirectory(prefix="agentprov-bench-") as tmp:
         tmpdir = Path(tmp)
         home = tmpdir / "home"
         home.mkdir()
-        cache = tmpdir / "autodojo-cache.json"  # any file: the plan records its sha256
-        cache.write_text('{"bench": "a placeholder cache; only its sha256 is planned"}\n')
+        cache = tmpdir / "autodojo-cache.json"  # a fixture fork's file, verified at step 5
+        pin = fixture_fork(tmpdir, home, cache)
         (tmpdir / "script.json").write_text("[]")  # the usage step loads the script
         base = {"llm_script": str(tmpdir / "script.json"), "corpus": str(tmpdir / "corpus"),
                 "campaign": "bench"}
@@ -337,7 +351,13 @@ def run(repeats: int = 5, scales: tuple[int, ...] = (1, 2, 4)) -> dict[str, Any]
             if k != 1:
                 specs[f"scale/{k}"] = {"options": plans["main"], "path": "prepare",
                                        "catalogue": str(scaled_catalogue(k, tmpdir))}
-        env, cwd = child_env(str(home)), str(home)
+        from agentprov_core.testing.fixtures import landed_backends
+
+        # AutoDojo's project as a build that has it would hold it (placeholder projects):
+        # this build's slot would refuse every plan before planning (exit 5)
+        landed = landed_backends(tmpdir / "backends")
+        env = child_env(str(home)) | pin | {"AGENTPROV_BACKENDS": str(landed)}
+        cwd = str(home)
         timed: dict[str, list[dict[str, Any]]] = {name: [] for name in specs}
         traced: dict[str, dict[str, Any]] = {}
         for _ in range(repeats):  # interleaved: one run of each measurement per round
@@ -362,7 +382,7 @@ def markdown(res: dict[str, Any]) -> str:
             f"({exp['dos_attacks']} of them DoS: one cell per user task) and the benign cells. "
             f"Left out: refused ({', '.join(exp['refused']) or 'none'}); needing options "
             f"({', '.join(exp['needing_options']) or 'none'}: its own plan below, with a "
-            "small temporary cache file and `--autodojo-variant 0`). "
+            "small cache file of a fixture fork and `--autodojo-variant 0`). "
             f"Every measurement is a fresh subprocess; wall time is the median of "
             f"{res['repeats']} runs; tracemalloc is the peak of one traced run (tracing "
             "slows it); RSS is the child's ru_maxrss, its growth over the timed section and "

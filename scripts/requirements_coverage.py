@@ -51,7 +51,8 @@ GATEWAY = ("the `gateway_compat` element: the worker runs the stock native eleme
            "any worker starts (`run.unsupported.llm_element`, exit 5)")
 A13 = ("A13, the benchmark-validity flag (vacuous utility, a payload that never reached the "
        "agent): the canary's conditions are A3, A4, A6, A11, A12 and A14")
-CACHE_CHECK = "verifying an attack cache against the pinned fork"
+IN_A_RUN = ("in a run: proven on T0's own step-5 functions against a fixture fork, since "
+            "a dry run stops at step 2 without an AutoDojo environment; " + AUTODOJO)
 
 # Behaviour this build does not have, one reason per requirement.
 NOT_BUILT = {
@@ -68,10 +69,6 @@ NOT_BUILT = {
                "endpoint's key or egress pair is wired, so no second key enters the worker",
     "R-13.2": "a display-name hint before consent: an attack that needs the name is found by "
               "the first attacked cell's setup refusal, which stops the run (R-13.3)",
-    "R-16.5": "the attack-cache (AutoDojo) identity check; the environment's (the worker's "
-              "hello against its marker, exit 3) and the dataset's (every file re-hashed "
-              "against the marker, exit 3) are built, and come before the egress proxy and "
-              "the sandbox wrap",
     "R-19.6": "a desktop app: this build has none",
     "R-21.10": A13 + "; A9 is the preflight probe's (R-18.2), never the canary's",
     # 9. estimates and prices (the section's reason covers the rest)
@@ -85,14 +82,6 @@ NOT_BUILT = {
     "R-11.51": PRESETS + ", nor the `gateway_compat` element",
     "R-11.53": GATEWAY,
     "R-11.55": GATEWAY,
-    # 23. AutoDojo: what T0 does before the backend starts is not built either
-    "R-23.4": "reading the attack cache's JSON (injection_tasks, then vector, then variants): "
-              "T0 checks only that the file exists; " + AUTODOJO,
-    "R-23.6": CACHE_CHECK + ": `run --allow-network` fetches nothing",
-    "R-23.7": CACHE_CHECK + "'s tree (`git ls-tree`, `git cat-file`)",
-    "R-23.8": CACHE_CHECK + ", and storing the file with its git origin",
-    "R-23.9": CACHE_CHECK + ": `cli.environment.autodojo_cache_blob` and "
-              "`cli.environment.autodojo_cache_commit` are not in the error registry",
     # 25. Inspect: what T0 would check or count is not built either
     "R-25.13": "the import-only parts (WhistleBench, ATIA): `agentprov run whistlebench` is an "
                "unknown source (exit 2)",
@@ -158,8 +147,13 @@ PARTLY = {
              "be built here, and the defence-asset digests (`backends build --defence-assets` "
              "is not built)",
     "R-11.24": "a desktop app (Settings › Keys): this build has none",
-    "R-23.5": "the fallback of vectors that cannot serve the variant, and its report; "
-              + AUTODOJO,
+    "R-16.5": "the attack-cache (AutoDojo) identity check " + IN_A_RUN,
+    "R-23.5": "the worker's replay of a variant (the fork's attack; the fallback count and "
+              "its report are T0's, and proven); " + AUTODOJO,
+    "R-23.6": "a fetch with `run --allow-network`: the fork has no public URL, so only "
+              "`backends build autodojo --source-repo URL` fills the fetch cache",
+    "R-23.7": IN_A_RUN,
+    "R-23.8": IN_A_RUN,
     "R-24.10": "AgentDyn's environment itself (the fix is in the worker library every "
                "environment installs); " + AGENTDYN,
     "R-27.17": "placing a corpus under `$AGENTPROV_HOME`: a corpus goes where `--corpus` "

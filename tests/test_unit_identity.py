@@ -101,13 +101,25 @@ def test_the_display_name_is_in_the_units_of_attacks_that_name_the_model(built, 
 
 # ------------------------------------------------------------------ refusals
 @pytest.mark.req("R-2.14", "R-15.13")
-def test_an_autodojo_variant_is_another_way_of_running_the_cells(built, tmp_path, landed_env):
+def test_an_autodojo_variant_is_another_way_of_running_the_cells(built, tmp_path, landed_env,
+                                                                 monkeypatch):
     """AutoDojo's cache and variant configure the attack of every attacked cell: another
     variant (or another cache) on the corpus is refused (exit 4, ``cli.refused.mixed_plan``),
     naming what differs, and accepted under ``--allow-mixed-config``, where none of the
-    corpus's units answers for it."""
+    corpus's units answers for it. Both caches are files of a fixture fork (verified at
+    step 5 against its commit, pinned by the test override)."""
+    from agentprov_core.backend.autodojofork import PIN_OVERRIDE
+    from agentprov_core.testing.gitrepo import fetch_fork, make_repo
+
+    one = b'{"injection_tasks": {"injection_task_0": {"v": ["a", "b"]}}}'
+    two = b'{"injection_tasks": {"injection_task_0": {"v": ["c"]}}}'
+    commit = make_repo(tmp_path / "fork", {"cache/one.json": one, "cache/two.json": two})
+    home = tmp_path / "home"
+    fetch_fork(tmp_path / "fork", commit, home)
+    monkeypatch.setenv("AGENTPROV_HOME", str(home))
+    monkeypatch.setenv(PIN_OVERRIDE, commit)
     cache = tmp_path / "autodojo-cache.json"
-    cache.write_text("{}")
+    cache.write_bytes(one)
     c = tmp_path / "c"
     args = dict(suite=("banking",), user_tasks="0", attack=("autodojo",),
                 injection_tasks="0", autodojo_cache=str(cache))
@@ -120,10 +132,10 @@ def test_an_autodojo_variant_is_another_way_of_running_the_cells(built, tmp_path
     assert (err.code, err.spec.exit) == ("cli.refused.mixed_plan", 4)
     assert "backend configuration autodojo variant 0 (this run: 1)" in err.message
     assert "--allow-mixed-config" in err.message
-    cache.write_text('{"another": "cache"}')
+    cache.write_bytes(two)
     err = refusal(prepare(c, "autodojo", **args, autodojo_variant=0))
     assert "backend configuration autodojo cache_sha256" in err.message
-    cache.write_text("{}")
+    cache.write_bytes(one)
     allowed = prepare(c, "autodojo", **args, autodojo_variant=1, allow_mixed_config=True)
     checks.check_corpus(allowed)
     assert snapshot(part) == before

@@ -16,8 +16,8 @@ def refuse_unbuildable(name: str) -> None:
     """A backend whose project this build lacks is answered first, whatever the options
     (exit 5, ``build.unsupported.no_backend``): uv could only fail. An unknown name is left
     to the build's own lookup."""
+    from agentprov_core.backend import autodojofork, slots
     from agentprov_core.backend import build as b
-    from agentprov_core.backend import slots
     from agentprov_core.errors import AgentprovError
 
     try:
@@ -25,6 +25,8 @@ def refuse_unbuildable(name: str) -> None:
     except AgentprovError:
         return
     if (why := slots.unbuildable(meta)) is not None:
+        # AutoDojo's fork comes first: without its pinned commit nothing could be built
+        autodojofork.refuse_uncached_build(meta.backend, source_repo=None, allow_network=False)
         raise AgentprovError("build.unsupported.no_backend", backend=meta.backend, why=why)
 
 

@@ -85,9 +85,31 @@ def opening(prepared: Prepared, wc: WorkingCorpus,
     old = wc.manifest() if (wc.root / "manifest.json").is_file() else None
     manifest = manifest_of(prepared, old)
     manifest["partial"] = bool(old and old.get("partial"))
+    record_attack_cache(prepared, wc, manifest)
     if consent is not None:
         manifest["live"].setdefault("consent", []).append(consent | {"at": now()})
     return manifest
+
+
+def record_attack_cache(prepared: Prepared, wc: WorkingCorpus,
+                        manifest: dict[str, Any]) -> None:
+    """The verified attack cache (``--attack autodojo``): its file in the raw store, its git
+    origin and fallbacks under ``attack_caches[sha256]``. A cache verified against the test
+    override of the pinned commit makes the corpus ``test_only`` and names the override."""
+    checked = prepared.attack_cache
+    if checked is None:
+        return
+    from agentprov_core.run import attackcache
+
+    caches = dict(manifest.get("attack_caches") or {})
+    caches.setdefault(checked.origin.sha256, attackcache.store(wc, checked))
+    manifest["attack_caches"] = caches
+    if checked.origin.test_only:
+        live = manifest.setdefault("live", {})
+        live["test_overrides"] = sorted(set(live.get("test_overrides", []))
+                                        | {attackcache.PIN_OVERRIDE})
+    if any(c["origin"].get("test_only") for c in caches.values()):  # sticky on resume
+        manifest["test_only"] = True
 
 
 def write_opening(wc: WorkingCorpus, manifest: dict[str, Any], acc: Account) -> None:

@@ -72,6 +72,9 @@ class Prepared:
     local_record: dict[str, Any] | None = None
     #: how step 4 observed it (hashing, model folder, key): A14 re-observes the same way
     local_options: Any = None
+    #: step 5's verified attack cache (``--attack autodojo``): the file, its git origin and
+    #: the vectors that fall back (:mod:`agentprov_core.run.attackcache`), else None
+    attack_cache: Any = None
 
     @property
     def endpoint_class(self) -> str | None:
@@ -521,11 +524,37 @@ def prepare(req: RunRequest) -> Prepared:
         check_judges(src, req, doc, local_record["model_id"])
     else:
         local_record = local_options = None
+    # ---- step 5: the attack cache's identity (the environment's is the worker's hello)
+    attack_cache = check_attack_cache(req, doc, cat, cells)
     # ---- step 6: the plan
     plan = make_plan(src, req, doc, cat, cells, ep, env_id, identity, resolved, params,
                      local_record)
+    if attack_cache is not None:
+        attack_cache.same_as_plan(plan.content)
     return Prepared(src, req, doc, cat, cells, ep, plan, identity, resolved, containment,
-                    local_identity, local_record, local_options)
+                    local_identity, local_record, local_options, attack_cache)
+
+
+def check_attack_cache(req: RunRequest, doc: PlanDoc, cat: Catalogue,
+                       cells: list[Cell]) -> Any:
+    """Step 5 for ``--attack autodojo``: the cache file verified against the pinned fork
+    commit in the fetch cache (exit 3), before anything is staged or spawned; prints
+    ``attack cache verified: …`` and how many vectors fall back. None without a cache."""
+    if doc.autodojo_cache is None or doc.autodojo_variant is None:
+        return None
+    import click
+
+    from agentprov_core.plan import cachefile
+    from agentprov_core.run import attackcache
+
+    checked = attackcache.check(doc.autodojo_cache, doc.autodojo_variant,
+                                cachefile.known_injection_tasks(cat, doc.suites),
+                                [c.injection_task_id for c in cells if c.injection_task_id],
+                                allow_network=bool(req.options.get("allow_network")),
+                                dry_run=bool(req.options.get("dry_run")))
+    click.echo(checked.origin.message(), err=True)
+    click.echo(checked.fallbacks.line(), err=True)
+    return checked
 
 
 def make_plan(src: Source, req: RunRequest, doc: PlanDoc, cat: Catalogue, cells: list[Cell],

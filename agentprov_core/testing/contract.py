@@ -211,8 +211,10 @@ def _row(cell) -> tuple[Any, ...]:
     return (cell.kind, cell.suite, cell.user_task_id, cell.attack, cell.injection_task_id)
 
 
-def _need_values(attack: Attack, where: Path) -> dict[str, Any]:
-    """A value for each option ``attack`` needs: a file for a path, 0 for an integer."""
+def _need_values(attack: Attack, where: Path, injection_task: str) -> dict[str, Any]:
+    """A value for each option ``attack`` needs: a file for a path (for
+    ``--autodojo-cache`` a cache of the shape the usage step checks, naming
+    ``injection_task``), 0 for an integer."""
     fields = {f.name: f.type for f in msgspec.structs.fields(PlanDoc)}
     values: dict[str, Any] = {}
     for option in attack.needs:
@@ -223,7 +225,8 @@ def _need_values(attack: Attack, where: Path) -> dict[str, Any]:
             values[field] = 0
         else:
             path = where / f"{field}.need"
-            path.write_text("{}")
+            path.write_text(json.dumps({"injection_tasks": {injection_task: {"v": ["x"]}}})
+                            if field == "autodojo_cache" else "{}")
             values[field] = str(path)
     return values
 
@@ -472,7 +475,7 @@ def test_refused_attacks_exit_5(name: str, tmp_path: Path) -> None:
     for i, attack in enumerate(refused):
         cli = Cli(tmp_path / str(i))
         extra: list[str] = []
-        for field, value in _need_values(attack, tmp_path).items():
+        for field, value in _need_values(attack, tmp_path, suite.injection_tasks[0]).items():
             extra += ["--" + field.replace("_", "-"), str(value)]
         done = cli.dry_run(name, "--suite", suite.name, "--user-tasks", "0",
                            "--injection-tasks", "0", "--attack", attack.name, *extra)
@@ -496,8 +499,8 @@ def test_attack_needs_are_usage_errors(name: str, tmp_path: Path) -> None:
         with pytest.raises(AgentprovError) as refused:
             src.check_plan(_plan(name, **base), cat, RunContext())
         assert refused.value.exit_code == 2, refused.value.code
-        src.check_plan(_plan(name, **base, **_need_values(attack, tmp_path)), cat,
-                       RunContext())
+        values = _need_values(attack, tmp_path, suite.injection_tasks[0])
+        src.check_plan(_plan(name, **base, **values), cat, RunContext())
 
 
 # ---------------------------------------------------------------------- Inspect sources
