@@ -60,6 +60,7 @@ def _event(uuid: str, irid: str, body: dict, role: str | None = None, text: str 
            tool_calls: list | None = None, error: str | None = None) -> dict:
     request = dict(body, extra_headers={"x-irid": irid}, tool_choice=None)
     return {"event": "model", "uuid": uuid, "role": role, "error": error,
+            "model": f"openai-api/agentprov/{body['model']}",
             "call": {"request": request},
             "output": {"model": body["model"], "usage": {"input_tokens": 10,
                                                          "output_tokens": 2},
@@ -163,3 +164,34 @@ def test_a_missing_environment_is_a_clear_reason(tmp_path, monkeypatch):
 def test_the_body_compared_leaves_out_what_is_not_sent():
     assert sent_body({"model": "m", "tools": None, "extra_headers": {"x-irid": "1"},
                       "temperature": 0.0}) == {"model": "m", "temperature": 0.0}
+
+
+def test_an_event_whose_request_inspect_left_out_takes_the_next_attempt_of_its_model(
+        tmp_path, monkeypatch):
+    """Inspect (0.3.263) writes no ``call`` for a judge's call identical to an earlier one
+    (seen against a real model: the refusal judge asked the same question four times, and
+    the log holds the request of the first only). Each such event is paired, in order, with
+    the next wire attempt left whose body asks for its model, and the AER says so."""
+    cap = _capture(tmp_path, [("g1", AGENT), ("j1", JUDGE), ("j2", JUDGE), ("j3", JUDGE)])
+
+    def bare(uuid: str) -> dict:
+        e = _event(uuid, "-", JUDGE, role="refusal_judge", text="Answer: No")
+        e["call"] = None
+        return e
+
+    aer = _map(tmp_path, monkeypatch, cap, _log(
+        _event("e1", "g1", AGENT), _event("e2", "j1", JUDGE, role="refusal_judge"),
+        bare("e3"), bare("e4")))
+    lvn = aer.outcome.live_vs_native
+    assert (lvn.agree, lvn.differences) == (True, []), lvn
+    calls = [r for r in aer.records if type(r).__name__ == "ModelCall"]
+    assert [c.call_id for c in calls] == ["call-a1", "call-a2", "call-a3", "call-a4"]
+    assert [c.model_requested for c in calls[2:]] == ["judge-m", "judge-m"]
+    notes = [r for r in aer.records if getattr(r, "code", "") == "inspect.request_not_recorded"]
+    assert [n.data["attempt_id"] for n in notes] == ["a3", "a4"]
+    # one more such event than attempts: it was not on the wire
+    aer = _map(tmp_path, monkeypatch, cap, _log(
+        _event("e1", "g1", AGENT), _event("e2", "j1", JUDGE, role="refusal_judge"),
+        bare("e3"), bare("e4"), bare("e5")))
+    assert any("e5" in d and "has no wire request" in d
+               for d in aer.outcome.live_vs_native.differences)

@@ -201,6 +201,12 @@ def test_a_real_agentharm_campaign_probes_through_inspect(cli, stand_in, tmp_pat
     written = all_bytes(root)
     assert sentinel.encode() not in written and b"Bearer" not in written
     assert sentinel not in r.out + r.err
+    # a real run on the project's fixture dataset is test_only (its manifest says so, its
+    # capture headers say real): verify accepts it, and validate passes it
+    v = cli("verify", "--corpus", str(root))
+    assert v.code == 0, v.out + v.err
+    assert cli("validate", "--strict", "--corpus", str(root)).code == 0
+    assert json.loads((root / "manifest.json").read_text())["test_only"] is True
 
 
 @pytest.mark.req("R-18.9", "R-25.37", "R-18.3", "R-18.4")

@@ -899,8 +899,17 @@ class _Verifier:
                 self.fail("manifest.test_only", "manifest.json",
                           f"test_only is {flag!r}, not true or false")
             return
+        live = m.get("live") if isinstance(m.get("live"), dict) else {}
+        transport = live.get("transport")
+        # a real run is test_only too when what it ran is not the benchmark's: the project's
+        # fixture dataset, or a test override (the capture headers then say real, false)
+        ident = m.get("backend_identity") if isinstance(m.get("backend_identity"), dict) else {}
+        dataset = ident.get("dataset") if isinstance(ident.get("dataset"), dict) else {}
+        real_test = flag is True and transport not in (None, "scripted") and bool(
+            dataset.get("kind") == "fixture" or live.get("test_overrides"))
         for whose, value in sorted(self.test_only):
-            if value != flag:
+            if value != flag and not (real_test and whose == "a capture header"
+                                      and value is False):
                 self.fail("manifest.test_only", "manifest.json",
                           f"test_only is {str(flag).lower()}; {whose} records "
                           f"{str(value).lower()} (a scripted corpus is never a real one)")
@@ -908,12 +917,11 @@ class _Verifier:
             self.fail("manifest.test_only", "manifest.json",
                       f"test_only is {str(flag).lower()} and synthetic "
                       f"{json.dumps(m.get('synthetic'))} (T0 writes both from the transport)")
-        live = m.get("live") if isinstance(m.get("live"), dict) else {}
-        transport = live.get("transport")
-        if transport is not None and (transport == "scripted") != flag:
+        if transport is not None and (transport == "scripted") != flag and not real_test:
             self.fail("manifest.test_only", "manifest.json",
                       f"test_only is {str(flag).lower()} and live.transport {transport!r} "
-                      "(a scripted run is test_only, a real one is not)")
+                      "(a scripted run is test_only, a real one is not, unless it ran the "
+                      "project's fixture dataset or a test override)")
 
     # -------------------------------------------------------------- ledger and captures
     def check_ledger(self, runner: _Runner) -> None:

@@ -99,6 +99,38 @@ class Wire:
     def untaken(self) -> list[dict[str, Any]]:
         return [a for a in self.attempts if not a["taken"]]
 
+    def pair(self, events: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+        """The wire attempt of each model event (by ``id()`` of the event): by its request
+        id; then each event whose request Inspect did not record (it leaves out the
+        request of a call identical to an earlier one) takes, in order, the first attempt
+        left whose body asks for the event's model."""
+        out: dict[int, dict[str, Any]] = {}
+        unrecorded = []
+        for e in events:
+            request = event_request(e)
+            if request is None:
+                unrecorded.append(e)
+                continue
+            headers = request.get("extra_headers")
+            a = self.take(headers.get(REQUEST_ID_HEADER) if isinstance(headers, dict) else None)
+            if a is not None:
+                out[id(e)] = a
+        for e in unrecorded:
+            model = str(e.get("model") or "").rsplit("/", 1)[-1]
+            a = next((x for x in self.attempts if not x["taken"] and isinstance(
+                x["req"].get("body"), dict) and x["req"]["body"].get("model") == model), None)
+            if a is not None:
+                a["taken"] = True
+                out[id(e)] = a
+        return out
+
+
+def event_request(e: dict[str, Any]) -> dict[str, Any] | None:
+    """The request body a model event recorded (``call.request``), or None."""
+    call = e.get("call")
+    request = call.get("request") if isinstance(call, dict) else None
+    return request if isinstance(request, dict) else None
+
 
 def _attempt(a: dict[str, Any]) -> A.WireAttempt:
     req, out = a["req"], a["out"] or {}
@@ -158,8 +190,9 @@ def _reply(output: Any) -> tuple[A.Message | None, Any, Any]:
 class _Mapping:
     """One log's records, built sample by sample, with the wire-versus-eval findings."""
 
-    def __init__(self, wire: Wire, actors: dict[str, str], element: Any) -> None:
-        self.wire, self.actors, self.element = wire, actors, element
+    def __init__(self, wire: Wire, actors: dict[str, str], element: Any,
+                 paired: dict[int, dict[str, Any]]) -> None:
+        self.wire, self.actors, self.element, self.paired = wire, actors, element, paired
         self.records: list[A.Record] = []
         self.differences: list[str] = []
         self.events = 0
@@ -168,18 +201,22 @@ class _Mapping:
 
     def model_call(self, e: dict[str, Any], where: str) -> A.ModelCall:
         self.events += 1
-        call = e.get("call") if isinstance(e.get("call"), dict) else {}
-        request = call.get("request") if isinstance(call.get("request"), dict) else {}
-        headers = request.get("extra_headers") if isinstance(request.get("extra_headers"),
-                                                             dict) else {}
-        irid = headers.get(REQUEST_ID_HEADER)
+        recorded = event_request(e)
+        request = recorded or {}
         role = e.get("role")
         who = f"{where}, {role or 'agent'}"
-        a = self.wire.take(irid)
+        a = self.paired.get(id(e))
         if a is None:
             self.differences.append(f"the model event {e.get('uuid')} ({who}) has no wire "
                                     "request")
-        elif request and sent_body(request) != a["req"].get("body"):
+        elif recorded is None:  # Inspect kept no request: the pairing is by order
+            self.records.append(A.Note(
+                code="inspect.request_not_recorded",
+                text=f"the model event {e.get('uuid')} ({who}) records no request; it is "
+                     f"wire attempt {a['req'].get('attempt_id')}, the next one of its model "
+                     "(its body is not compared)",
+                data={"event": e.get("uuid"), "attempt_id": a["req"].get("attempt_id")}))
+        elif sent_body(request) != a["req"].get("body"):
             self.differences.append(f"the model event {e.get('uuid')} ({who}): the request "
                                     f"body Inspect recorded is not the body of wire attempt "
                                     f"{a['req'].get('attempt_id')}")
@@ -196,7 +233,9 @@ class _Mapping:
         return A.ModelCall(
             call_id=str(a["req"].get("call_id") or f"call-{a['req'].get('attempt_id')}")
             if a else f"inspect-{e.get('uuid') or self._n}",
-            element=self.element, model_requested=request.get("model", NOT_RECORDED),
+            element=self.element,
+            model_requested=request.get("model", NOT_RECORDED) if recorded is not None
+            else (a["req"].get("body") or {}).get("model", NOT_RECORDED) if a else NOT_RECORDED,
             status="error" if error else "ok",
             request_sha256=a["req"].get("body_sha256", NOT_RECORDED) if a else NOT_RECORDED,
             reply_sha256=out.get("body_sha256", NOT_RECORDED) if reply is not None
@@ -330,10 +369,13 @@ class EvalMapper:
                 unreadable = f"the .eval log is unreadable: {exc}"
         actors = judge_actors(view.header)
         wire = Wire(view.raw)
-        mapping = _Mapping(wire, actors, view.part("agent").get("element", NOT_RECORDED))
-        for s in (log or {}).get("samples") or []:
-            if isinstance(s, dict):
-                mapping.sample(s)
+        samples = [s for s in (log or {}).get("samples") or [] if isinstance(s, dict)]
+        events = [e for s in samples for e in s.get("events") or []
+                  if isinstance(e, dict) and e.get("event") == "model"]
+        mapping = _Mapping(wire, actors, view.part("agent").get("element", NOT_RECORDED),
+                           wire.pair(events))
+        for s in samples:
+            mapping.sample(s)
         records = mapping.records
         observed = any(isinstance(r, (A.ModelCall, A.ToolCall)) for r in records)
         issues = view.issues()
