@@ -44,9 +44,14 @@ def refuse_unbuildable(name: str) -> None:
 @click.option("--dataset", metavar="DIR",
               help="Copy the backend's dataset from this local copy into the environment (it "
                    "is never downloaded): every file hashed, its counts checked.")
+@click.option("--source-repo", metavar="URL",
+              help="Fetch the pinned upstream commit into the fetch cache from this git URL, "
+                   "path or bundle (a mirror, an air-gapped copy) instead of the upstream "
+                   "(git-pinned backends only; never on a dry run).")
 def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
           env_file: str | None, defence_assets: str | None,
-          defence_source: tuple[str, ...], dataset: str | None) -> int:
+          defence_source: tuple[str, ...], dataset: str | None,
+          source_repo: str | None) -> int:
     """Build BACKEND's environment from its committed uv.lock, and record its identity."""
     from agentprov_core.backend import build as b
     from agentprov_core.errors import AgentprovError
@@ -60,9 +65,13 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
                              else "--defence-source")
     if offline_check and dataset is not None:
         raise AgentprovError("cli.usage.exclusive", first="--offline-check", second="--dataset")
+    if offline_check and source_repo is not None:
+        raise AgentprovError("cli.usage.exclusive", first="--offline-check",
+                             second="--source-repo")
     if env_file is not None and not Path(env_file).is_file():
         raise AgentprovError("cli.usage.env_file", path=env_file)
-    bp = b.plan_build(backend, allow_network, defence_assets, defence_source, dataset)
+    bp = b.plan_build(backend, allow_network, defence_assets, defence_source, dataset,
+                      source_repo)
     if dry_run:
         for line in b.dry_run_lines(bp):
             click.echo(line)
@@ -95,6 +104,9 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
         from agentprov_core.backend.datasets import describe
 
         click.echo("  " + describe(m.dataset))
+    if m.upstream:
+        click.echo(f"  upstream: {m.upstream['repository']} at {m.upstream['commit']} (tree "
+                   f"{m.upstream['tree']})")
     for aid, rec in sorted((m.defence_assets or {}).items()):
         click.echo(f"  defence asset {aid}: {len(rec['files'])} file(s) verified (sha256 and "
                    f"git blob id), digest {rec['sha256'][:16]}…")

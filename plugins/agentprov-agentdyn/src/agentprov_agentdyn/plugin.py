@@ -27,10 +27,23 @@ class AgentDyn(SuiteSource):
     catalogue_file = Path(__file__).with_name("catalogue.declared.json")
 
 
+#: AgentDyn's pinned commit, its tree and its repository (the fetch cache verifies both ids)
+UPSTREAM = "https://github.com/SaFo-Lab/AgentDyn"
+COMMIT = "5353cf7615b135cace8d07c8f12dac53a16b6db3"
+TREE = "08c04b47c307bba017a19f641111ffa4946c193a"
+#: what of the commit building its ``agentdojo`` distribution needs (the tree's ``runs/``,
+#: 47,723 published result files, is not extracted)
+UPSTREAM_PATHS = ("src", "pyproject.toml", "LICENSE", "README.md")
+
+
 @hookimpl
 def agentprov_backends():
-    """The backend project: ``backends/agentdyn`` of the agentprov checkout (a slot: its README says what it will pin)."""
-    return [BackendProject(name="agentdyn", path="agentdyn", pinned_commit="5353cf76")]
+    """The backend project: ``backends/agentdyn`` of the agentprov checkout, whose uv.lock
+    installs AgentDyn's code from the pinned commit (extracted from the fetch cache at build
+    time) and the worker package ``backends/agentdyn/worker``."""
+    return [BackendProject(name="agentdyn", path="agentdyn", pinned_commit=COMMIT,
+                           upstream=UPSTREAM, tree=TREE, upstream_paths=UPSTREAM_PATHS,
+                           worker="agentprov-worker-agentdyn")]
 
 
 @hookimpl
