@@ -83,7 +83,7 @@ def script(tmp_path: Path) -> Path:
 
 #: the sources whose backend this build lacks (a slot under backends/): their own refusals
 #: are checked against :func:`landed` backends
-SLOTTED = ("autodojo", "agentdyn")
+SLOTTED = ("autodojo",)
 
 
 @pytest.fixture(scope="session")

@@ -23,8 +23,11 @@ class AgentDyn(SuiteSource):
         # the shared capture mapper, which agentprov-agentdojo registers
         mapper="agentdojo.capture",
     )
-    # the repository is not reachable from these machines: declared counts, not verified
-    catalogue_file = Path(__file__).with_name("catalogue.declared.json")
+    # what `--catalogue` answers before the environment is built: the worker's catalogue of
+    # agentdyn-5353cf76, generated from the installed code (`python -m
+    # agentprov_backend.catalogue agentdyn` in the environment); once built, the worker serves
+    # it (tests/test_agentdyn_backend.py checks that the two agree)
+    catalogue_file = Path(__file__).with_name("catalogue.snapshot.json")
 
 
 #: AgentDyn's pinned commit, its tree and its repository (the fetch cache verifies both ids)
