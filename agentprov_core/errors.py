@@ -478,7 +478,7 @@ _reg("cli.usage.models_options", U, "usage",
      "{what}",
      "agentprov models --help")
 _reg("cli.environment.source_not_cached", E, "coded",
-     "the pinned commit {commit} of {name} is not in the fetch cache ({path})",
+     "the pinned commit {commit} of {name} is not in the fetch cache ({path}): give --source-repo URL (a mirror, a path or a bundle holding it), or --allow-network to fetch it from {upstream}",
      "give --source-repo URL (a mirror, a path or a bundle holding the commit), or --allow-network to fetch it from {upstream}")
 _reg("cli.environment.source_fetch", E, "coded",
      "fetching commit {commit} of {name} from {url} failed: {why}",

@@ -229,6 +229,36 @@ def agentdojo_env(tmp_path_factory) -> BuiltEnv:
     return BuiltEnv(home, env_dir.name, env_dir)
 
 
+#: AgentDyn's pinned commit, as the project's shared sources hold it (a bare repository)
+AGENTDYN_SOURCES = ROOT.parent / "shared" / "sources" / "AgentDyn.git"
+
+
+def agentdyn_sources() -> Path:
+    """The bare repository holding AgentDyn's pinned commit, or skip naming what is absent."""
+    if not (AGENTDYN_SOURCES / "HEAD").is_file():
+        pytest.skip(f"{AGENTDYN_SOURCES} is absent: AgentDyn's pinned commit cannot be fetched "
+                    "here (backends build agentdyn needs --source-repo or --allow-network)")
+    return AGENTDYN_SOURCES
+
+
+@pytest.fixture(scope="session")
+def agentdyn_env(tmp_path_factory) -> BuiltEnv:
+    """The real AgentDyn backend environment (agentdyn-5353cf76), built once per session
+    with `agentprov backends build agentdyn --source-repo ../shared/sources/AgentDyn.git
+    --allow-network` (the commit from the shared bare repository into the session's fetch
+    cache; uv downloads only what its cache lacks)."""
+    sources = agentdyn_sources()
+    home = tmp_path_factory.mktemp("e2e-agentdyn-home")
+    e = child_env()
+    e["AGENTPROV_HOME"] = str(home)
+    p = subprocess.run([sys.executable, "-m", "agentprov_core", "backends", "build", "agentdyn",
+                        "--source-repo", str(sources), "--allow-network"],
+                       capture_output=True, text=True, env=e, timeout=1200)
+    assert p.returncode == 0, p.stdout + p.stderr
+    env_dir = Path(p.stdout.split(" built at ")[1].split(" (")[0])
+    return BuiltEnv(home, env_dir.name, env_dir)
+
+
 @pytest.fixture(scope="session")
 def agentharm_env(tmp_path_factory) -> BuiltEnv:
     """The real inspect-agentharm backend environment (inspect-ai 0.3.263, inspect-evals

@@ -494,8 +494,8 @@ def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
         ready_assets(bp)  # before the lock: a refusal here writes nothing at all
     if not bp.env_dir.exists():
         ready_dataset(bp, None)  # no dataset to build with: refused before anything is written
-    if bp.source_repo is not None:
-        ready_upstream(bp)  # a --source-repo without the pinned commit: refused at once
+    if bp.source_repo is not None or not bp.env_dir.exists():
+        ready_upstream(bp)  # the pinned commit not at hand: refused before anything is written
     with hold(bp.env_id):
         if bp.env_dir.exists():
             try:
