@@ -213,10 +213,14 @@ def test_the_catalogue_comes_from_the_worker(agentdyn_env):
             sum(len(s["injection_tasks"]) for s in suites)) == (157, 63)
     assert len(doc["attacks"]) == 17 and sum(a["dos"] for a in doc["attacks"]) == 5
     assert doc["defences"] == []  # every defence refused on AgentDyn
-    # the plugin's snapshot (what --catalogue answers before a build) is this catalogue
+    # the plugin's snapshot (what --catalogue answers before a build) is the worker's
+    # catalogue (``--catalogue`` keeps the registry's defences for the backend: none)
     snap = json.loads(SNAPSHOT.read_text())
+    worker = json.loads((agentdyn_env.env_dir / "agentprov/catalogue-agentdyn.json").read_text())
     assert {k: v for k, v in snap.items() if k != "provenance"} == {
-        k: v for k, v in doc.items() if k != "provenance"}
+        k: v for k, v in worker.items() if k != "provenance"}
+    assert {k: v for k, v in doc.items() if k not in ("provenance", "defences")} == {
+        k: v for k, v in worker.items() if k not in ("provenance", "defences")}
 
 
 @pytest.mark.slow
@@ -258,7 +262,7 @@ def records(path: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.req("R-24.3", "R-24.6", "R-24.7", "R-2.7", "R-2.8", "R-3.5")
+@pytest.mark.req("R-24.3", "R-24.6", "R-24.7", "R-24.8", "R-2.7", "R-2.8", "R-3.5")
 def test_a_scripted_campaign_over_the_three_new_suites(agentdyn_env, tmp_path):
     env = agentdyn_env
     script = tmp_path / "script.json"
@@ -305,3 +309,25 @@ def test_a_scripted_campaign_over_the_three_new_suites(agentdyn_env, tmp_path):
     r = env_cli(env, "verify", "--corpus", corpus)
     assert r.code == 0, r.out + r.err
     assert "0 failed" in r.out
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-5.6")
+def test_a_changed_lock_keeps_the_id_and_fails_the_offline_check(agentdyn_env, tmp_path):
+    import shutil
+
+    backends = tmp_path / "backends"
+    shutil.copytree(ROOT / "backends", backends,
+                    ignore=shutil.ignore_patterns("__pycache__", ".venv", "upstream"))
+    lock = backends / "agentdyn" / "uv.lock"
+    lock.write_text(lock.read_text() + "\n")  # another lock, the same commit
+    e = child_env()
+    e.update(AGENTPROV_HOME=str(agentdyn_env.home), AGENTPROV_ERROR_FORMAT="json",
+             AGENTPROV_BACKENDS=str(backends))
+    p = subprocess.run([sys.executable, "-m", "agentprov_core", "backends", "build", "agentdyn",
+                        "--offline-check"], capture_output=True, text=True, env=e, cwd=ROOT,
+                       timeout=600)
+    r = Result(p.returncode, p.stdout, p.stderr)
+    assert r.code == 3, r.out + r.err
+    assert "agentdyn-5353cf76" in r.error["message"]  # the id is the commit's, not the lock's
+    assert "lock_sha256" in r.error["message"] and "uv.lock" in r.error["message"]

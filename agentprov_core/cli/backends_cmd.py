@@ -80,6 +80,9 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
         m = b.offline_check(bp)
         click.echo(f"agentprov backends build --offline-check: {bp.env_id} verified "
                    "(marker, lock, RECORD, guarded files, hello identity)")
+        if m.upstream:
+            click.echo(f"  upstream: {m.upstream['repository']} at {m.upstream['commit']} "
+                       f"(tree {m.upstream['tree']}; agentprov/upstream.json re-hashed)")
         if m.defence_assets:
             click.echo("  defence assets (every file re-hashed): " + ", ".join(
                 f"{aid} {len(rec['files'])} file(s)" for aid, rec in sorted(
