@@ -19,7 +19,6 @@ from conftest import (
     ROOT,
     BuiltEnv,
     Result,
-    agentdyn_sources,
     child_env,
     snapshot,
 )
