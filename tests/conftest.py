@@ -214,19 +214,25 @@ class BuiltEnv:
     env_dir: Path
 
 
+def build_env(home: Path, *args: str, timeout: int = 1200) -> BuiltEnv:
+    """``agentprov backends build ARGS`` in ``home``, which must succeed: the built
+    environment."""
+    e = child_env()
+    e["AGENTPROV_HOME"] = str(home)
+    p = subprocess.run([sys.executable, "-m", "agentprov_core", "backends", "build", *args],
+                       capture_output=True, text=True, env=e, timeout=timeout)
+    assert p.returncode == 0, p.stdout + p.stderr
+    env_dir = Path(p.stdout.split(" built at ")[1].split(" (")[0])
+    return BuiltEnv(home, env_dir.name, env_dir)
+
+
 @pytest.fixture(scope="session")
 def agentdojo_env(tmp_path_factory) -> BuiltEnv:
     """The real AgentDojo backend environment, built once per session with
     `agentprov backends build agentdojo --allow-network` (uv downloads only what its cache
     lacks). Tests that take it are marked slow and run in `tox -e e2e`."""
-    home = tmp_path_factory.mktemp("e2e-home")
-    e = child_env()
-    e["AGENTPROV_HOME"] = str(home)
-    p = subprocess.run([sys.executable, "-m", "agentprov_core", "backends", "build", "agentdojo",
-                        "--allow-network"], capture_output=True, text=True, env=e, timeout=900)
-    assert p.returncode == 0, p.stdout + p.stderr
-    env_dir = Path(p.stdout.split(" built at ")[1].split(" (")[0])
-    return BuiltEnv(home, env_dir.name, env_dir)
+    return build_env(tmp_path_factory.mktemp("e2e-home"), "agentdojo", "--allow-network",
+                     timeout=900)
 
 
 #: AgentDyn's pinned commit, as the project's shared sources hold it (a bare repository)
@@ -248,15 +254,8 @@ def agentdyn_env(tmp_path_factory) -> BuiltEnv:
     --allow-network` (the commit from the shared bare repository into the session's fetch
     cache; uv downloads only what its cache lacks)."""
     sources = agentdyn_sources()
-    home = tmp_path_factory.mktemp("e2e-agentdyn-home")
-    e = child_env()
-    e["AGENTPROV_HOME"] = str(home)
-    p = subprocess.run([sys.executable, "-m", "agentprov_core", "backends", "build", "agentdyn",
-                        "--source-repo", str(sources), "--allow-network"],
-                       capture_output=True, text=True, env=e, timeout=1200)
-    assert p.returncode == 0, p.stdout + p.stderr
-    env_dir = Path(p.stdout.split(" built at ")[1].split(" (")[0])
-    return BuiltEnv(home, env_dir.name, env_dir)
+    return build_env(tmp_path_factory.mktemp("e2e-agentdyn-home"), "agentdyn",
+                     "--source-repo", str(sources), "--allow-network")
 
 
 @pytest.fixture(scope="session")
