@@ -123,6 +123,23 @@ def test_a_commit_of_another_tree_is_refused_before_anything_is_built(home, tmp_
     assert not (home / "envs").exists() or not any((home / "envs").iterdir())
 
 
+def test_a_bundle_is_a_source_repository(home, tmp_path, monkeypatch):
+    """``--source-repo`` takes a bundle file (what an air-gapped machine is handed): git
+    reads it by its path, and the commit is verified as from any other source."""
+    from agentprov_core.backend import fetchcache
+
+    monkeypatch.setenv("AGENTPROV_HOME", str(home))
+    repo, commit = small_repo(tmp_path)
+    bundle = tmp_path / "other.bundle"
+    git(repo, "bundle", "create", str(bundle), "main")
+    pin = fetchcache.Pin("bundled", "https://example.org/none", commit,
+                         git(repo, "rev-parse", "HEAD^{tree}"))
+    assert fetchcache.ensure(pin, source_repo=str(bundle)) == commit
+    assert fetchcache.ensure(pin) == commit  # cached: no source needed again
+    out = fetchcache.archive(fetchcache.repo_path("bundled"), commit, tmp_path / "x")
+    assert out == ["pyproject.toml"]
+
+
 # --- slow: the real environment ----------------------------------------------------------
 
 def env_cli(env: BuiltEnv, *args: str) -> Result:
