@@ -80,6 +80,9 @@ class BackendProject(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     #: where in the project the lock's path source of the benchmark points (relative to
     #: the project's directory), filled with the extracted commit at build time
     upstream_dir: str = "upstream"
+    #: the upstream's licence as the backend states it (e.g. ``"MIT as declared; not legally
+    #: settled"``), recorded with the pin in the environment and in every capture header
+    licence: str | None = None
     #: the distribution of the worker package that serves the backend's sources inside the
     #: environment (it registers them under the entry-point group ``agentprov.worker``);
     #: ``backends build`` refuses an environment whose sources another distribution serves,

@@ -125,8 +125,6 @@ NOT_BEHAVIOUR = {
                "(docs/containment.md); a local model server is the user's own process",
     "R-23.13": "what a live AutoDojo run is (a new execution, never a reproduction of "
                "ROPE-hosted runs); " + AUTODOJO,
-    "R-24.9": "a licence statement and a decision for the project owner (releasing a live "
-              "AgentDyn corpus): docs/backends.md, \"The AgentDyn backend\", states it",
     "R-27.15": "a roadmap (sealing live corpora in v0.2), not a requirement of this build; "
                "`package` refuses a live corpus (R-27.13)",
     "R-27.16": "the project's claim policy: no live result and no \"Live Capture\" is "

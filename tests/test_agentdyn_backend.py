@@ -26,6 +26,7 @@ from conftest import (
 COMMIT = "5353cf7615b135cace8d07c8f12dac53a16b6db3"
 TREE = "08c04b47c307bba017a19f641111ffa4946c193a"
 UPSTREAM = "https://github.com/SaFo-Lab/AgentDyn"
+LICENCE = "MIT as declared; not legally settled"
 SNAPSHOT = ROOT / "plugins/agentprov-agentdyn/src/agentprov_agentdyn/catalogue.snapshot.json"
 #: one final answer, no tool call: any suite's cell ends after one model call
 ANSWER = [{"content": "I have looked into it and changed nothing."}]
@@ -172,7 +173,8 @@ def test_the_build_installs_agentdyn_from_the_pinned_commit(agentdyn_env):
     # directory, and the checkout holds no upstream/
     rec = json.loads((env.env_dir / "agentprov/upstream.json").read_text())
     assert rec == {"repository": UPSTREAM, "commit": COMMIT, "tree": TREE,
-                   "paths": ["src", "pyproject.toml", "LICENSE", "README.md"]}
+                   "paths": ["src", "pyproject.toml", "LICENSE", "README.md"],
+                   "licence": LICENCE}
     assert "agentprov/upstream.json" in m.guarded
     assert (env.home / "fetch/agentdyn.git/HEAD").is_file()
     assert [p.name for p in (env.home / "envs").iterdir() if p.name.startswith(".")] == []
@@ -278,7 +280,7 @@ def records(path: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.req("R-24.3", "R-24.6", "R-24.7", "R-24.8", "R-2.7", "R-2.8", "R-3.5")
+@pytest.mark.req("R-24.3", "R-24.6", "R-24.7", "R-24.8", "R-24.9", "R-2.7", "R-2.8", "R-3.5")
 def test_a_scripted_campaign_over_the_three_new_suites(agentdyn_env, tmp_path):
     env = agentdyn_env
     script = tmp_path / "script.json"
@@ -304,7 +306,8 @@ def test_a_scripted_campaign_over_the_three_new_suites(agentdyn_env, tmp_path):
         header = cap[0]
         # the session records the backend and the pinned repository and commit
         assert header["backend"]["environment_id"] == "agentdyn-5353cf76"
-        assert header["upstream"] == {"repository": UPSTREAM, "commit": COMMIT, "tree": TREE}
+        assert header["upstream"] == {"repository": UPSTREAM, "commit": COMMIT, "tree": TREE,
+                                      "licence": LICENCE}
         declared = header["declared_instrumentation"]
         assert declared[1] == "recording_transport@1 mode: observe"
         names = [d.split(" ")[0] for d in declared]

@@ -9,7 +9,8 @@ cache: nothing is checked out, and no user's tree is written). ``uv sync --locke
 on that copy, so uv itself checks that the extracted ``pyproject.toml`` declares what the
 lock records; the build directory is removed once uv has installed the environment.
 
-The environment records the pin (repository, commit, tree) in ``agentprov/upstream.json``,
+The environment records the pin (repository, commit, tree, and the licence the backend
+states) in ``agentprov/upstream.json``,
 a guarded file the worker reads into every capture header, and in the marker.
 """
 
@@ -36,6 +37,7 @@ class Upstream:
     pin: fetchcache.Pin
     paths: tuple[str, ...]
     directory: str
+    licence: str | None = None
 
     @property
     def repository(self) -> str:
@@ -48,7 +50,7 @@ def of(project: BackendProject) -> Upstream | None:
         return None
     return Upstream(fetchcache.Pin(project.name, project.upstream, project.pinned_commit,
                                    project.tree), tuple(project.upstream_paths),
-                    project.upstream_dir)
+                    project.upstream_dir, project.licence)
 
 
 def _path_sources(project: Path) -> list[Path]:
@@ -85,11 +87,11 @@ def record(up: Upstream, commit: str, repo: Path, source_repo: str | None) -> di
     """What the environment records of its upstream (marker and ``agentprov/upstream.json``)."""
     return {"repository": up.repository, "commit": commit,
             "tree": fetchcache.tree_of(repo, commit), "paths": list(up.paths),
-            "fetched_from": source_repo or up.repository}
+            "licence": up.licence, "fetched_from": source_repo or up.repository}
 
 
 def write_record(env: Path, rec: dict) -> None:
-    doc = {k: rec[k] for k in ("repository", "commit", "tree", "paths")}
+    doc = {k: rec[k] for k in ("repository", "commit", "tree", "paths", "licence")}
     (env / RECORD).write_text(json.dumps(doc, sort_keys=True, indent=1) + "\n",
                               encoding="utf-8")
 

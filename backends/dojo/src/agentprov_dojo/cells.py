@@ -135,8 +135,8 @@ def make_client(agent: dict[str, Any], writer, **client_kwargs: Any):
 def upstream_header() -> dict[str, Any]:
     """The pinned upstream commit the environment's benchmark was built from, as the build
     recorded it (``agentprov/upstream.json`` in the environment, a guarded file), for the
-    capture header: ``{"upstream": {repository, commit, tree}}``; empty for a backend
-    installed from a registry."""
+    capture header: ``{"upstream": {repository, commit, tree, licence}}``; empty for a
+    backend installed from a registry."""
     import sys
 
     try:
@@ -144,7 +144,7 @@ def upstream_header() -> dict[str, Any]:
             encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return {"upstream": {k: rec.get(k) for k in ("repository", "commit", "tree")}}
+    return {"upstream": {k: rec.get(k) for k in ("repository", "commit", "tree", "licence")}}
 
 
 def run_cell(req: dict[str, Any], declared: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -38,6 +38,9 @@ TREE = "08c04b47c307bba017a19f641111ffa4946c193a"
 #: what of the commit building its ``agentdojo`` distribution needs (the tree's ``runs/``,
 #: 47,723 published result files, is not extracted)
 UPSTREAM_PATHS = ("src", "pyproject.toml", "LICENSE", "README.md")
+#: the code is MIT; AgentDyn's own suites and logs carry no licence statement (the spec's
+#: words: releasing a live AgentDyn corpus is a decision for the project owner)
+LICENCE = "MIT as declared; not legally settled"
 
 
 @hookimpl
@@ -47,7 +50,7 @@ def agentprov_backends():
     time) and the worker package ``backends/agentdyn/worker``."""
     return [BackendProject(name="agentdyn", path="agentdyn", pinned_commit=COMMIT,
                            upstream=UPSTREAM, tree=TREE, upstream_paths=UPSTREAM_PATHS,
-                           worker="agentprov-worker-agentdyn")]
+                           licence=LICENCE, worker="agentprov-worker-agentdyn")]
 
 
 @hookimpl
