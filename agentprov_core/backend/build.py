@@ -602,16 +602,21 @@ def check_served(bp: BuildPlan, hello: dict) -> None:
 def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
     uv = uv_binary()
     project, up_rec, staging = bp.project, None, None
-    if bp.upstream is not None:  # the project copied out of the checkout, the commit in it
-        from agentprov_core.backend import fetchcache
-
-        assert bp.commit is not None
-        repo = fetchcache.repo_path(bp.upstream.pin.name)
-        # beside the new environment (uv takes only an empty directory or a venv there)
-        staging = Path(tempfile.mkdtemp(prefix=f".{bp.env_id}.src-", dir=tmp.parent))
-        project = upstream.stage(bp.project, bp.upstream, repo, bp.commit, staging)
-        up_rec = upstream.record(bp.upstream, bp.commit, repo, bp.source_repo)
     try:
+        if bp.upstream is not None:  # the project copied out of the checkout, the commit in it
+            from agentprov_core.backend import fetchcache
+
+            assert bp.commit is not None
+            repo = fetchcache.repo_path(bp.upstream.pin.name)
+            # beside the new environment (uv takes only an empty directory or a venv there)
+            staging = Path(tempfile.mkdtemp(prefix=f".{bp.env_id}.src-", dir=tmp.parent))
+            try:
+                project = upstream.stage(bp.project, bp.upstream, repo, bp.commit, staging)
+                up_rec = upstream.record(bp.upstream, bp.commit, repo, bp.source_repo)
+            except fetchcache.GitFailed as exc:  # e.g. a link in the tree
+                raise AgentprovError("cli.environment.source_fetch", name=bp.upstream.pin.name,
+                                     commit=bp.commit, url=repo,
+                                     why=f"extracting it: {exc}") from None
         proc = subprocess.run([uv, *bp.uv_args(), "--project", str(project)],
                               env=uv_env(tmp, python), capture_output=True, text=True)
     finally:
