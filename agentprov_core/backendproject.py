@@ -62,8 +62,27 @@ class BackendProject(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     #: the importable package whose files hold the project, e.g. ``"mybench_plugin"``
     package: str | None = None
     #: how the backend is pinned: ``None`` by its ``uv.lock`` (the environment id is the
-    #: lock's digest), else the git commit of the benchmark it builds (the id is the commit)
+    #: lock's digest), else the git commit of the benchmark it builds (the id is the commit's
+    #: first 8 hex); a project with :attr:`upstream` names the full 40-hex commit
     pinned_commit: str | None = None
+    #: the git URL of the benchmark's repository, for a project that builds the benchmark
+    #: from its pinned commit: ``backends build`` ensures the commit in the fetch cache
+    #: (``agentprov_core.backend.fetchcache``; ``--source-repo URL``, or ``--allow-network``
+    #: from this URL), extracts :attr:`upstream_paths` of it with ``git archive`` into
+    #: :attr:`upstream_dir` of a copy of the project outside the checkout, and installs from
+    #: there. ``None``: the project's lock names everything it installs
+    upstream: str | None = None
+    #: the pinned commit's tree id: a commit of another tree is refused (``None``: not checked)
+    tree: str | None = None
+    #: the paths of the commit the build extracts (what building the benchmark's
+    #: distribution needs); empty: the whole tree
+    upstream_paths: tuple[str, ...] = ()
+    #: where in the project the lock's path source of the benchmark points (relative to
+    #: the project's directory), filled with the extracted commit at build time
+    upstream_dir: str = "upstream"
+    #: the upstream's licence as the backend states it (e.g. ``"MIT as declared; not legally
+    #: settled"``), recorded with the pin in the environment and in every capture header
+    licence: str | None = None
     #: the distribution of the worker package that serves the backend's sources inside the
     #: environment (it registers them under the entry-point group ``agentprov.worker``);
     #: ``backends build`` refuses an environment whose sources another distribution serves,

@@ -351,6 +351,9 @@ _reg("build.unsupported.defence_assets", X, "coded",
 _reg("build.unsupported.dataset", X, "coded",
      "backend {backend} takes no dataset: --dataset provisions one for {takers} only",
      "drop --dataset")
+_reg("build.unsupported.source_repo", X, "coded",
+     "backend {backend} is built from its uv.lock alone: --source-repo provides the pinned upstream commit of {builders} only",
+     "drop --source-repo")
 _reg("run.unsupported.defence_endpoint", X, "cannot_run",
      "defence {defence} with --defence-endpoint {endpoint}.", "none in this build",
      "A defence's own model endpoint is not wired in this build: its key would be a second key in the worker and its host:port a second pair of the egress proxy, and neither is built or tested (docs/provisioning-defences.md).")

@@ -32,8 +32,6 @@ TEST_GLOBS = ["tests/**/*.py", "plugins/*/tests/**/*.py", "agentprov_core/testin
 # What is not built, as the rows say it ("not built: <what>").
 AUTODOJO = ("AutoDojo's backend: its fork (aa458794) is not public, so `backends/autodojo/` "
             "holds no project and no AutoDojo environment can be built")
-AGENTDYN = ("AgentDyn's backend: its repository (SaFo-Lab/AgentDyn at 5353cf76) is not "
-            "reachable from these machines, so `backends/agentdyn/` holds no project")
 INSPECT = ("the restricted, private AgentHarm corpus (kept under $AGENTPROV_HOME, never "
            "deposited)")
 DATASET = ("the pinned AgentHarm dataset (revision e23b3fe6) is not reachable from these "
@@ -59,12 +57,8 @@ NOT_BUILT = {
     "R-3.3": AUTODOJO,
     "R-3.4": AUTODOJO + "; its catalogue (declared, not verified) lists AgentDyn's three "
              "suites",
-    "R-3.5": AGENTDYN,
     "R-4.6": AUTODOJO + ", nor its NLTK `punkt_tab`",
-    "R-4.7": AGENTDYN + "; the worker's identity fix it needs is built (R-24.10)",
     "R-4.8": DATASET,
-    "R-5.6": "a git-pinned backend: AutoDojo's fork is not public and AgentDyn's repository is "
-             "not reachable, so no git-pinned environment exists to check",
     "R-22.10": "`--defence-endpoint` is refused before anything starts (exit 5): no defence "
                "endpoint's key or egress pair is wired, so no second key enters the worker",
     "R-13.2": "a display-name hint before consent: an attack that needs the name is found by "
@@ -94,7 +88,6 @@ NOT_BUILT = {
 SECTION_NOT_BUILT = {
     9: ESTIMATE + ", nor " + PRICES,
     23: AUTODOJO,
-    24: AGENTDYN,
     25: INSPECT,
     28: "the local CI (`tools/ci_local.py` and its jobs): the same checks run as tox envs "
         "(`./dev tox -e core`, `-e e2e`, one env per plugin)",
@@ -135,14 +128,13 @@ DECIDED = {
 }
 
 # Proven requirements of which a part is not built: that part.
-NOT_AUTODOJO_AGENTDYN = ("AutoDojo's and AgentDyn's backends (this is proven for AgentDojo): "
-                         "AutoDojo's fork is not public and AgentDyn's repository is not "
-                         "reachable, so neither environment can be built")
+NOT_AUTODOJO = ("AutoDojo's backend (this is proven for AgentDojo and AgentDyn): AutoDojo's "
+                "fork is not public, so its environment cannot be built")
 PARTLY = {
     "R-25.32": "the estimate's line (`agentprov estimate`: " + ESTIMATE + "); the caps' half "
                "(the D-740 bound replaces the 48-call constant) is built",
-    "R-2.7": NOT_AUTODOJO_AGENTDYN,
-    "R-2.8": NOT_AUTODOJO_AGENTDYN,
+    "R-2.7": NOT_AUTODOJO,
+    "R-2.8": NOT_AUTODOJO,
     "R-6.7": "the NLTK (AutoDojo) and dataset (Inspect) digests, of environments that cannot "
              "be built here, and the defence-asset digests (`backends build --defence-assets` "
              "is not built)",
@@ -154,8 +146,6 @@ PARTLY = {
               "`backends build autodojo --source-repo URL` fills the fetch cache",
     "R-23.7": IN_A_RUN,
     "R-23.8": IN_A_RUN,
-    "R-24.10": "AgentDyn's environment itself (the fix is in the worker library every "
-               "environment installs); " + AGENTDYN,
     "R-27.17": "placing a corpus under `$AGENTPROV_HOME`: a corpus goes where `--corpus` "
                "names, outside the repository",
 }

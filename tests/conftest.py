@@ -83,7 +83,7 @@ def script(tmp_path: Path) -> Path:
 
 #: the sources whose backend this build lacks (a slot under backends/): their own refusals
 #: are checked against :func:`landed` backends
-SLOTTED = ("autodojo", "agentdyn")
+SLOTTED = ("autodojo",)
 
 
 @pytest.fixture(scope="session")
@@ -214,19 +214,48 @@ class BuiltEnv:
     env_dir: Path
 
 
+def build_env(home: Path, *args: str, timeout: int = 1200) -> BuiltEnv:
+    """``agentprov backends build ARGS`` in ``home``, which must succeed: the built
+    environment."""
+    e = child_env()
+    e["AGENTPROV_HOME"] = str(home)
+    p = subprocess.run([sys.executable, "-m", "agentprov_core", "backends", "build", *args],
+                       capture_output=True, text=True, env=e, timeout=timeout)
+    assert p.returncode == 0, p.stdout + p.stderr
+    env_dir = Path(p.stdout.split(" built at ")[1].split(" (")[0])
+    return BuiltEnv(home, env_dir.name, env_dir)
+
+
 @pytest.fixture(scope="session")
 def agentdojo_env(tmp_path_factory) -> BuiltEnv:
     """The real AgentDojo backend environment, built once per session with
     `agentprov backends build agentdojo --allow-network` (uv downloads only what its cache
     lacks). Tests that take it are marked slow and run in `tox -e e2e`."""
-    home = tmp_path_factory.mktemp("e2e-home")
-    e = child_env()
-    e["AGENTPROV_HOME"] = str(home)
-    p = subprocess.run([sys.executable, "-m", "agentprov_core", "backends", "build", "agentdojo",
-                        "--allow-network"], capture_output=True, text=True, env=e, timeout=900)
-    assert p.returncode == 0, p.stdout + p.stderr
-    env_dir = Path(p.stdout.split(" built at ")[1].split(" (")[0])
-    return BuiltEnv(home, env_dir.name, env_dir)
+    return build_env(tmp_path_factory.mktemp("e2e-home"), "agentdojo", "--allow-network",
+                     timeout=900)
+
+
+#: AgentDyn's pinned commit, as the project's shared sources hold it (a bare repository)
+AGENTDYN_SOURCES = ROOT.parent / "shared" / "sources" / "AgentDyn.git"
+
+
+def agentdyn_sources() -> Path:
+    """The bare repository holding AgentDyn's pinned commit, or skip naming what is absent."""
+    if not (AGENTDYN_SOURCES / "HEAD").is_file():
+        pytest.skip(f"{AGENTDYN_SOURCES} is absent: AgentDyn's pinned commit cannot be fetched "
+                    "here (backends build agentdyn needs --source-repo or --allow-network)")
+    return AGENTDYN_SOURCES
+
+
+@pytest.fixture(scope="session")
+def agentdyn_env(tmp_path_factory) -> BuiltEnv:
+    """The real AgentDyn backend environment (agentdyn-5353cf76), built once per session
+    with `agentprov backends build agentdyn --source-repo ../shared/sources/AgentDyn.git
+    --allow-network` (the commit from the shared bare repository into the session's fetch
+    cache; uv downloads only what its cache lacks)."""
+    sources = agentdyn_sources()
+    return build_env(tmp_path_factory.mktemp("e2e-agentdyn-home"), "agentdyn",
+                     "--source-repo", str(sources), "--allow-network")
 
 
 @pytest.fixture(scope="session")

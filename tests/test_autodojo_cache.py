@@ -312,3 +312,18 @@ def test_backends_build_autodojo_with_the_fork_cached_goes_on(cli, fork, fetched
     stops it is that this build has no AutoDojo project (exit 5)."""
     r = cli("backends", "build", "autodojo", env={PIN_OVERRIDE: fetched})
     assert (r.code, r.error["error"]) == (5, "build.unsupported.no_backend"), r.err
+
+
+@pytest.mark.req("R-23.6")
+def test_backends_build_autodojo_fetches_the_fork_from_source_repo(cli, fork, home):
+    """``--source-repo`` fills the fetch cache with the fork's pinned commit (a dry run
+    fetches nothing); the build then stops where this build has no AutoDojo project."""
+    src, commit = fork
+    dry = cli("backends", "build", "autodojo", "--dry-run", "--source-repo", src,
+              env={PIN_OVERRIDE: commit})
+    assert (dry.code, dry.error["error"]) == (3, "cli.environment.source_not_cached"), dry.err
+    assert not (home / "fetch").exists()
+    r = cli("backends", "build", "autodojo", "--source-repo", src, env={PIN_OVERRIDE: commit})
+    assert (r.code, r.error["error"]) == (5, "build.unsupported.no_backend"), r.err
+    repo = home / "fetch" / "autodojo.git"
+    assert fetchcache.resolve(repo, commit) == commit

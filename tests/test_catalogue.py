@@ -64,11 +64,16 @@ def test_autodojo_catalogue_declared_counts(cli):
 
 
 @pytest.mark.req("R-7.17", "R-24.2")
-def test_agentdyn_catalogue_declared_counts(cli):
+def test_agentdyn_catalogue_snapshot_counts(cli):
+    """Before a build, the snapshot of the worker's catalogue (generated from the installed
+    code of agentdyn-5353cf76; tests/test_agentdyn_backend.py compares it with the worker)."""
     doc = cat(cli, "agentdyn")
-    assert doc["provenance"]["kind"] == "declared"
-    assert counts(doc, doc["default_benchmark_version"]) == (7, 157, 63)
-    assert [s["name"] for s in doc["suites"]][4:] == ["shopping", "github", "dailylife"]
+    assert doc["provenance"]["kind"] == "snapshot"
+    assert doc["provenance"]["packages"]["agentdojo"] == "0.1.35"
+    version = doc["default_benchmark_version"]
+    assert counts(doc, version) == (7, 157, 63)
+    assert [s["name"] for s in doc["suites"] if s["benchmark_version"] == version][4:] == [
+        "shopping", "github", "dailylife"]
     assert len(doc["attacks"]) == 17 and sum(a["dos"] for a in doc["attacks"]) == 5
     assert doc["defences"] == []
 

@@ -9,9 +9,8 @@ import shutil
 import pytest
 from conftest import ROOT, SLOTTED, snapshot
 
-BACKEND = {"autodojo": "autodojo", "agentdyn": "agentdyn"}
-WHY = {"autodojo": "the AutoDojo fork pinned at aa458794 is not public",
-       "agentdyn": "SaFo-Lab/AgentDyn at 5353cf76 is not reachable from these machines"}
+BACKEND = {"autodojo": "autodojo"}
+WHY = {"autodojo": "the AutoDojo fork pinned at aa458794 is not public"}
 
 
 def nothing_written(home, corpora, cwd):
@@ -112,8 +111,7 @@ def test_every_slot_says_why_and_no_project_is_both():
     from agentprov_core.backend.slots import PROJECT_FILES, SLOT_FILE, slot_why
 
     slots = sorted(p.parent for p in (ROOT / "backends").rglob(SLOT_FILE))
-    assert [s.relative_to(ROOT / "backends").as_posix() for s in slots] == [
-        "agentdyn", "autodojo"]
+    assert [s.relative_to(ROOT / "backends").as_posix() for s in slots] == ["autodojo"]
     for slot in slots:
         assert slot_why(slot) and (slot / "README.md").is_file()
         assert not any((slot / f).exists() for f in PROJECT_FILES), slot

@@ -7,7 +7,7 @@ import pytest
 PARTS = [
     ("agentdojo · live", "partial", "local, OpenRouter and Anthropic (the 2026-10-22 pilot)"),
     ("autodojo · live", "partial", "local"),
-    ("agentdyn · live", "partial", "local"),
+    ("agentdyn · live", "partial", "local (the spec's 2026-10-22 pilot); on this build, scripted campaigns only"),
     ("agentharm · live", "partial", "OpenRouter, a 4-sample probe (2026-10-23)"),
     ("rope · head (live)", "planned", "none; no backend in this build"),
 ]
@@ -17,8 +17,6 @@ PARTS = [
 NO_BACKEND = {
     "autodojo": "the AutoDojo fork pinned at aa458794 is not public, so backends/autodojo/ "
                 "holds no pyproject.toml and no uv.lock",
-    "agentdyn": "SaFo-Lab/AgentDyn at 5353cf76 is not reachable from these machines, so "
-                "backends/agentdyn/ holds no pyproject.toml and no uv.lock",
 }
 
 
@@ -47,7 +45,8 @@ def test_info_json_has_no_gated_status(cli):
     got = [(p["label"], p["live_status"], p["caveat"]) for p in doc["parts"]]
     assert got == PARTS
     assert {p["name"]: (p["buildable"], p["unbuildable"]) for p in doc["parts"]} == {
-        "agentdojo": (True, None), "agentharm": (True, None), "rope": (False, None),
+        "agentdojo": (True, None), "agentharm": (True, None), "agentdyn": (True, None),
+        "rope": (False, None),
         **{name: (False, why) for name, why in NO_BACKEND.items()}}
     assert all(p["live_status"] in {"planned", "partial", "full"} for p in doc["parts"])
     assert "gated" not in r.out
@@ -88,7 +87,7 @@ def test_plugins_and_version_list_distributions_and_versions(cli):
             for n, b in backends.items()} == {
         "agentdojo": ("agentprov-agentdojo", "backends/agentdojo", "uv.lock", "ok"),
         "autodojo": ("agentprov-autodojo", "backends/autodojo", "commit aa458794", "unlocked"),
-        "agentdyn": ("agentprov-agentdyn", "backends/agentdyn", "commit 5353cf76", "unlocked"),
+        "agentdyn": ("agentprov-agentdyn", "backends/agentdyn", "commit 5353cf7615b135cace8d07c8f12dac53a16b6db3", "ok"),
         "inspect-agentharm": ("agentprov-agentharm", "backends/inspect/envs/agentharm",
                               "uv.lock", "ok")}
     assert recs["agentharm"]["backends"] == ["inspect-agentharm"]

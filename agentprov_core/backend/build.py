@@ -30,6 +30,7 @@ from agentprov_core.backend import (
     hostlibs,
     marker,
     projects,
+    upstream,
 )
 from agentprov_core.backend import identity as envidentity
 from agentprov_core.base import paths
@@ -63,6 +64,11 @@ class BuildPlan:
     pinned_commit: str | None = None
     #: ``--dataset DIR``: the copy read and checked (``None``: none given)
     dataset: datasets.Copy | None = None
+    #: the pinned upstream commit the project installs the benchmark from (``None``: its
+    #: lock names everything), ``--source-repo``, and the full commit once ensured
+    upstream: upstream.Upstream | None = None
+    source_repo: str | None = None
+    commit: str | None = None
 
     @property
     def dataset_spec(self):
@@ -102,7 +108,8 @@ def backend_meta(name: str) -> SourceMeta:
 
 
 def plan_build(name: str, allow_network: bool, defence_assets: str | None = None,
-               defence_sources: tuple[str, ...] = (), dataset: str | None = None) -> BuildPlan:
+               defence_sources: tuple[str, ...] = (), dataset: str | None = None,
+               source_repo: str | None = None) -> BuildPlan:
     meta = backend_meta(name)
     if (defence_assets is not None or defence_sources) and not meta.takes_defences:
         raise AgentprovError("build.unsupported.defence_assets", backend=meta.backend,
@@ -129,7 +136,11 @@ def plan_build(name: str, allow_network: bool, defence_assets: str | None = None
                    file_sha256(project / "uv.lock"),
                    pyproject.get("tool", {}).get("uv", {}).get("exclude-newer"),
                    no_build, offline=not allow_network, located=loc,
-                   pinned_commit=environments.pinned_commit(meta))
+                   pinned_commit=environments.pinned_commit(meta),
+                   upstream=upstream.of(loc.entry.project), source_repo=source_repo)
+    if source_repo is not None and bp.upstream is None:
+        raise AgentprovError("build.unsupported.source_repo", backend=meta.backend,
+                             builders=", ".join(upstream_builders()) or "no backend")
     if defence_assets is not None or defence_sources:
         plan_assets(bp, defence_assets, defence_sources)
     if dataset is not None:
@@ -138,6 +149,26 @@ def plan_build(name: str, allow_network: bool, defence_assets: str | None = None
                                  takers=", ".join(dataset_builders()) or "no backend")
         bp.dataset = datasets.read(bp.dataset_spec, Path(dataset))  # reading only: exit 3
     return bp
+
+
+def upstream_builders() -> list[str]:
+    """The backends built from a pinned upstream commit (``--source-repo`` applies)."""
+    from agentprov_core.plugins import manager
+
+    return sorted(name for name, found in manager().backends().items()
+                  if any(e.project.upstream for e in found))
+
+
+def ready_upstream(bp: BuildPlan) -> None:
+    """Ensure the pinned commit in the fetch cache (``--source-repo``, else the upstream
+    with ``--allow-network``), verified by id and tree, before anything is built: exit 3
+    (``cli.environment.source_*``) otherwise, with no environment written."""
+    if bp.upstream is None or bp.commit is not None:
+        return
+    from agentprov_core.backend import fetchcache
+
+    bp.commit = fetchcache.ensure(bp.upstream.pin, source_repo=bp.source_repo,
+                                  allow_network=not bp.offline)
 
 
 def dataset_builders() -> list[str]:
@@ -246,6 +277,8 @@ def dry_run_lines(bp: BuildPlan) -> list[str]:
         *(([] if bp.asset_ids else ["  defence assets: none"])
           + defassets.plan_lines(bp.assets, _replace_note(bp)) if bp.asset_ids is not None
           else []),
+        *(upstream.dry_run_lines(bp.upstream, bp.source_repo, bp.offline)
+          if bp.upstream is not None else []),
         *([f"  project: {bp.located.where} (from {bp.located.origin}; "
             + (f"worker {bp.located.entry.project.worker})" if bp.located.entry.project.worker
                else "any worker package)")] if bp.located is not None else []),
@@ -461,6 +494,8 @@ def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
         ready_assets(bp)  # before the lock: a refusal here writes nothing at all
     if not bp.env_dir.exists():
         ready_dataset(bp, None)  # no dataset to build with: refused before anything is written
+    if bp.source_repo is not None or not bp.env_dir.exists():
+        ready_upstream(bp)  # the pinned commit not at hand: refused before anything is written
     with hold(bp.env_id):
         if bp.env_dir.exists():
             try:
@@ -487,6 +522,7 @@ def build(bp: BuildPlan, python: str) -> tuple[str, marker.Marker]:
             ready_dataset(bp, m)  # the rebuild keeps the dataset it holds
         ready_dataset(bp, None)  # no dataset at all: refused before anything is written
         ready_assets(bp)
+        ready_upstream(bp)
         bp.env_dir.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{bp.env_id}.build-", dir=bp.env_dir.parent))
         try:
@@ -565,8 +601,27 @@ def check_served(bp: BuildPlan, hello: dict) -> None:
 
 def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
     uv = uv_binary()
-    proc = subprocess.run([uv, *bp.uv_args(), "--project", str(bp.project)],
-                          env=uv_env(tmp, python), capture_output=True, text=True)
+    project, up_rec, staging = bp.project, None, None
+    try:
+        if bp.upstream is not None:  # the project copied out of the checkout, the commit in it
+            from agentprov_core.backend import fetchcache
+
+            assert bp.commit is not None
+            repo = fetchcache.repo_path(bp.upstream.pin.name)
+            # beside the new environment (uv takes only an empty directory or a venv there)
+            staging = Path(tempfile.mkdtemp(prefix=f".{bp.env_id}.src-", dir=tmp.parent))
+            try:
+                project = upstream.stage(bp.project, bp.upstream, repo, bp.commit, staging)
+                up_rec = upstream.record(bp.upstream, bp.commit, repo, bp.source_repo)
+            except fetchcache.GitFailed as exc:  # e.g. a link in the tree
+                raise AgentprovError("cli.environment.source_fetch", name=bp.upstream.pin.name,
+                                     commit=bp.commit, url=repo,
+                                     why=f"extracting it: {exc}") from None
+        proc = subprocess.run([uv, *bp.uv_args(), "--project", str(project)],
+                              env=uv_env(tmp, python), capture_output=True, text=True)
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
     if proc.returncode != 0:
         text = (proc.stderr or proc.stdout).strip()
         if "--locked" in text and ("needs to be updated" in text or "out of date" in text):
@@ -579,6 +634,8 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
     (tmp / "agentprov").mkdir(exist_ok=True)
     shutil.copyfile(bp.project / "uv.lock", tmp / "agentprov" / "uv.lock")
     shutil.copyfile(bp.project / "pyproject.toml", tmp / "agentprov" / "pyproject.toml")
+    if up_rec is not None:
+        upstream.write_record(tmp, up_rec)  # before the catalogues: the worker reads it
     assets = defassets.provision(bp.assets, tmp) if bp.assets else None
     data = datasets.provision(bp.dataset, tmp) if bp.dataset is not None else None
     hello, catalogues = record_catalogues(bp, tmp)
@@ -606,14 +663,15 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
         built_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         agentprov=__version__, python=hello.get("python", ""), uv=uv_version,
         lock_sha256=bp.lock_sha256, exclude_newer=bp.exclude_newer,
-        pinned_commit=bp.pinned_commit, distributions=ident.distributions,
+        pinned_commit=bp.commit or bp.pinned_commit, distributions=ident.distributions,
         files_verified=ident.files_verified, guarded=ident.guarded, compiled=ident.compiled,
         defence_registry_sha256=ident.defence_registry_sha256, hello=hello, probe=probed,
         identity_sha256=ident.digest(bp.lock_sha256, hello.get("python", ""),
-                                     defassets.identity(assets), datasets.identity(data)),
+                                     defassets.identity(assets), datasets.identity(data),
+                                     upstream=up_rec),
         defence_assets=assets, host=hostlibs.record(host),
         path_sources=environments.path_sources(bp.project),
-        task_files=ident.task_files or None, dataset=data)
+        task_files=ident.task_files or None, dataset=data, upstream=up_rec)
     marker.write(tmp, m)
     return m
 
@@ -633,6 +691,10 @@ def offline_check(bp: BuildPlan) -> marker.Marker:
         if m.lock_sha256 != bp.lock_sha256:
             raise fail(f"the marker's lock_sha256 differs from {bp.located.where}/uv.lock "
                        f"({bp.located.origin})")
+        if bp.upstream is not None and not str((m.upstream or {}).get("commit", "")).startswith(
+                bp.upstream.pin.commit):
+            raise fail(f"the marker records upstream commit {(m.upstream or {}).get('commit')}, "
+                       f"not the pinned {bp.upstream.pin.commit}")
         from agentprov_core.backend.workerclient import Worker
 
         # the worker starts while T0 hashes the files; its hello is read afterwards

@@ -102,10 +102,12 @@ def _init(repo: Path) -> None:
 
 
 def _url(source: str) -> str:
-    """A source repository as git's transport reads it: a local path as ``file://``."""
+    """A source repository as git's transport reads it: a local directory as ``file://``,
+    a local file (a bundle, which git reads only by its path) as its path."""
     if "://" in source or source.startswith("git@"):
         return source
-    return Path(source).expanduser().resolve().as_uri()
+    path = Path(source).expanduser().resolve()
+    return str(path) if path.is_file() else path.as_uri()
 
 
 def resolve(repo: Path, commit: str) -> str | None:

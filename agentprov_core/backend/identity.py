@@ -6,7 +6,8 @@
   fails the check);
 * the guarded files: the environment's ``pyvenv.cfg``, the copies of the backend
   project's ``uv.lock`` and ``pyproject.toml`` made at build time, and the catalogues the
-  worker computed from the installed package at build time (``agentprov/catalogue-*.json``);
+  worker computed from the installed package at build time (``agentprov/catalogue-*.json``)
+  and, for a backend built from a pinned commit, its record (``agentprov/upstream.json``);
 * the installed defence registry's sha256;
 * the task files the backend project names (``BackendProject.task_files``, globs below
   ``site-packages``, ``__pycache__`` left out): each one's sha256, by its path in the
@@ -60,7 +61,8 @@ class Identity:
 
     def digest(self, lock_sha256: str, python: str,
                defence_assets: dict[str, str] | None = None,
-               dataset: dict[str, Any] | None = None) -> str:
+               dataset: dict[str, Any] | None = None,
+               upstream: dict[str, Any] | None = None) -> str:
         """What runs, independent of where it is installed: the lock, the interpreter's
         version, each distribution's version, the defence registry, the recorded
         catalogues, the task files and, when any are provisioned, each defence asset's
@@ -79,6 +81,8 @@ class Identity:
             doc["task_files"] = digest(self.task_files)
         if dataset is not None:
             doc["dataset"] = dataset
+        if upstream is not None:  # the pinned commit the benchmark was built from
+            doc["upstream"] = {k: upstream[k] for k in ("repository", "commit", "tree")}
         return digest(doc)
 
 
@@ -133,7 +137,8 @@ def compute(env: Path, verify_files: bool = True,
                 problems.append(f"{name}: {path} differs from its RECORD hash")
             verified += 1
     guarded = {}
-    recorded = sorted(str(p.relative_to(env)) for p in env.glob("agentprov/catalogue-*.json"))
+    recorded = sorted(str(p.relative_to(env)) for p in [*env.glob("agentprov/catalogue-*.json"),
+                                                         *env.glob("agentprov/upstream.json")])
     for rel in (*GUARDED, *recorded):
         p = env / rel
         guarded[rel] = file_sha256(p) if p.is_file() else "missing"

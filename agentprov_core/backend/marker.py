@@ -48,6 +48,10 @@ class Marker(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: kind (``copy`` or ``fixture``), revision, whether verified against it, counts and
     #: every file's sha256; ``None`` when the backend takes none
     dataset: dict[str, Any] | None = None
+    #: the pinned upstream commit the benchmark was built from
+    #: (``agentprov_core.backend.upstream.record``): repository, full commit, tree, the
+    #: paths extracted and where it was fetched from; ``None`` for a lock-pinned backend
+    upstream: dict[str, Any] | None = None
 
 
 def path(env_dir: Path) -> Path:

@@ -12,10 +12,13 @@ def backends() -> None:
     """Build and check backend environments ($AGENTPROV_HOME/envs/<id>/)."""
 
 
-def refuse_unbuildable(name: str) -> None:
+def refuse_unbuildable(name: str, source_repo: str | None = None,
+                       allow_network: bool = False) -> None:
     """A backend whose project this build lacks is answered first, whatever the options
     (exit 5, ``build.unsupported.no_backend``): uv could only fail. An unknown name is left
-    to the build's own lookup."""
+    to the build's own lookup. AutoDojo's fork comes before that: its pinned commit is
+    fetched into the fetch cache from ``source_repo`` (never on a dry run: pass None), else
+    the build says how to provide it (exit 3)."""
     from agentprov_core.backend import autodojofork, slots
     from agentprov_core.backend import build as b
     from agentprov_core.errors import AgentprovError
@@ -26,7 +29,8 @@ def refuse_unbuildable(name: str) -> None:
         return
     if (why := slots.unbuildable(meta)) is not None:
         # AutoDojo's fork comes first: without its pinned commit nothing could be built
-        autodojofork.refuse_uncached_build(meta.backend, source_repo=None, allow_network=False)
+        autodojofork.refuse_uncached_build(meta.backend, source_repo=source_repo,
+                                           allow_network=allow_network)
         raise AgentprovError("build.unsupported.no_backend", backend=meta.backend, why=why)
 
 
@@ -46,14 +50,20 @@ def refuse_unbuildable(name: str) -> None:
 @click.option("--dataset", metavar="DIR",
               help="Copy the backend's dataset from this local copy into the environment (it "
                    "is never downloaded): every file hashed, its counts checked.")
+@click.option("--source-repo", metavar="URL",
+              help="Fetch the pinned upstream commit into the fetch cache from this git URL, "
+                   "path or bundle (a mirror, an air-gapped copy) instead of the upstream "
+                   "(git-pinned backends only; never on a dry run).")
 def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
           env_file: str | None, defence_assets: str | None,
-          defence_source: tuple[str, ...], dataset: str | None) -> int:
+          defence_source: tuple[str, ...], dataset: str | None,
+          source_repo: str | None) -> int:
     """Build BACKEND's environment from its committed uv.lock, and record its identity."""
     from agentprov_core.backend import build as b
     from agentprov_core.errors import AgentprovError
 
-    refuse_unbuildable(backend)
+    refuse_unbuildable(backend, None if dry_run else source_repo,
+                       allow_network and not dry_run)
     if dry_run and offline_check:
         raise AgentprovError("cli.usage.exclusive", first="--dry-run", second="--offline-check")
     if offline_check and (defence_assets is not None or defence_source):
@@ -62,9 +72,13 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
                              else "--defence-source")
     if offline_check and dataset is not None:
         raise AgentprovError("cli.usage.exclusive", first="--offline-check", second="--dataset")
+    if offline_check and source_repo is not None:
+        raise AgentprovError("cli.usage.exclusive", first="--offline-check",
+                             second="--source-repo")
     if env_file is not None and not Path(env_file).is_file():
         raise AgentprovError("cli.usage.env_file", path=env_file)
-    bp = b.plan_build(backend, allow_network, defence_assets, defence_source, dataset)
+    bp = b.plan_build(backend, allow_network, defence_assets, defence_source, dataset,
+                      source_repo)
     if dry_run:
         for line in b.dry_run_lines(bp):
             click.echo(line)
@@ -73,6 +87,9 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
         m = b.offline_check(bp)
         click.echo(f"agentprov backends build --offline-check: {bp.env_id} verified "
                    "(marker, lock, RECORD, guarded files, hello identity)")
+        if m.upstream:
+            click.echo(f"  upstream: {m.upstream['repository']} at {m.upstream['commit']} "
+                       f"(tree {m.upstream['tree']}; agentprov/upstream.json re-hashed)")
         if m.defence_assets:
             click.echo("  defence assets (every file re-hashed): " + ", ".join(
                 f"{aid} {len(rec['files'])} file(s)" for aid, rec in sorted(
@@ -97,6 +114,9 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
         from agentprov_core.backend.datasets import describe
 
         click.echo("  " + describe(m.dataset))
+    if m.upstream:
+        click.echo(f"  upstream: {m.upstream['repository']} at {m.upstream['commit']} (tree "
+                   f"{m.upstream['tree']})")
     for aid, rec in sorted((m.defence_assets or {}).items()):
         click.echo(f"  defence asset {aid}: {len(rec['files'])} file(s) verified (sha256 and "
                    f"git blob id), digest {rec['sha256'][:16]}…")

@@ -567,11 +567,13 @@ def _field_problems(project: BackendProject, what: str) -> list[str]:
     out = []
     for f in msgspec.structs.fields(BackendProject):
         value = getattr(project, f.name)
-        if f.name == "task_files":
+        if f.name in ("task_files", "upstream_paths"):
             if not isinstance(value, tuple) or not all(isinstance(v, str) and v.strip()
                                                        for v in value):
-                out.append(f"BackendProject.task_files of {what}: {value!r} is not a tuple "
-                           "of non-empty strings (globs below site-packages)")
+                what_of = ("globs below site-packages" if f.name == "task_files"
+                           else "paths of the pinned commit")
+                out.append(f"BackendProject.{f.name} of {what}: {value!r} is not a tuple "
+                           f"of non-empty strings ({what_of})")
             continue
         if f.name == "dataset":
             if value is not None:

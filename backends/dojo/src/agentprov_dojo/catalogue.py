@@ -38,7 +38,8 @@ class SourceProfile:
 
     ``distribution`` is the distribution whose version is the benchmark's version (forks of
     agentdojo install as ``agentdojo`` too). ``refused`` maps an attack name to the reason the
-    backend refuses it; ``attack_needs`` maps an attack name to the options it needs.
+    backend refuses it; ``attack_needs`` maps an attack name to the options it needs;
+    ``declared`` is the backend's own declared instrumentation.
     """
 
     name: str
@@ -47,6 +48,10 @@ class SourceProfile:
     provenance_packages: tuple[str, ...] = ("agentdojo", "openai", "pydantic")
     refused: dict[str, str] = field(default_factory=dict)
     attack_needs: dict[str, list[str]] = field(default_factory=dict)
+    #: the backend's own behaviour declared in every cell's capture header, after the
+    #: harness's items (``name@version detail``): what the benchmark's code does on the wire
+    #: or to the tools that a reader must know (a fork's differences from stock AgentDojo)
+    declared: tuple[str, ...] = ()
 
 
 def tool_definitions_bytes(tools: list[Any]) -> int:

@@ -132,9 +132,25 @@ def make_client(agent: dict[str, Any], writer, **client_kwargs: Any):
                          http_client=recording_http_client(writer), **client_kwargs)
 
 
-def run_cell(req: dict[str, Any]) -> dict[str, Any]:
+def upstream_header() -> dict[str, Any]:
+    """The pinned upstream commit the environment's benchmark was built from, as the build
+    recorded it (``agentprov/upstream.json`` in the environment, a guarded file), for the
+    capture header: ``{"upstream": {repository, commit, tree, licence}}``; empty for a
+    backend installed from a registry."""
+    import sys
+
+    try:
+        rec = json.loads((Path(sys.prefix) / "agentprov" / "upstream.json").read_text(
+            encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {"upstream": {k: rec.get(k) for k in ("repository", "commit", "tree", "licence")}}
+
+
+def run_cell(req: dict[str, Any], declared: tuple[str, ...] = ()) -> dict[str, Any]:
     """Run the cell described by ``req`` (a run-cell request) in this process; a request
-    with ``preflight`` runs one call of the preflight probe instead (:func:`run_probe`)."""
+    with ``preflight`` runs one call of the preflight probe instead (:func:`run_probe`).
+    ``declared`` is the backend's own declared instrumentation (``SourceProfile.declared``)."""
     from agentprov_dojo import defended
 
     if req.get("preflight"):
@@ -143,6 +159,7 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     staging = Path(req["staging"])
     agent = req["agent"]
     defence = req.get("defence") or "none"
+    own = declared
     declared = list(DECLARED)
     if agent.get("display_name"):
         declared.append(f"model_display_name@1 value: {agent['display_name']}")
@@ -150,6 +167,7 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
 
     declared += defended.declared(defence)
     declared += provisioned.declared(req)  # a provisioned defence's code, weights, port
+    declared += own  # the backend's own behaviour (a fork's differences from AgentDojo)
     if req.get("test_fault") in NATIVE_LOG_FAULTS:  # a test's fault, declared as such
         declared.append(f"test_fault@1 native_log: {req['test_fault']} "
                         "(AGENTPROV_TEST_NATIVE_LOG; a test, never a real run)")
@@ -159,7 +177,8 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
                         "(AGENTPROV_TEST_HOSTILE; a test, never a real run)")
     from agentprov_backend.source import open_capture
 
-    writer = open_capture(req, declared, element="OpenAILLM", defence=defence)
+    writer = open_capture(req, declared, element="OpenAILLM", defence=defence,
+                          **upstream_header())
     result: dict[str, Any] = {"status": "errored", "utility": None, "security": None,
                               "setup_refusal": None, "native_log": None, "error": None}
     local = req.get("local_model")

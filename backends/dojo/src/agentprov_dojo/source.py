@@ -33,4 +33,4 @@ class DojoSource(WorkerSource):
     def run_cell(self, request: dict[str, Any]) -> dict[str, Any]:
         from agentprov_dojo import cells
 
-        return cells.run_cell(request)
+        return cells.run_cell(request, declared=self.profile.declared)
