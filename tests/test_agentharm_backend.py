@@ -191,6 +191,14 @@ def test_the_fixture_builds_and_the_marker_records_it(agentharm_env):
     assert m.distributions["inspect-evals"]["version"] == "0.20.0"
     assert "openai" in m.distributions
     assert m.hello["served"]["agentharm"]["distribution"] == "agentprov-worker-agentharm"
+    # the environment was built beside its place and renamed into it: its console scripts
+    # still run (a relocatable venv), e.g. Inspect's own CLI for a user who reads a log
+    import subprocess
+
+    got = subprocess.run([str(agentharm_env.env_dir / "bin" / "inspect"), "--version"],
+                         capture_output=True, text=True, env={"PATH": "/usr/bin:/bin",
+                                                             "HOME": str(agentharm_env.home)})
+    assert (got.returncode, got.stdout.strip()) == (0, "0.3.263"), got.stderr
     # the task files of inspect_evals' agentharm, each hashed (the spec's 196)
     assert len(m.task_files) == 196
     assert all("/inspect_evals/agentharm/" in k for k in m.task_files)

@@ -617,8 +617,15 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
                 raise AgentprovError("cli.environment.source_fetch", name=bp.upstream.pin.name,
                                      commit=bp.commit, url=repo,
                                      why=f"extracting it: {exc}") from None
-        proc = subprocess.run([uv, *bp.uv_args(), "--project", str(project)],
-                              env=uv_env(tmp, python), capture_output=True, text=True)
+        # a relocatable venv: it is built here and renamed into place, so its console
+        # scripts (``bin/inspect``, ``bin/pip``) find their Python by a relative path, not
+        # by the build directory's, which is gone once the environment is in place
+        proc = subprocess.run([uv, "venv", "--quiet", "--relocatable", "--no-config",
+                               "--python", python, str(tmp)], env=uv_env(tmp, python),
+                              capture_output=True, text=True)
+        if proc.returncode == 0:
+            proc = subprocess.run([uv, *bp.uv_args(), "--project", str(project)],
+                                  env=uv_env(tmp, python), capture_output=True, text=True)
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
