@@ -23,8 +23,10 @@ from agentprov_core.errors import AgentprovError
 LOCK8 = file_sha256(ROOT / "backends" / "agentdojo" / "uv.lock")[:8]
 RECORDER = """#!{python}
 import json, os, sys
-with open({out!r}, "w") as f:
-    json.dump({{"argv": sys.argv[1:], "env": dict(os.environ)}}, f)
+with open({out!r}, "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "env": dict(os.environ)}}) + "\\n")
+if sys.argv[1] == "venv":  # the environment's venv is made; what is installed in it fails
+    sys.exit(0)
 sys.stderr.write("error: the stand-in uv installs nothing\\n")
 sys.exit(2)
 """
@@ -32,7 +34,8 @@ sys.exit(2)
 
 @pytest.fixture
 def recording_uv(tmp_path, monkeypatch):
-    """Make the build run a stand-in uv; returns the file its argv and environment go to."""
+    """Make the build run a stand-in uv; returns the file its calls go to (a JSON line each,
+    its argv and environment)."""
     out = tmp_path / "uv-call.json"
     uv = tmp_path / "uv"
     uv.write_text(RECORDER.format(python=sys.executable, out=str(out)))
@@ -54,12 +57,15 @@ def test_the_build_runs_uv_offline_with_its_own_uv_variables_only(recording_uv, 
     with pytest.raises(AgentprovError) as e:
         backends.build(bp, "/usr/bin/python3.12")
     assert (e.value.code, e.value.exit_code) == ("cli.environment.uv", 3)
-    call = json.loads(recording_uv.read_text())
+    venv, call = [json.loads(x) for x in recording_uv.read_text().splitlines()]
     uv_vars = {k: v for k, v in call["env"].items() if k.startswith("UV_")}
     target = uv_vars.pop("UV_PROJECT_ENVIRONMENT")
-    # the build goes into a temporary directory beside the environment's, renamed at the end
+    # the build goes into a temporary directory beside the environment's, renamed at the end,
+    # first made a relocatable venv (its console scripts run after the rename)
     assert Path(target).parent == bp.env_dir.parent
     assert Path(target).name.startswith(f".{bp.env_id}.build-")
+    assert venv["argv"] == ["venv", "--quiet", "--relocatable", "--no-config", "--python",
+                            "/usr/bin/python3.12", target]
     assert uv_vars == {"UV_CACHE_DIR": "/the/uv/cache", "UV_PYTHON_DOWNLOADS": "never",
                        "UV_PYTHON": "/usr/bin/python3.12", "UV_NO_PROGRESS": "1"}
     argv = call["argv"]
