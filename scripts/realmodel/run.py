@@ -30,7 +30,11 @@ Steps (each printed as the command it runs, with its output and exit code):
     (`val` 45-1, whose grader reaches the semantic judge) with the agent and both judges
     at the same server and model, into a corpus of its own under $AGENTPROV_HOME (a live
     AgentHarm corpus is restricted and private), then validate --strict, verify and
-    recompute --dry-run on it.
+    recompute --dry-run on it;
+10. AgentDyn at its pinned commit (`backends build agentdyn --source-repo`, from
+    ../shared/sources/AgentDyn.git beside the checkout when it is there, else the upstream
+    with --allow-network): one benign cell of its shopping suite, then validate --strict,
+    verify and recompute --dry-run.
 
 The server is stopped at the end, whatever happened. Exit 0 when every step passed, 1 when a
 step failed or was refused (the refusal is printed as the tool gave it), 2 on bad usage. A
@@ -293,7 +297,50 @@ def campaign(t: Transcript, srv: LlamaServer, corpus: Path, args, results, timin
                  "8. A14 overhead: re-observing the model, against the cells' wall time")
     results.append(("A14 overhead (benchmarks/bench_a14.py)", "ok" if rc == 0 else f"exit {rc}"))
     status = status or (1 if rc else 0)
-    return agentharm(t, endpoint, corpus, args, results, timings, mid) or status
+    status = agentharm(t, endpoint, corpus, args, results, timings, mid) or status
+    return agentdyn(t, endpoint, corpus, args, results, timings) or status
+
+
+#: AgentDyn's pinned commit as a bare repository beside the checkout (where the project's
+#: machines keep the sources they cannot fetch); else the upstream is fetched
+AGENTDYN_SOURCES = REPO.parent / "shared" / "sources" / "AgentDyn.git"
+
+
+def agentdyn(t: Transcript, endpoint: list[str], corpus: Path, args, results,
+             timings) -> int:
+    """Step 10: one benign AgentDyn cell (shopping, user task 0) at the server."""
+    t0 = time.monotonic()
+    rc, out = step(t, ["backends", "build", "agentdyn", "--offline-check"],
+                   "10.1 the AgentDyn environment (its pinned commit, from the fetch cache)")
+    if rc != 0 or "stale:" in out:
+        source = (["--source-repo", str(AGENTDYN_SOURCES)] if AGENTDYN_SOURCES.is_dir()
+                  else [])
+        rc, _ = step(t, ["backends", "build", "agentdyn", *source, "--allow-network"])
+        if rc != 0:
+            results.append(("agentprov backends build agentdyn", f"exit {rc}"))
+            return 1
+    timings["agentdyn env"] = time.monotonic() - t0
+    dy = corpus.with_name(corpus.name + "-agentdyn")
+    t0 = time.monotonic()
+    rc, out = step(t, ["run", "agentdyn", *endpoint, "--containment", "bwrap",
+                       "--i-consent-to-local-run", "--corpus", str(dy), "--campaign", CAMPAIGN,
+                       "--suite", "shopping", "--user-tasks", "0", "--benign", "only",
+                       "--temperature", TEMPERATURE, "--cell-timeout", str(args.cell_timeout)],
+                   "10.2 run, agentdyn: shopping user_task_0, benign")
+    timings["agentdyn run (1 cell)"] = time.monotonic() - t0
+    recorded = rc == 1 and " attempt(s); " in out
+    results.append(("agentprov run agentdyn (1 cell)",
+                    "ok" if rc == 0 else "exit 1 (recorded)" if recorded else f"exit {rc}"))
+    if rc != 0 and not recorded:
+        return 1
+    status = 0
+    for title, cmd in [("10.3 validate", ["validate", "--corpus", str(dy), "--strict"]),
+                       ("10.4 verify", ["verify", "--corpus", str(dy)]),
+                       ("10.5 recompute", ["recompute", "--corpus", str(dy), "--dry-run"])]:
+        rc, _ = step(t, cmd, title)
+        results.append((f"agentprov {cmd[0]} (agentdyn)", "ok" if rc == 0 else f"exit {rc}"))
+        status = status or (1 if rc else 0)
+    return status
 
 
 #: the fixture sample of the AgentHarm cell: its grader calls the semantic judge when the
