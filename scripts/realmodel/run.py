@@ -320,27 +320,11 @@ def agentdyn(t: Transcript, endpoint: list[str], corpus: Path, args, results,
             results.append(("agentprov backends build agentdyn", f"exit {rc}"))
             return 1
     timings["agentdyn env"] = time.monotonic() - t0
-    dy = corpus.with_name(corpus.name + "-agentdyn")
-    t0 = time.monotonic()
-    rc, out = step(t, ["run", "agentdyn", *endpoint, "--containment", "bwrap",
-                       "--i-consent-to-local-run", "--corpus", str(dy), "--campaign", CAMPAIGN,
-                       "--suite", "shopping", "--user-tasks", "0", "--benign", "only",
-                       "--temperature", TEMPERATURE, "--cell-timeout", str(args.cell_timeout)],
-                   "10.2 run, agentdyn: shopping user_task_0, benign")
-    timings["agentdyn run (1 cell)"] = time.monotonic() - t0
-    recorded = rc == 1 and " attempt(s); " in out
-    results.append(("agentprov run agentdyn (1 cell)",
-                    "ok" if rc == 0 else "exit 1 (recorded)" if recorded else f"exit {rc}"))
-    if rc != 0 and not recorded:
-        return 1
-    status = 0
-    for title, cmd in [("10.3 validate", ["validate", "--corpus", str(dy), "--strict"]),
-                       ("10.4 verify", ["verify", "--corpus", str(dy)]),
-                       ("10.5 recompute", ["recompute", "--corpus", str(dy), "--dry-run"])]:
-        rc, _ = step(t, cmd, title)
-        results.append((f"agentprov {cmd[0]} (agentdyn)", "ok" if rc == 0 else f"exit {rc}"))
-        status = status or (1 if rc else 0)
-    return status
+    return run_and_check(
+        t, "agentdyn", ["--suite", "shopping", "--user-tasks", "0", "--benign", "only",
+                        "--temperature", TEMPERATURE],
+        "10.2 run, agentdyn: shopping user_task_0, benign", endpoint, corpus, args, results,
+        timings)
 
 
 #: the fixture sample of the AgentHarm cell: its grader calls the semantic judge when the
@@ -369,29 +353,38 @@ def agentharm(t: Transcript, endpoint: list[str], corpus: Path, args, results, t
             results.append(("agentprov backends build agentharm", f"exit {rc}"))
             return 1
     timings["agentharm env"] = time.monotonic() - t0
-    ah = corpus.with_name(corpus.name + "-agentharm")
+    return run_and_check(
+        t, "agentharm", ["--task", "inspect_evals/agentharm", "--split", "val",
+                         "--samples", AGENTHARM_SAMPLE, "--message-limit", "10",
+                         "--token-limit", "20000", "--time-limit", "600",
+                         "--judge", f"refusal_judge={mid}", "--judge", f"semantic_judge={mid}"],
+        f"9.3 run, agentharm: one cell of fixture sample {AGENTHARM_SAMPLE}, agent and judges "
+        "at the server", endpoint, corpus, args, results, timings)
+
+
+def run_and_check(t: Transcript, source: str, plan: list[str], title: str,
+                  endpoint: list[str], corpus: Path, args, results, timings) -> int:
+    """One cell of ``source`` at the server into a corpus of its own (beside ``corpus``),
+    then validate --strict, verify and recompute --dry-run on it; the steps numbered after
+    ``title``'s."""
+    into = corpus.with_name(f"{corpus.name}-{source}")
+    number = title.split()[0]
+    major, minor = number.split(".")
     t0 = time.monotonic()
-    rc, out = step(t, ["run", "agentharm", *endpoint, "--containment", "bwrap",
-                       "--i-consent-to-local-run", "--corpus", str(ah), "--campaign", CAMPAIGN,
-                       "--task", "inspect_evals/agentharm", "--split", "val",
-                       "--samples", AGENTHARM_SAMPLE, "--message-limit", "10",
-                       "--token-limit", "20000", "--time-limit", "600",
-                       "--judge", f"refusal_judge={mid}", "--judge", f"semantic_judge={mid}",
-                       "--cell-timeout", str(args.cell_timeout)],
-                   f"9.3 run, agentharm: one cell of fixture sample {AGENTHARM_SAMPLE}, "
-                   "agent and judges at the server")
-    timings["agentharm run (1 cell)"] = time.monotonic() - t0
+    rc, out = step(t, ["run", source, *endpoint, "--containment", "bwrap",
+                       "--i-consent-to-local-run", "--corpus", str(into), "--campaign",
+                       CAMPAIGN, *plan, "--cell-timeout", str(args.cell_timeout)], title)
+    timings[f"{source} run (1 cell)"] = time.monotonic() - t0
     recorded = rc == 1 and " attempt(s); " in out
-    results.append(("agentprov run agentharm (1 cell)",
+    results.append((f"agentprov run {source} (1 cell)",
                     "ok" if rc == 0 else "exit 1 (recorded)" if recorded else f"exit {rc}"))
     if rc != 0 and not recorded:
         return 1
     status = 0
-    for title, cmd in [("9.4 validate", ["validate", "--corpus", str(ah), "--strict"]),
-                       ("9.5 verify", ["verify", "--corpus", str(ah)]),
-                       ("9.6 recompute", ["recompute", "--corpus", str(ah), "--dry-run"])]:
-        rc, _ = step(t, cmd, title)
-        results.append((f"agentprov {cmd[0]} (agentharm)", "ok" if rc == 0 else f"exit {rc}"))
+    for n, (name, cmd) in enumerate([("validate", ["--strict"]), ("verify", []),
+                                     ("recompute", ["--dry-run"])], int(minor) + 1):
+        rc, _ = step(t, [name, "--corpus", str(into), *cmd], f"{major}.{n} {name}")
+        results.append((f"agentprov {name} ({source})", "ok" if rc == 0 else f"exit {rc}"))
         status = status or (1 if rc else 0)
     return status
 

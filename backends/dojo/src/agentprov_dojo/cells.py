@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +174,7 @@ def run_cell(req: dict[str, Any], declared: tuple[str, ...] = ()) -> dict[str, A
     if hostile is not None:
         declared.append(f"test_fault@1 hostile: {hostile['hostile']} "
                         "(AGENTPROV_TEST_HOSTILE; a test, never a real run)")
-    from agentprov_backend.source import open_capture
+    from agentprov_backend.source import open_capture, record_exception
 
     writer = open_capture(req, declared, element="OpenAILLM", defence=defence,
                           **upstream_header())
@@ -191,12 +190,7 @@ def run_cell(req: dict[str, Any], declared: tuple[str, ...] = ()) -> dict[str, A
         provisioned.prepare(req, writer)
         result.update(_run(req, writer, staging))
     except BaseException as exc:  # noqa: BLE001 - a cell's failure is evidence, not a crash
-        writer.append("note", code="cell.exception", text="".join(
-            traceback.format_exception_only(type(exc), exc)).strip(),
-            traceback="".join(traceback.format_exception(exc))[-4000:])
-        result.update(status="errored", error=f"{type(exc).__name__}: {exc}")
-        if not writer._ended:
-            writer.end("errored", reason=result["error"])
+        result.update(status="errored", error=record_exception(writer, exc))
     if hostile is not None:
         try:
             _stage_hostile(hostile, staging, result)

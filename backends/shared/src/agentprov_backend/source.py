@@ -166,3 +166,18 @@ def suites_plan_problems(request: dict[str, Any], cat: dict[str, Any]) -> list[s
                 problems.append(f"{cell['cell_key']}: no injection task {inj!r} in "
                                 f"{suite['name']}")
     return problems
+
+
+def record_exception(writer: Any, exc: BaseException) -> str:
+    """A cell's exception as evidence: a ``cell.exception`` note in its capture (the
+    exception, and the traceback's last 4,000 characters), and the session ended
+    ``errored`` unless it had ended; returns the error text for the cell's result."""
+    import traceback
+
+    writer.append("note", code="cell.exception", text="".join(
+        traceback.format_exception_only(type(exc), exc)).strip(),
+        traceback="".join(traceback.format_exception(exc))[-4000:])
+    error = f"{type(exc).__name__}: {exc}"
+    if not writer.ended:
+        writer.end("errored", reason=error)
+    return error

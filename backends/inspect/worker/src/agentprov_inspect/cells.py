@@ -31,7 +31,6 @@ import json
 import os
 import shutil
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +102,7 @@ def run_cell(source: Any, req: dict[str, Any]) -> dict[str, Any]:
         from agentprov_inspect.probe import run_probe
 
         return run_probe(req)
-    from agentprov_backend.source import RESULT_KEYS, open_capture
+    from agentprov_backend.source import RESULT_KEYS, open_capture, record_exception
 
     staging = Path(req["staging"])
     agent = req["agent"]
@@ -114,12 +113,7 @@ def run_cell(source: Any, req: dict[str, Any]) -> dict[str, Any]:
     try:
         result.update(_run(source, req, writer, staging, agent))
     except BaseException as exc:  # noqa: BLE001 - a cell's failure is evidence, not a crash
-        writer.append("note", code="cell.exception", text="".join(
-            traceback.format_exception_only(type(exc), exc)).strip(),
-            traceback="".join(traceback.format_exception(exc))[-4000:])
-        result.update(status="errored", error=f"{type(exc).__name__}: {exc}")
-        if not writer.ended:
-            writer.end("errored", reason=result["error"])
+        result.update(status="errored", error=record_exception(writer, exc))
     finally:
         shutil.rmtree(staging / CACHE_DIR, ignore_errors=True)
     (staging / "result.json").write_text(json.dumps(result, sort_keys=True), encoding="utf-8")
