@@ -125,3 +125,23 @@ def producer(ev: LiveEvidence, view: CaptureView, name: str, version: str) -> A.
                       sandbox=p.get("sandbox") if isinstance(p.get("sandbox"), dict) else None,
                       test_only=bool(m.get("test_only") or view.header.get("test_only")),
                       preset=p.get("preset"))
+
+
+def wire_attempt(req: dict[str, Any], out: dict[str, Any] | None, index: int = 0
+                 ) -> A.WireAttempt:
+    """A wire attempt of the AER from its capture records: the ``wire_request`` and the
+    ``wire_response`` or ``wire_error`` that answered it (``None``: none did); ``index``
+    stands in for a request that records no ``attempt_index``."""
+    out = out or {}
+    err = out.get("kind") == "wire_error"
+    return A.WireAttempt(
+        attempt_id=str(req.get("attempt_id")),
+        attempt_index=req["attempt_index"] if isinstance(req.get("attempt_index"), int)
+        else index,
+        request_sha256=req.get("body_sha256", NOT_RECORDED),
+        response_sha256=out.get("body_sha256", NOT_RECORDED) if out and not err
+        else NOT_RECORDED,
+        http_status=out.get("status") if isinstance(out.get("status"), int) else None,
+        error_type=out.get("error_type") if err else None,
+        elapsed_ms=out.get("elapsed_ms") if isinstance(out.get("elapsed_ms"), int) else None,
+        capture_seq=[req["seq"]] + ([out["seq"]] if out else []))

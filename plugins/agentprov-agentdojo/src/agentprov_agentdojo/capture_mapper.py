@@ -146,20 +146,8 @@ def _model_calls(raw: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def _model_call(cid: str, c: dict[str, Any]) -> A.ModelCall:
     start, end = c["start"] or {}, c["end"] or {}
     attempts = []
-    for aid, a in c["attempts"].items():
-        req, out = a["req"], a["out"] or {}
-        err = out.get("kind") == "wire_error"
-        attempts.append(A.WireAttempt(
-            attempt_id=str(aid),
-            attempt_index=req["attempt_index"] if isinstance(req.get("attempt_index"), int)
-            else len(attempts),
-            request_sha256=req.get("body_sha256", NOT_RECORDED),
-            response_sha256=out.get("body_sha256", NOT_RECORDED) if not err and out
-            else NOT_RECORDED,
-            http_status=out.get("status") if isinstance(out.get("status"), int) else None,
-            error_type=out.get("error_type") if err else None,
-            elapsed_ms=out.get("elapsed_ms") if isinstance(out.get("elapsed_ms"), int) else None,
-            capture_seq=[req["seq"]] + ([out["seq"]] if out else [])))
+    for a in c["attempts"].values():
+        attempts.append(capture_view.wire_attempt(a["req"], a["out"], index=len(attempts)))
     first = next(iter(c["attempts"].values()), None)
     last = list(c["attempts"].values())[-1] if c["attempts"] else None
     req_body = first["req"].get("body") if first else None

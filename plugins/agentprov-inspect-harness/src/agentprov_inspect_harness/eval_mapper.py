@@ -81,7 +81,6 @@ class Wire:
                 by_attempt[r["attempt_id"]]["out"] = r
         self.by_irid = {a["irid"]: a for a in self.attempts if a["irid"]}
         self.paired_by_id = bool(self.by_irid)
-        self._next = 0
 
     def take(self, irid: Any) -> dict[str, Any] | None:
         """The wire attempt of the model event whose request id is ``irid`` (by id; in
@@ -89,8 +88,7 @@ class Wire:
         if self.paired_by_id:
             a = self.by_irid.get(irid) if isinstance(irid, str) else None
         else:
-            a = next((x for x in self.attempts[self._next:] if not x["taken"]), None)
-            self._next = self.attempts.index(a) + 1 if a is not None else self._next
+            a = next((x for x in self.attempts if not x["taken"]), None)
         if a is None or a["taken"]:
             return None
         a["taken"] = True
@@ -130,21 +128,6 @@ def event_request(e: dict[str, Any]) -> dict[str, Any] | None:
     call = e.get("call")
     request = call.get("request") if isinstance(call, dict) else None
     return request if isinstance(request, dict) else None
-
-
-def _attempt(a: dict[str, Any]) -> A.WireAttempt:
-    req, out = a["req"], a["out"] or {}
-    err = out.get("kind") == "wire_error"
-    return A.WireAttempt(
-        attempt_id=str(req.get("attempt_id")),
-        attempt_index=req["attempt_index"] if isinstance(req.get("attempt_index"), int) else 0,
-        request_sha256=req.get("body_sha256", NOT_RECORDED),
-        response_sha256=out.get("body_sha256", NOT_RECORDED) if out and not err
-        else NOT_RECORDED,
-        http_status=out.get("status") if isinstance(out.get("status"), int) else None,
-        error_type=out.get("error_type") if err else None,
-        elapsed_ms=out.get("elapsed_ms") if isinstance(out.get("elapsed_ms"), int) else None,
-        capture_seq=[req["seq"]] + ([out["seq"]] if out else []))
 
 
 def sent_body(request: Any) -> Any:
@@ -195,12 +178,10 @@ class _Mapping:
         self.wire, self.actors, self.element, self.paired = wire, actors, element, paired
         self.records: list[A.Record] = []
         self.differences: list[str] = []
-        self.events = 0
         self.errored: list[str] = []
         self._n = 0
 
     def model_call(self, e: dict[str, Any], where: str) -> A.ModelCall:
-        self.events += 1
         recorded = event_request(e)
         request = recorded or {}
         role = e.get("role")
@@ -244,7 +225,7 @@ class _Mapping:
             reply=reply, served_model=served, finish_reason=finish,
             usage=_usage((e.get("output") or {}).get("usage") if not error else None),
             first_attempt_id=str(a["req"].get("attempt_id")) if a else NOT_RECORDED,
-            attempts=[_attempt(a)] if a else [],
+            attempts=[capture_view.wire_attempt(a["req"], a["out"])] if a else [],
             error_type=str(error).splitlines()[0][:200] if error else None,
             t=a["req"].get("t", NOT_RECORDED) if a else NOT_RECORDED,
             actor=actor if actor is not None else UNSET)
