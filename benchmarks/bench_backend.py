@@ -189,22 +189,26 @@ def env_python_env(home: Path, pycache: Path | None = None) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------ build
-def build(home: Path, cwd: str) -> dict[str, Any]:
+def build(home: Path, cwd: str, backend: str = BACKEND,
+          extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """Build twice (the second after deleting the environment: uv's cache then warm for
-    certain); the environment's id, directory and the build times. Raise Skip when the
-    build fails for a reason of the machine (an ``cli.environment.*`` error)."""
+    certain, and a git-pinned backend's commit in the fetch cache); the environment's id,
+    directory and the build times. Raise Skip when the build fails for a reason of the
+    machine (an ``cli.environment.*`` error). ``extra``: more build options (the first
+    build only; e.g. ``--source-repo``)."""
     argv = [sys.executable, "-m", "agentprov_core", "--error-format", "json", "backends",
-            "build", BACKEND, "--allow-network"]
+            "build", backend, "--allow-network"]
     env = t0_env(home)
     times = []
     for attempt in range(2):
+        cmd = [*argv, *extra] if attempt == 0 else argv
         t = time.perf_counter()
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
         times.append(time.perf_counter() - t)
         if proc.returncode != 0:
-            raise build_failed(argv, proc)
+            raise build_failed(cmd, proc)
         envs = sorted(p for p in (home / "envs").iterdir()
-                      if p.is_dir() and p.name.startswith(f"{BACKEND}-"))
+                      if p.is_dir() and p.name.startswith(f"{backend}-"))
         if len(envs) != 1 or "built at" not in proc.stdout:
             raise RuntimeError(f"unexpected build result: {proc.stdout!r} {envs}")
         if attempt == 0:
@@ -276,7 +280,7 @@ def check_hasher(argv: list[str], files: list[tuple[Path, str]], cwd: str) -> No
 
 
 def measure_offline_check(rounds: int, env_dir: Path, env_id: str, home: Path,
-                          cwd: str) -> dict[str, Any]:
+                          cwd: str, backend: str = BACKEND) -> dict[str, Any]:
     from agentprov_core.backend import identity as envidentity
 
     files = hashed_files(env_dir)
@@ -307,7 +311,7 @@ def measure_offline_check(rounds: int, env_dir: Path, env_id: str, home: Path,
             raise RuntimeError(f"envidentity: {ident.files_verified} files, {ident.problems[:3]}")
         return took
 
-    cmds = {"a": wall(agentprov_argv("backends", "build", BACKEND, "--offline-check"), env, cwd)}
+    cmds = {"a": wall(agentprov_argv("backends", "build", backend, "--offline-check"), env, cwd)}
     cmds |= {k: wall(argv, env, cwd) for k, argv in hashers.items()}
     cmds |= {"c": child(WORKER_CHILD, "hello", str(env_dir), env_id, "hello"),
              "d": child(COMPUTE_CHILD, "compute", str(env_dir)),

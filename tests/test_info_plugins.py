@@ -7,7 +7,7 @@ import pytest
 PARTS = [
     ("agentdojo · live", "partial", "local, OpenRouter and Anthropic (the 2026-10-22 pilot)"),
     ("autodojo · live", "partial", "local"),
-    ("agentdyn · live", "partial", "local (the spec's 2026-10-22 pilot); on this build, scripted campaigns only"),
+    ("agentdyn · live", "partial", "local (the spec's 2026-10-22 pilot); on this build, one benign cell on llama.cpp with Gemma 3 270M (tox -e realmodel, 2026-12-01)"),
     ("agentharm · live", "partial", "OpenRouter, a 4-sample probe (2026-10-23)"),
     ("rope · head (live)", "planned", "none; no backend in this build"),
 ]
