@@ -748,7 +748,9 @@ def test_two_runs_share_the_environment_and_a_build_waits_for_both(runs, tmp_pat
     run at once (each has a cell in flight while the other does) and both exit 0. While they
     run, a build and an offline check of that environment are refused (exit 3,
     ``cli.environment.env_busy``); once they have ended, the offline check passes."""
-    script = write_script(tmp_path / "s.json", slow(6))
+    # each cell's first reply is held back long enough that both runs are still in flight
+    # when the two builds return, even on a loaded machine (6 s was not, at load 10)
+    script = write_script(tmp_path / "s.json", slow(15))
     a, b = tmp_path / "a", tmp_path / "b"
     t1, t2 = runs.start(run_args(a, script, "0-1")), runs.start(run_args(b, script, "0-1"))
     wait_for(lambda: in_flight(partial(a)) and in_flight(partial(b)),
@@ -756,6 +758,8 @@ def test_two_runs_share_the_environment_and_a_build_waits_for_both(runs, tmp_pat
     for extra in ((), ("--offline-check",)):
         code, out, err = runs.run(["--error-format", "json", "backends", "build", "agentdojo",
                                    *extra])
+        assert code != 0 or (t1.poll() is None and t2.poll() is None), \
+            f"the build ran after a run had ended (too slow a machine for this test): {out}"
         error = json.loads(err.strip().splitlines()[-1])
         assert (code, error["error"]) == (3, "cli.environment.env_busy"), err
     assert t1.poll() is None and t2.poll() is None, "a run ended before the builds were tried"
