@@ -383,6 +383,49 @@ _reg("validate.environment.release", E, "coded",
      "install agentprov[release] (rdflib and pyshacl), or use --strict")
 
 
+# --- agentprov import (agentprov_core/corpus/importing.py, docs/importing.md). A file kept
+# out of the corpus is reported by name with one of the import.file.* codes (exit 1 for the
+# import as a whole); the others are imported. Messages name the file and the field, never a
+# value of it (a value may hold a key).
+F = Exit.FAILURES
+_reg("import.usage.unknown_kind", U, "usage",
+     "'{kind}' is not a kind of result files this build imports (importers: {known})",
+     "give one of the importers: agentprov import agentdojo LOGDIR --corpus DIR")
+_reg("import.usage.unknown_source", U, "usage",
+     "--source {source}: no installed source of that name (installed: {known})",
+     "give the source whose benchmark wrote the files (agentdojo, agentdyn, autodojo)")
+_reg("import.usage.logdir", U, "usage",
+     "{logdir}: {what}",
+     "give the directory the benchmark's runner wrote its results to (its --logdir)")
+_reg("import.usage.too_many", U, "usage",
+     "{logdir} holds more than {limit:,} entries; an import lists at most that many",
+     "import its configurations' directories one at a time")
+_reg("import.refused.corpus", R, "coded",
+     "the corpus {corpus} does not take this import: {why}",
+     "give a new --corpus DIR, or the import corpus of the same source and kind")
+_reg("import.file.malformed", F, "coded",
+     "{name}: {why}",
+     "the file is not a well-formed result: restore it from its source, or leave it out")
+_reg("import.file.other_format", F, "coded",
+     "{name}: {why}",
+     "import only the runner's result files (<pipeline>/<suite>/<user_task>/<attack>/<injection_task|none>.json)")
+_reg("import.file.path_mismatch", F, "coded",
+     "{name}: {why}",
+     "the file's name and its content name different cells: restore the file or its name as the runner wrote them")
+_reg("import.file.duplicate_cell", F, "coded",
+     "{name}: {why}",
+     "keep one result per cell and configuration: import the other one into a corpus of its own")
+_reg("import.file.unreadable", F, "coded",
+     "{name}: {why}",
+     "make the file readable (a regular file of at most 16 MiB)")
+_reg("import.file.not_regular", F, "coded",
+     "{name}: {why}",
+     "copy the file itself into the directory (links are never followed)")
+_reg("import.file.unsafe_name", F, "coded",
+     "{name}: {why}",
+     "rename the file or directory as the runner names them (printable, at most 200 characters)")
+
+
 # --- keys: the keychain, --env-file and --env-stdin (agentprov_core/live/keys.py). No message
 # ever holds a key's value: errors name the variable, the file and the line only.
 _reg("cli.environment.credential", E, "coded",
@@ -520,6 +563,8 @@ REGISTER_CODES: dict[str, str] = {
     "map.unverifiable_accounting": "the calls the capture counts could not be checked against the worker's own count",
     "map.sample_errored": "a sample errored in the harness (an Inspect cell): it is kept and imported, and its cell is incomplete (D-743)",
     "map.defence_mismatch": "the defence the capture records (installed, or in its header) is not the one the ledger planned for the session",
+    "map.result_error": "an imported result file records an error: the benchmark skipped the task (AgentDojo then scores it utility false, security true); the execution is failed",
+    "map.result_incomplete": "an imported result file records no utility or no security score: the cell did not finish; the execution is failed",
 }
 
 class AgentprovError(Exception):
