@@ -383,11 +383,8 @@ _reg("validate.environment.release", E, "coded",
      "install agentprov[release] (rdflib and pyshacl), or use --strict")
 
 
-# --- agentprov import (agentprov_core/corpus/importing.py, docs/importing.md). A file kept
-# out of the corpus is reported by name with one of the import.file.* codes (exit 1 for the
-# import as a whole); the others are imported. Messages name the file and the field, never a
-# value of it (a value may hold a key).
-F = Exit.FAILURES
+# --- agentprov import (agentprov_core/evidence/importing.py, docs/importing.md); a file it
+# keeps out is reported with one of IMPORT_FINDINGS (below)
 _reg("import.usage.unknown_kind", U, "usage",
      "'{kind}' is not a kind of result files this build imports (importers: {known})",
      "give one of the importers: agentprov import agentdojo LOGDIR --corpus DIR")
@@ -403,27 +400,6 @@ _reg("import.usage.too_many", U, "usage",
 _reg("import.refused.corpus", R, "coded",
      "the corpus {corpus} does not take this import: {why}",
      "give a new --corpus DIR, or the import corpus of the same source and kind")
-_reg("import.file.malformed", F, "coded",
-     "{name}: {why}",
-     "the file is not a well-formed result: restore it from its source, or leave it out")
-_reg("import.file.other_format", F, "coded",
-     "{name}: {why}",
-     "import only the runner's result files (<pipeline>/<suite>/<user_task>/<attack>/<injection_task|none>.json)")
-_reg("import.file.path_mismatch", F, "coded",
-     "{name}: {why}",
-     "the file's name and its content name different cells: restore the file or its name as the runner wrote them")
-_reg("import.file.duplicate_cell", F, "coded",
-     "{name}: {why}",
-     "keep one result per cell and configuration: import the other one into a corpus of its own")
-_reg("import.file.unreadable", F, "coded",
-     "{name}: {why}",
-     "make the file readable (a regular file of at most 16 MiB)")
-_reg("import.file.not_regular", F, "coded",
-     "{name}: {why}",
-     "copy the file itself into the directory (links are never followed)")
-_reg("import.file.unsafe_name", F, "coded",
-     "{name}: {why}",
-     "rename the file or directory as the runner names them (printable, at most 200 characters)")
 
 
 # --- keys: the keychain, --env-file and --env-stdin (agentprov_core/live/keys.py). No message
@@ -567,6 +543,20 @@ REGISTER_CODES: dict[str, str] = {
     "map.result_incomplete": "an imported result file records no utility or no security score: the cell did not finish; the execution is failed",
 }
 
+#: Import findings: why ``agentprov import`` kept a file out of the corpus. Each is reported
+#: with the file's name and what is wrong (the field, never a value of it: a value may hold
+#: a key); the other files are imported, and the import exits 1.
+IMPORT_FINDINGS: dict[str, str] = {
+    "import.file.malformed": "the file is not a well-formed result (not UTF-8, not JSON, nested too deeply, a field missing or of the wrong type): restore it from its source, or leave it out",
+    "import.file.other_format": "the file is not a result of the importer's layout and format (another path, another JSON document, another kind of file): import only the runner's result files",
+    "import.file.path_mismatch": "the file's name and its content name different cells (suite, user task, attack or injection task): restore the file or its name as the runner wrote them",
+    "import.file.duplicate_cell": "the corpus already holds this cell of this configuration, from a file with other bytes: an import keeps one file per cell (import the other one into a corpus of its own)",
+    "import.file.unreadable": "the file or directory cannot be read, or is larger than 16 MiB",
+    "import.file.not_regular": "a link, FIFO, socket or device: only regular files are read, and a link is never followed",
+    "import.file.unsafe_name": "a part of its name is not a plain name (not printable, longer than 200 characters, or a key-shaped string): rename it as the runner names it",
+}
+
+
 class AgentprovError(Exception):
     """An error with a registered code. ``params`` fill the message templates."""
 
@@ -645,6 +635,11 @@ def reference_markdown() -> str:
             "summary (`issues   map.capture_error x1, …`).", "",
             "| code | meaning |", "|---|---|"]
     out += [f"| `{c}` | {m} |" for c, m in sorted(REGISTER_CODES.items())]
+    out += ["", "## Import findings", "",
+            "Why `agentprov import` kept a file out of the corpus: each is reported with the",
+            "file's name and what is wrong; the other files are imported, and the import exits 1.",
+            "", "| code | meaning |", "|---|---|"]
+    out += [f"| `{c}` | {m} |" for c, m in sorted(IMPORT_FINDINGS.items())]
     return "\n".join(out) + "\n"
 
 

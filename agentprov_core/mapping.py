@@ -77,8 +77,8 @@ class ImportCell:
 
 
 class ImportRefused(ValueError):
-    """A file an import keeps out of the corpus: ``code`` (an ``import.file.*`` error
-    code) and ``why`` (the field and what is wrong, never a value that may hold a key)."""
+    """A file an import keeps out of the corpus: ``code`` (one of
+    :data:`agentprov_core.errors.IMPORT_FINDINGS`) and ``why`` (the field and what is wrong, never a value that may hold a key)."""
 
     def __init__(self, code: str, why: str) -> None:
         super().__init__(why)

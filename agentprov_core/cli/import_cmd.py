@@ -1,5 +1,5 @@
 """``agentprov import KIND LOGDIR --corpus DIR``: a directory of a benchmark's own result
-files into an import-mode corpus (agentprov_core/corpus/importing.py; docs/importing.md)."""
+files into an import-mode corpus (agentprov_core/evidence/importing.py; docs/importing.md)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def import_(kind: str, logdir: str, corpus: str, source: str, fmt: str) -> int:
     out."""
     from collections import Counter
 
-    from agentprov_core.corpus.importing import run_import
+    from agentprov_core.evidence.importing import run_import
 
     s = run_import(kind, logdir, corpus, source)
     if fmt == "json":

@@ -40,7 +40,8 @@ import msgspec
 
 from agentprov_core.corpus.ledger import Attempt
 from agentprov_core.corpus.working import WorkingCorpus, now, partial_dir, unit_key
-from agentprov_core.errors import AgentprovError
+from agentprov_core.errors import IMPORT_FINDINGS, AgentprovError
+from agentprov_core.mapping import ImportRefused
 
 #: the largest result file read (AgentDyn's largest published one is 0.7 MB)
 MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -63,8 +64,11 @@ class Finding:
     """A file kept out of the corpus: its name, its ``import.file.*`` code and why."""
 
     name: str
-    code: str
+    code: str  # one of agentprov_core.errors.IMPORT_FINDINGS
     why: str
+
+    def __post_init__(self) -> None:
+        assert self.code in IMPORT_FINDINGS, self.code
 
     def line(self) -> str:
         return f"{self.code}: {self.name}: {self.why}"
@@ -292,10 +296,8 @@ class Importer:
             name = "/".join(parts)
             try:
                 got = self._one(parts, name, units, seq, used)
-            except AgentprovError as exc:
-                if not exc.code.startswith("import.file."):
-                    raise
-                s.findings.append(Finding(shown(name), exc.code, exc.params["why"]))
+            except ImportRefused as exc:
+                s.findings.append(Finding(shown(name), exc.code, exc.why))
                 continue
             if got is not None:
                 batch.append(got)
@@ -318,19 +320,14 @@ class Importer:
         """The ledger entry, AER and stored bytes of the file ``name`` (``None`` when it is
         already in the corpus); raises ``import.file.*`` for a file kept out."""
         from agentprov_core.base.inputfile import Unreadable
-        from agentprov_core.mapping import ImportRefused
 
         s = self.summary
         try:
             raw = _read(self.logdir.joinpath(*parts))
         except Unreadable as exc:
-            raise AgentprovError("import.file.unreadable", name=shown(name), why=str(exc)) \
-                from None
+            raise ImportRefused("import.file.unreadable", str(exc)) from None
         data, redacted = redact(raw)
-        try:
-            cell = self.mapper.read(parts, data)
-        except ImportRefused as exc:
-            raise AgentprovError(exc.code, name=shown(name), why=exc.why) from None
+        cell = self.mapper.read(parts, data)
         config = config_digest(self.source, self.ref.name, cell.configuration)
         key = unit_key(cell.cell_key, cell.defence, 0)
         udig = unit_digest(config, cell.cell_key)
@@ -342,11 +339,11 @@ class Importer:
                 s.already += 1
                 used.add(config)
                 return None
-            raise AgentprovError("import.file.duplicate_cell", name=shown(name),
-                                 why=f"the corpus already holds cell {cell.cell_key} of "
-                                     f"configuration {cell.configuration}, from "
-                                     f"{shown(earlier.native_path or '?')} (other bytes); "
-                                     "an import keeps one file per cell")
+            raise ImportRefused("import.file.duplicate_cell",
+                                f"the corpus already holds cell {cell.cell_key} of "
+                                f"configuration {cell.configuration}, from "
+                                f"{shown(earlier.native_path or '?')} (other bytes); an "
+                                "import keeps one file per cell")
         at = now()
         e = Attempt(seq=seq, invocation=self.invocation, unit=key, cell_key=cell.cell_key,
                     defence=cell.defence, repeat=0, attempt=1,
