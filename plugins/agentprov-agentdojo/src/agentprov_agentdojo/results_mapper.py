@@ -27,10 +27,11 @@ security score is failed too, ``map.result_incomplete``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
+# a tool result's digest is a live session's (``result_sha256``), so the two compare
+from agentprov_agentdojo.capture_mapper import _canonical, _sha
 from agentprov_agentdojo.plugin import RESULTS_MAPPER
 from agentprov_core.evidence import aer as A
 from agentprov_core.evidence.aer import NOT_RECORDED
@@ -53,15 +54,6 @@ MAX_PART = 200
 #: the most messages one result may hold
 MAX_MESSAGES = 10_000
 ROLES = ("system", "user", "assistant", "tool")
-
-
-def _canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=str).encode("utf-8")
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _text(blocks: Any) -> Any:
