@@ -54,6 +54,9 @@ MAX_PART = 200
 #: files stored per flush (a batch's raw files are flushed before its ledger lines, its
 #: executions before its index lines)
 BATCH = 256
+#: the processes that derive a large import's SEM, PROV and validation (building the PROV
+#: graph holds the GIL: threads would run it one at a time)
+WORKERS = 2
 REDACTED = "…".encode()
 CONFIG_FORMAT = "agentprov-import-config/0.1"
 UNIT_FORMAT = "agentprov-import-unit/0.1"
@@ -248,6 +251,7 @@ class Importer:
     # ------------------------------------------------------------ the import
     def run(self) -> Summary:
         root = self.wc.root
+        self.pool = None
         if root.exists() and not root.is_dir():
             raise AgentprovError("corpus.environment.not_a_corpus", corpus=root,
                                  what="it is a file, not a directory")
@@ -267,11 +271,21 @@ class Importer:
         return self.summary
 
     def _run(self) -> None:
-        from agentprov_core.evidence.executions import Executions
-
         s = self.summary
         files = walk(self.logdir, s.findings)
         s.files = len(files) + len(s.findings)
+        if len(files) > 2 * BATCH:
+            self.pool = _pool()
+        try:
+            self._import(files)
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(cancel_futures=True)
+
+    def _import(self, files: list[tuple[str, ...]]) -> None:
+        from agentprov_core.evidence.executions import Executions
+
+        s = self.summary
         self.started = now()
         configs: dict[str, dict[str, str]] = {}
         for parts in files:
@@ -379,10 +393,16 @@ class Importer:
             self.written = True
         for _, _, data in batch:
             self.wc.store.put_bytes(data, sync=False)
-        derived = []
-        for _, aer, _ in batch:  # the linkage tier resolves the stored raw file
-            aer_bytes = encode(aer)
-            derived.append({"aer": aer_bytes, **derive(aer, aer_bytes, self.wc.root)})
+        # the linkage tier resolves the stored raw files: derived once they are there
+        encoded = [encode(aer) for _, aer, _ in batch]
+        if self.pool is not None:
+            step = -(-len(encoded) // (2 * WORKERS))
+            chunks = [encoded[i:i + step] for i in range(0, len(encoded), step)]
+            derived = [d for f in [self.pool.submit(_derive_all, str(self.wc.root), c)
+                                   for c in chunks] for d in f.result()]
+        else:
+            derived = [{"aer": b, **derive(aer, b, self.wc.root)}
+                       for (_, aer, _), b in zip(batch, encoded, strict=True)]
         os.sync()
         self.wc.ledger.append_all([e for e, _, _ in batch])
         ex = Executions(self.wc.root)
@@ -447,6 +467,23 @@ class Importer:
             validation=_validation_status(files["validation"]), aer_sha256=digests["aer"],
             sem_sha256=digests["sem"], prov_sha256=digests.get("prov"),
             validation_sha256=digests["validation"], mapped_at=now())
+
+
+def _pool() -> Any:
+    import multiprocessing
+    import sys
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+    return ProcessPoolExecutor(WORKERS, mp_context=ctx)
+
+
+def _derive_all(root: str, encoded: list[bytes]) -> list[dict[str, bytes]]:
+    """The stored files (AER, SEM, PROV, validation) of each encoded AER (a pool's task)."""
+    from agentprov_core.evidence.aer import decode
+    from agentprov_core.evidence.derive import derive
+
+    return [{"aer": b, **derive(decode(b), b, Path(root))} for b in encoded]
 
 
 def run_import(kind: str, logdir: str | Path, corpus: str | Path, source: str) -> Summary:
