@@ -383,6 +383,25 @@ _reg("validate.environment.release", E, "coded",
      "install agentprov[release] (rdflib and pyshacl), or use --strict")
 
 
+# --- agentprov import (agentprov_core/evidence/importing.py, docs/importing.md); a file it
+# keeps out is reported with one of IMPORT_FINDINGS (below)
+_reg("import.usage.unknown_kind", U, "usage",
+     "'{kind}' is not a kind of result files this build imports (importers: {known})",
+     "give one of the importers: agentprov import agentdojo LOGDIR --corpus DIR")
+_reg("import.usage.unknown_source", U, "usage",
+     "--source {source}: no installed source of that name (installed: {known})",
+     "give the source whose benchmark wrote the files (agentdojo, agentdyn, autodojo)")
+_reg("import.usage.logdir", U, "usage",
+     "{logdir}: {what}",
+     "give the directory the benchmark's runner wrote its results to (its --logdir)")
+_reg("import.usage.too_many", U, "usage",
+     "{logdir} holds more than {limit:,} entries; an import lists at most that many",
+     "import its configurations' directories one at a time")
+_reg("import.refused.corpus", R, "coded",
+     "the corpus {corpus} does not take this import: {why}",
+     "give a new --corpus DIR, or the import corpus of the same source and kind")
+
+
 # --- keys: the keychain, --env-file and --env-stdin (agentprov_core/live/keys.py). No message
 # ever holds a key's value: errors name the variable, the file and the line only.
 _reg("cli.environment.credential", E, "coded",
@@ -520,7 +539,23 @@ REGISTER_CODES: dict[str, str] = {
     "map.unverifiable_accounting": "the calls the capture counts could not be checked against the worker's own count",
     "map.sample_errored": "a sample errored in the harness (an Inspect cell): it is kept and imported, and its cell is incomplete (D-743)",
     "map.defence_mismatch": "the defence the capture records (installed, or in its header) is not the one the ledger planned for the session",
+    "map.result_error": "an imported result file records an error: the benchmark skipped the task (AgentDojo then scores it utility false, security true); the execution is failed",
+    "map.result_incomplete": "an imported result file records no utility or no security score: the cell did not finish; the execution is failed",
 }
+
+#: Import findings: why ``agentprov import`` kept a file out of the corpus. Each is reported
+#: with the file's name and what is wrong (the field, never a value of it: a value may hold
+#: a key); the other files are imported, and the import exits 1.
+IMPORT_FINDINGS: dict[str, str] = {
+    "import.file.malformed": "the file is not a well-formed result (not UTF-8, not JSON, nested too deeply, a field missing or of the wrong type): restore it from its source, or leave it out",
+    "import.file.other_format": "the file is not a result of the importer's layout and format (another path, another JSON document, another kind of file): import only the runner's result files",
+    "import.file.path_mismatch": "the file's name and its content name different cells (suite, user task, attack or injection task): restore the file or its name as the runner wrote them",
+    "import.file.duplicate_cell": "the corpus already holds this cell of this configuration, from a file with other bytes: an import keeps one file per cell (import the other one into a corpus of its own)",
+    "import.file.unreadable": "the file or directory cannot be read, or is larger than 16 MiB",
+    "import.file.not_regular": "a link, FIFO, socket or device: only regular files are read, and a link is never followed",
+    "import.file.unsafe_name": "a part of its name is not a plain name (not printable, longer than 200 characters, or a key-shaped string): rename it as the runner names it",
+}
+
 
 class AgentprovError(Exception):
     """An error with a registered code. ``params`` fill the message templates."""
@@ -600,6 +635,11 @@ def reference_markdown() -> str:
             "summary (`issues   map.capture_error x1, …`).", "",
             "| code | meaning |", "|---|---|"]
     out += [f"| `{c}` | {m} |" for c, m in sorted(REGISTER_CODES.items())]
+    out += ["", "## Import findings", "",
+            "Why `agentprov import` kept a file out of the corpus: each is reported with the",
+            "file's name and what is wrong; the other files are imported, and the import exits 1.",
+            "", "| code | meaning |", "|---|---|"]
+    out += [f"| `{c}` | {m} |" for c, m in sorted(IMPORT_FINDINGS.items())]
     return "\n".join(out) + "\n"
 
 

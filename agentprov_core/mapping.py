@@ -6,7 +6,8 @@ through ``agentprov_mapper_for`` (the first answer wins), or by name: a source w
 (:func:`mapper_for_source`), since two sources may write the same format (``capture/0.1``)
 and need different mappers. The agentdojo plugin brings
 ``agentdojo.capture`` (capture/0.1 plus the native log, for AgentDojo, AutoDojo and
-AgentDyn); ``inspect.eval`` reads an Inspect log.
+AgentDyn) and ``agentdojo.results`` (the result files AgentDojo's own runner writes, for
+``agentprov import agentdojo``); ``inspect.eval`` reads an Inspect log.
 
 A mapper is pure: it gets the evidence's bytes and the context T0 knows (the ledger entry,
 the manifest, where the evidence is stored) and returns an AER. It never reads a clock or
@@ -45,6 +46,71 @@ class LiveEvidence:
     native_path: str | None = None
 
 
+@dataclass(frozen=True)
+class ImportCell:
+    """The unit an imported file records, as a mapper of imported files reads it from the
+    file's name and its content (``agentprov import``).
+
+    :param configuration: the configuration the file belongs to, as its directory names it
+        (AgentDojo's pipeline directory, ``gpt-4o-2024-08-06-tool_filter``).
+    :param model: the configuration's model, as the name records it.
+    :param defence: the defence (``none`` when undefended).
+    :param suite: the suite.
+    :param user_task_id: the user task.
+    :param attack: the attack, or ``None`` for a benign cell.
+    :param injection_task_id: the injection task, or ``None`` for a benign cell.
+    """
+
+    configuration: str
+    model: str
+    defence: str
+    suite: str
+    user_task_id: str
+    attack: str | None
+    injection_task_id: str | None
+
+    @property
+    def cell_key(self) -> str:
+        """The cell key a live run gives the same cell (``suite/user/attack/injection``)."""
+        return (f"{self.suite}/{self.user_task_id}/{self.attack or 'none'}/"
+                f"{self.injection_task_id or 'none'}")
+
+
+class ImportRefused(ValueError):
+    """A file an import keeps out of the corpus: ``code`` (one of
+    :data:`agentprov_core.errors.IMPORT_FINDINGS`) and ``why`` (the field and what is wrong, never a value that may hold a key)."""
+
+    def __init__(self, code: str, why: str) -> None:
+        super().__init__(why)
+        self.code = code
+        self.why = why
+
+
+@dataclass(frozen=True)
+class ImportEvidence:
+    """One imported file, as a mapper of imported files receives it.
+
+    :param data: the bytes stored as raw evidence (the file, with key-shaped strings
+        redacted: ``redacted`` says what was replaced).
+    :param name: the file's path in the import directory (POSIX, relative).
+    :param cell: what :meth:`read` made of it.
+    :param attempt: its ledger entry.
+    :param manifest: the corpus manifest.
+    :param path: where the raw store holds ``data``, relative to the corpus root.
+    :param source_sha256: the sha256 of the file as it was read, before redaction.
+    :param redacted: what the redaction replaced: the kind of each key shape, counted.
+    """
+
+    data: bytes
+    name: str
+    cell: ImportCell
+    attempt: Attempt
+    manifest: dict[str, Any]
+    path: str
+    source_sha256: str
+    redacted: dict[str, int] = field(default_factory=dict)
+
+
 @runtime_checkable
 class Mapper(Protocol):
     """Raw evidence in one of ``evidence_formats`` to an AER.
@@ -73,6 +139,8 @@ class MapperRef:
     :param name: what the mapper's ``name`` is (``producer.mapper``).
     :param version: what its ``version`` is (``producer.mapper_version``).
     :param evidence_formats: the formats it reads.
+    :param imports: the name ``agentprov import NAME`` selects it by, for a mapper of
+        imported files (it then also has ``read(parts, data) -> ImportCell``).
     :param target: ``"module:attribute"``, the mapper itself, imported by the first
         :meth:`load` (or :meth:`map`); a mapper there whose name, version or formats differ
         from the reference's is refused (``MapperUnavailable``), so the two cannot drift.
@@ -82,6 +150,9 @@ class MapperRef:
     version: str
     evidence_formats: tuple[str, ...]
     target: str
+    #: the name ``agentprov import`` knows a mapper of imported files by (``agentdojo``);
+    #: ``None`` for a mapper of live evidence
+    imports: str | None = None
 
     def load(self) -> Mapper:
         mapper = _LOADED.get(self.target)
@@ -167,6 +238,26 @@ def mapper_for_source(source: str | None, evidence_format: str | None = None) ->
     m = registered(name)
     assert m is not None
     return m
+
+
+def importer(name: str) -> MapperRef | None:
+    """The registered mapper of imported files that ``agentprov import NAME`` selects (its
+    reference's ``imports`` is ``name``), or ``None``."""
+    from agentprov_core.plugins import manager
+
+    for entry in manager().mappers().values():
+        ref = entry.mapper
+        if isinstance(ref, MapperRef) and ref.imports == name:
+            return ref
+    return None
+
+
+def importers() -> list[str]:
+    """The names ``agentprov import`` accepts, sorted."""
+    from agentprov_core.plugins import manager
+
+    return sorted(e.mapper.imports for e in manager().mappers().values()
+                  if isinstance(e.mapper, MapperRef) and e.mapper.imports)
 
 
 def mapper_for(evidence_format: str) -> Mapper:

@@ -99,12 +99,13 @@ def test_plugins_and_version_list_distributions_and_versions(cli):
     v = cli("--version")
     assert v.out.splitlines()[0] == "agentprov 0.1.0"
     assert ("  agentprov-agentdojo 0.1.0: source agentdojo; backend agentdojo; "
-            "mapper agentdojo.capture") in v.out.splitlines()
+            "mappers agentdojo.capture, agentdojo.results") in v.out.splitlines()
 
 
 #: what each built-in distribution contributes, as ``agentprov --version`` lists it
 CONTRIBUTES = {
-    "agentdojo": "source agentdojo; backend agentdojo; mapper agentdojo.capture",
+    "agentdojo": ("source agentdojo; backend agentdojo; "
+                  "mappers agentdojo.capture, agentdojo.results"),
     "agentdyn": "source agentdyn; backend agentdyn",
     "agentharm": "source agentharm; backend inspect-agentharm",
     "autodojo": "source autodojo; backend autodojo",
@@ -129,7 +130,8 @@ def test_plugins_lists_the_mappers_each_plugin_contributes(cli):
     assert r.code == 0, r.err
     doc = json.loads(r.out)
     assert {p["name"]: p["mappers"] for p in doc["plugins"]} == {
-        "agentprov.builtin": [], "agentdojo": ["agentdojo.capture"], "agentdyn": [],
+        "agentprov.builtin": [], "agentdojo": ["agentdojo.capture", "agentdojo.results"],
+        "agentdyn": [],
         "agentharm": [], "autodojo": [], "inspect-harness": ["inspect.eval"], "rope": []}
     # the mapper each source names for its live evidence, all of them registered
     assert {s["name"]: (s["distribution"], s["mapper"], s["problem"])
@@ -143,7 +145,7 @@ def test_plugins_lists_the_mappers_each_plugin_contributes(cli):
     assert text[0].split() == ["Plugin", "Distribution", "Version", "Status", "Sources",
                                "Backends", "Mappers"]
     rows = {line.split()[0]: line.split() for line in text[1:8]}
-    assert rows["agentdojo"][-1] == "agentdojo.capture"
+    assert rows["agentdojo"][-2:] == ["agentdojo.capture,", "agentdojo.results"]
     assert rows["autodojo"][-1] == "-" and rows["agentprov.builtin"][-1] == "-"
     # without agentprov-agentdojo, the sources that name its mapper are reported
     off = cli("plugins", "--format", "json", env={"AGENTPROV_LOAD_PLUGINS": "autodojo"})

@@ -771,7 +771,7 @@ def test_a_named_mapper_nobody_registers_is_refused_before_anything_starts(tmp_p
             assert done.error["error"] == "cli.environment.mapper_missing"
             assert done.error["exit"] == 3
             assert "'ghost.capture'" in done.error["message"]
-            assert "registered: agentdojo.capture, other.capture" in done.error["message"]
+            assert "registered: agentdojo.capture, agentdojo.results, other.capture" in done.error["message"]
         assert not corpus.exists() and not corpus.with_name("ghost.partial").exists()
         assert list(home.iterdir()) == []
         # the mapping itself refuses the same way (a resumed run's, say): never a traceback

@@ -13,6 +13,7 @@ from agentprov_core import __version__
 # name -> (module, attribute, one-line help). Modules are imported only when invoked.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "backends": ("agentprov_core.cli.backends_cmd", "backends", "Build and check backend environments."),
+    "import": ("agentprov_core.cli.import_cmd", "import_", "Import a benchmark's own result files into an import corpus."),
     "info": ("agentprov_core.cli.info", "info", "Show the live parts of this build and their status."),
     "models": ("agentprov_core.cli.models_cmd", "models", "What a local server serves (read-only), or an API's cached model list."),
     "plugins": ("agentprov_core.cli.plugins_cmd", "plugins", "List plugin distributions, versions and load errors."),

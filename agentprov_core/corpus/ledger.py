@@ -81,15 +81,21 @@ class Ledger:
         return out
 
     def append(self, entry: Attempt) -> None:
+        self.append_all([entry])
+
+    def append_all(self, entries: list[Attempt]) -> None:
+        """Append the entries' lines in one write, fsynced once."""
         from agentprov_core.corpus.selfdigest import seal_line
 
-        data = seal_line(msgspec.json.encode(msgspec.structs.replace(entry, line_sha256="")))
+        data = b"".join(
+            seal_line(msgspec.json.encode(msgspec.structs.replace(e, line_sha256=""))) + b"\n"
+            for e in entries)
         with open(self.path, "ab") as f:
             if f.tell() > 0:
                 with open(self.path, "rb") as r:
                     r.seek(-1, os.SEEK_END)
                     if r.read(1) != b"\n":
                         f.write(b"\n")  # after a torn line
-            f.write(data + b"\n")
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())

@@ -19,7 +19,10 @@ class RawStore:
     def has(self, sha256: str) -> bool:
         return self.path(sha256).is_file()
 
-    def put_bytes(self, data: bytes) -> str:
+    def put_bytes(self, data: bytes, *, sync: bool = True) -> str:
+        """Store ``data`` under its sha256 (once); return the digest. ``sync=False`` leaves
+        the flush to the caller (``os.sync()`` before anything names the file: an import
+        stores a batch of files that way)."""
         digest = hashlib.sha256(data).hexdigest()
         target = self.path(digest)
         if target.is_file():
@@ -30,7 +33,8 @@ class RawStore:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()
-                os.fsync(f.fileno())
+                if sync:
+                    os.fsync(f.fileno())
             os.chmod(tmp, 0o444)
             os.replace(tmp, target)
         except BaseException:

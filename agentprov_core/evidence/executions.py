@@ -81,12 +81,13 @@ class Executions:
         return {e.execution_id for e in self.entries()}
 
     def write(self, execution_id: str, files: dict[str, bytes], *,
-              keep_same: bool = False) -> dict[str, str]:
+              keep_same: bool = False, sync: bool = True) -> dict[str, str]:
         """Write an execution's files once (refusing to overwrite); return their sha256s.
 
         ``keep_same`` finishes a write that was cut short (no index line names it yet): a
         file already there with exactly these bytes is kept as it is; one with other bytes
-        is still refused."""
+        is still refused. ``sync=False`` leaves the flush to the caller (``os.sync()``
+        before the index line that names them: an import writes a batch that way)."""
         d = self.dir(execution_id)
         d.mkdir(parents=True, exist_ok=True)
         digests = {}
@@ -102,7 +103,8 @@ class Executions:
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
                     f.flush()
-                    os.fsync(f.fileno())
+                    if sync:
+                        os.fsync(f.fileno())
                 os.chmod(tmp, 0o444)
                 os.link(tmp, target)  # fails if it appeared meanwhile: never replaced
             finally:
@@ -112,16 +114,22 @@ class Executions:
 
     def append_index(self, entry: IndexEntry) -> IndexEntry:
         """Append ``entry``'s line; returns the entry as written (its ``line_sha256``)."""
+        return self.append_all([entry])[0]
+
+    def append_all(self, entries: list[IndexEntry]) -> list[IndexEntry]:
+        """Append the entries' lines in one write, fsynced once; returns them as written."""
         from agentprov_core.corpus.selfdigest import seal_line
 
-        data = seal_line(msgspec.json.encode(msgspec.structs.replace(entry, line_sha256="")))
+        lines = [seal_line(msgspec.json.encode(msgspec.structs.replace(e, line_sha256="")))
+                 for e in entries]
         with open(self.index_path, "ab") as f:
             if f.tell() > 0:
                 with open(self.index_path, "rb") as r:
                     r.seek(-1, os.SEEK_END)
                     if r.read(1) != b"\n":
                         f.write(b"\n")
-            f.write(data + b"\n")
+            f.write(b"".join(line + b"\n" for line in lines))
             f.flush()
             os.fsync(f.fileno())
-        return msgspec.json.decode(data, type=IndexEntry)
+        dec = msgspec.json.Decoder(IndexEntry)
+        return [dec.decode(line) for line in lines]

@@ -39,13 +39,18 @@ def test_slack_injection_ids_start_at_one():
     assert slack.injection_tasks[0] == "injection_task_1"
 
 
-def test_the_capture_mapper_is_contributed():
+def test_the_capture_and_results_mappers_are_contributed():
     from agentprov_agentdojo import plugin
     from agentprov_agentdojo.capture_mapper import CaptureMapper
+    from agentprov_agentdojo.results_mapper import ResultsMapper
 
     from agentprov_core.mapping import MapperRef
 
-    [m] = plugin.agentprov_mappers()
+    [m, r] = plugin.agentprov_mappers()
     assert isinstance(m, MapperRef)  # by reference: listing it imports no mapping code
-    assert (m.name, m.evidence_formats) == ("agentdojo.capture", ("capture/0.1",))
+    assert (m.name, m.evidence_formats, m.imports) == ("agentdojo.capture", ("capture/0.1",),
+                                                       None)
     assert isinstance(m.load(), CaptureMapper) and m.load().version == m.version
+    assert (r.name, r.evidence_formats, r.imports) == ("agentdojo.results",
+                                                       ("agentdojo-results",), "agentdojo")
+    assert isinstance(r.load(), ResultsMapper) and r.load().version == r.version

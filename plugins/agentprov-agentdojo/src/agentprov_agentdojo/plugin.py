@@ -49,7 +49,17 @@ CAPTURE_MAPPER = MapperRef(name="agentdojo.capture", version="0.2.1",
                            target="agentprov_agentdojo.capture_mapper:MAPPER")
 
 
+#: The mapper of the result files AgentDojo's own runner writes (``agentprov import
+#: agentdojo``; docs/importing.md); ``results_mapper.ResultsMapper`` reads its name and
+#: version from here.
+RESULTS_MAPPER = MapperRef(name="agentdojo.results", version="0.1.0",
+                           evidence_formats=("agentdojo-results",),
+                           target="agentprov_agentdojo.results_mapper:MAPPER",
+                           imports="agentdojo")
+
+
 @hookimpl
 def agentprov_mappers():
-    """``agentdojo.capture``, by reference: its code is imported when it first maps."""
-    return [CAPTURE_MAPPER]
+    """``agentdojo.capture`` and ``agentdojo.results``, by reference: their code is imported
+    when they first map."""
+    return [CAPTURE_MAPPER, RESULTS_MAPPER]
