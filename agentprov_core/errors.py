@@ -516,9 +516,6 @@ _reg("cli.usage.setting_value", U, "usage",
 _reg("cli.usage.settings_file", U, "usage",
      "the settings file {location}: {what}",
      "correct the file ($AGENTPROV_HOME/settings.toml), or edit it with agentprov settings set|unset")
-_reg("cli.settings.not_set", Exit.FAILURES, "usage",
-     "{key} is not set",
-     "agentprov settings set {key} VALUE")
 
 #: Register codes: what the evidence records about an execution or a session (in AERs,
 #: ledger entries and the quarantine register). They are not errors of the command that

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,24 +78,29 @@ def _key_error(key: str, what: str) -> AgentprovError:
 def _split(raw: str) -> list[str]:
     """The parts of a dotted key: TOML's own grammar when it holds a quote, else split on
     dots (a ``local_models`` key then rejoins the model id, :func:`parse_key`)."""
+    not_dotted = _key_error(raw, "it is not a dotted key (quote a part with double quotes: "
+                                 'local_models.omlx."a.b".size_gb)')
+    if any(not c.isprintable() for c in raw):
+        raise not_dotted
     if '"' in raw or "'" in raw:
         try:
-            doc = tomllib.loads(f"{raw} = 0")
+            node: Any = tomllib.loads(f"{raw} = 0")
         except tomllib.TOMLDecodeError:
-            raise _key_error(raw, "it is not a dotted key (quote a part with double "
-                                  'quotes: local_models.omlx."a.b".size_gb)') from None
+            raise not_dotted from None
         parts: list[str] = []
-        node: Any = doc
         while isinstance(node, dict):
+            if len(node) != 1:
+                raise not_dotted
             [(k, node)] = node.items()
             parts.append(k)
         return parts
     return raw.split(".")
 
 
-def parse_key(raw: str) -> Key:
+def parse_key(raw: str, registry: Mapping[str, Any]) -> Key:
     """A key of the schema, or ``cli.usage.setting_key`` (exit 2) naming what is wrong.
-    Endpoint names are checked against ``endpoints.toml``."""
+    Endpoint names are checked against ``registry`` (``endpoints.toml``: name -> entry with
+    ``local``), which the caller loads."""
     raw = raw.strip()
     quoted = '"' in raw or "'" in raw
     parts = _split(raw)
@@ -108,7 +114,7 @@ def parse_key(raw: str) -> Key:
     if head == "endpoints":
         if len(parts) != 3 or parts[2] != "base_url":
             raise _key_error(raw, "an endpoint's setting is endpoints.<name>.base_url")
-        _endpoint(raw, parts[1], local=False)
+        _endpoint(raw, parts[1], registry, local=False)
         return Key(tuple(parts))
     if head == "local_models":
         if len(parts) < 4 or (quoted and len(parts) != 4):
@@ -118,20 +124,17 @@ def parse_key(raw: str) -> Key:
         if fact not in FACTS:
             raise _key_error(raw, f"{fact!r} is not a model fact (the facts: "
                                   f"{', '.join(FACTS)})")
-        _endpoint(raw, endpoint, local=True)
+        _endpoint(raw, endpoint, registry, local=True)
         return Key(("local_models", endpoint, model, fact))
     raise _key_error(raw, f"{head!r} is not a settings table")
 
 
-def _endpoint(raw: str, name: str, *, local: bool) -> None:
-    from agentprov_core.live import endpoints
-
-    registry = endpoints.load()
+def _endpoint(raw: str, name: str, registry: Mapping[str, Any], *, local: bool) -> None:
     ep = registry.get(name)
     if ep is None:
         raise _key_error(raw, f"{name!r} is not an endpoint of "
-                              f"{paths.display(endpoints.endpoints_file())} (the endpoints: "
-                              f"{', '.join(sorted(registry))})")
+                              f"{paths.display(paths.registry_dir() / 'endpoints.toml')} "
+                              f"(the endpoints: {', '.join(sorted(registry))})")
     if local and not ep.local:
         raise _key_error(raw, f"{name!r} is an API endpoint; local model facts belong to a "
                               "local one (" + ", ".join(sorted(n for n, e in registry.items()
@@ -213,10 +216,10 @@ def read() -> dict[str, Any]:
     return data
 
 
-def entries(data: dict[str, Any] | None = None) -> list[tuple[Key, Any]]:
+def entries(registry: Mapping[str, Any]) -> list[tuple[Key, Any]]:
     """Every schema key the settings hold, with its value, in file order. A value of the
     wrong type, or a key outside the schema, is ``cli.usage.settings_file`` (exit 2)."""
-    data = read() if data is None else data
+    data = read()
     out: list[tuple[Key, Any]] = []
 
     def walk(node: Any, prefix: tuple[str, ...]) -> None:
@@ -224,23 +227,17 @@ def entries(data: dict[str, Any] | None = None) -> list[tuple[Key, Any]]:
             for k, v in node.items():
                 walk(v, (*prefix, k))
             return
-        key = _file_key(prefix)
-        try:
-            out.append((key, check_value(key, node)))
-        except AgentprovError as exc:
-            raise AgentprovError("cli.usage.settings_file", location=_where(prefix),
-                                 what=f"{key.text}: {exc.params.get('what')}; fix it with "
-                                      f"agentprov settings set {key.text} VALUE, or unset "
-                                      "it") from None
+        key = _file_key(prefix, registry)
+        out.append((key, _stored(key, node)))
 
     walk(data, ())
     return out
 
 
-def _file_key(parts: tuple[str, ...]) -> Key:
+def _file_key(parts: tuple[str, ...], registry: Mapping[str, Any]) -> Key:
     text = ".".join(p if _BARE.match(p) else _quote(p) for p in parts)
     try:
-        key = parse_key(text)
+        key = parse_key(text, registry)
     except AgentprovError as exc:
         raise AgentprovError("cli.usage.settings_file", location=_where(parts),
                              what=f"{text}: {exc.params.get('what')}; the keys are "
@@ -254,10 +251,9 @@ def _file_key(parts: tuple[str, ...]) -> Key:
 def _where(parts: tuple[str, ...]) -> str:
     from agentprov_core.base import tomlfile
 
-    p = path()
-    text = _text(p) or ""
-    table = ".".join(p if _BARE.match(p) else _quote(p) for p in parts[:-1]) or None
-    return tomlfile.location(p, text, parts[-1], table)
+    file = path()
+    table = ".".join(x if _BARE.match(x) else _quote(x) for x in parts[:-1]) or None
+    return tomlfile.location(file, _text(file) or "", parts[-1], table)
 
 
 def get(key: Key) -> Any:
@@ -270,7 +266,7 @@ def get(key: Key) -> Any:
     return check_value(key, node) if not isinstance(node, dict) else None
 
 
-def set_value(key: Key, value: Any) -> None:
+def set_value(key: Key, value: Any, registry: Mapping[str, Any]) -> None:
     """Write ``key = value`` (tomlkit: every other line of the file, comments included,
     stays as it was); the file is replaced whole, atomically."""
     import tomlkit
@@ -278,7 +274,7 @@ def set_value(key: Key, value: Any) -> None:
     from agentprov_core.registries.edit import _write as write_file  # atomic replace
 
     p = path()
-    entries()  # a file that is already wrong is refused before it is edited
+    entries(registry)  # a file that is already wrong is refused before it is edited
     doc = _document(p)
     node = doc
     for part in key.parts[:-1]:
@@ -319,19 +315,28 @@ def unset(key: Key) -> bool:
 
 
 # ------------------------------------------------------------------ what runs read
+def _stored(key: Key, value: Any) -> Any:
+    """A value read from the file, checked: a wrong one names the file and its line."""
+    try:
+        return check_value(key, value)
+    except AgentprovError as exc:
+        raise AgentprovError("cli.usage.settings_file", location=_where(key.parts),
+                             what=f"{key.text}: it must be {exc.params.get('what')}; fix it "
+                                  f"with agentprov settings set {key.text} VALUE") from None
+
+
 def base_url(endpoint: str) -> str | None:
     """``endpoints.<endpoint>.base_url``, or None."""
     value = ((read().get("endpoints") or {}).get(endpoint) or {}).get("base_url")
     if value is None:
         return None
-    return check_value(Key(("endpoints", endpoint, "base_url")), value)
+    return _stored(Key(("endpoints", endpoint, "base_url")), value)
 
 
 def model_facts(endpoint: str, model_id: str) -> dict[str, Any]:
     """The facts stored for ``model_id`` on ``endpoint`` (each checked against the schema)."""
     stored = ((read().get("local_models") or {}).get(endpoint) or {}).get(model_id) or {}
-    out: dict[str, Any] = {}
-    for fact, value in stored.items():
-        if fact in FACTS:
-            out[fact] = check_value(Key(("local_models", endpoint, model_id, fact)), value)
-    return out
+    if not isinstance(stored, dict):
+        return {}
+    return {fact: _stored(Key(("local_models", endpoint, model_id, fact)), value)
+            for fact, value in stored.items() if fact in FACTS}

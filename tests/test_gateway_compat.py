@@ -18,7 +18,8 @@ import pytest
 from conftest import make_marker, snapshot
 
 from tests.test_endpoints_consent import BANKING, env_id
-from tests.test_local_models import CLOSE, FakeServer, llamacpp_routes, ollama_routes
+from tests.test_local_endpoint_runs import run_on_llamacpp
+from tests.test_local_models import CLOSE, FakeServer, ollama_routes
 
 GATEWAY = ("--llm-element", "gateway_compat")
 LOCAL = ("--endpoint", "ollama", "--model-id", "llama3.2:latest")
@@ -42,6 +43,27 @@ def test_gateway_compat_is_refused_for_an_endpoint_of_class_api(cli, home, corpo
         assert "runs against a local model server (D-829)" in r.error["message"]
         assert "class api" in r.error["message"]
         assert r.error["message"].endswith("Nothing was started and nothing was written.")
+    assert snapshot(home) == before and list(corpora.iterdir()) == []
+
+
+@pytest.mark.req("R-11.53")
+def test_gateway_compat_is_refused_when_env_moves_a_local_entry_off_loopback(cli, home,
+                                                                             corpora, tmp_path):
+    """The class at step 2 is local (the registry's loopback URL); .env, read at step 3 after
+    the caps, moves it to a LAN address: class api, refused the same way (exit 5)."""
+    make_marker(home, env_id())
+    dotenv = tmp_path / "lan.env"
+    dotenv.write_text("OLLAMA_BASE_URL=http://192.168.1.20:11434/v1\n")
+    before = snapshot(home)
+    r = cli("run", "agentdojo", "--corpus", corpora / "c", "--campaign", "c", *BANKING,
+            *LOCAL, "--env-file", dotenv, "--allow-lan-endpoint", "--max-calls", "1",
+            "--max-cost-usd", "1", "--price-in", "0", "--price-out", "0",
+            "--i-consent-to-api-costs", "--containment", "vm", *GATEWAY)
+    assert (r.code, r.error["error"]) == (5, "run.unsupported.llm_element"), r.err
+    assert "class api" in r.error["message"]
+    r = cli("run", "agentdojo", "--corpus", corpora / "c", "--campaign", "c", *BANKING,
+            *LOCAL, "--env-file", dotenv, "--allow-lan-endpoint", *GATEWAY)
+    assert (r.code, r.error["error"]) == (4, "cli.refused.api_caps")  # the caps come first
     assert snapshot(home) == before and list(corpora.iterdir()) == []
 
 
@@ -140,18 +162,10 @@ def test_a_dropped_connection_is_asked_again_after_the_wait_and_recorded(e2e_cli
                 return CLOSE
         return 200, answer(req)
 
-    routes = llamacpp_routes(tmp_path)
-    routes[("POST", "/v1/chat/completions")] = chat
-    server = FakeServer(routes)
-    corpus = tmp_path / "local"
-    try:
-        r = e2e_cli("run", "agentdojo", "--endpoint", "llamacpp", "--base-url", server.base_url,
-                    "--model-id", "m", "--containment", "vm", "--i-consent-to-local-run",
-                    "--corpus", corpus, "--campaign", "local", *ONE_CELL, *GATEWAY,
-                    json_errors=False)
-    finally:
-        server.close()
+    r, corpus = run_on_llamacpp(e2e_cli, tmp_path, chat, *ONE_CELL, *GATEWAY)
     assert r.code == 0, r.out + r.err
+    # a real run says the model facts too (none here: no flag, setting or folder)
+    assert "model facts: size_gb unknown (no preset);" in r.err
     m, [entry], records = _stored(corpus)
     assert m["live"]["llm_element"] == "gateway_compat" and m["live"]["endpoint_class"] == "local"
     assert entry["status"] == "complete"
@@ -173,3 +187,67 @@ def test_a_dropped_connection_is_asked_again_after_the_wait_and_recorded(e2e_cli
     [call] = [x for x in aer["records"] if x["kind"] == "model_call" and x["call_id"] == "c1"]
     assert call["retries"] == 1 and len(call["attempts"]) == 2
     assert call["element"] == "GatewayCompatLLM"
+
+
+ELEMENT = """
+import json, sys
+import openai
+from agentdojo.functions_runtime import FunctionsRuntime
+from agentdojo.types import ChatSystemMessage, ChatUserMessage, text_content_block_from_string
+from agentprov_dojo import gateway
+
+waits = []
+client = openai.OpenAI(base_url=sys.argv[1], api_key="x", max_retries=0)
+llm = gateway.element_class()(client, "m", sleep=waits.append)
+messages = [ChatSystemMessage(role="system", content=[text_content_block_from_string("s")]),
+            ChatUserMessage(role="user", content=[text_content_block_from_string("u")])]
+try:
+    llm.query("", FunctionsRuntime([]), messages=messages)
+    out = "ok"
+except Exception as exc:
+    out = type(exc).__name__
+print(json.dumps({"out": out, "waits": waits}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-11.55")
+def test_the_elements_retries_in_the_environment(agentdojo_env, tmp_path):
+    """The element as the environment installs it, against a loopback server, with its wait
+    recorded instead of slept (the one real wait is the run above): a connection that
+    always drops is asked 8 times with 7 waits of 10-20 s; an HTTP 500 is raised at once;
+    two drops then a reply is 3 requests and a reply."""
+    import subprocess
+
+    from conftest import child_env
+
+    from tests.test_real_campaign import answer
+
+    python = agentdojo_env.env_dir / "bin" / "python"
+    cases = {"always_drop": lambda n, req: CLOSE,
+             "http_500": lambda n, req: (500, {"error": {"message": "boom"}}),
+             "drop_twice": lambda n, req: CLOSE if n <= 2 else (200, answer(req))}
+    seen = {}
+    for name, reply in cases.items():
+        calls: list[dict] = []
+
+        def chat(body: bytes, reply=reply, calls=calls):
+            calls.append(json.loads(body))
+            return reply(len(calls), calls[-1])
+
+        server = FakeServer({("POST", "/v1/chat/completions"): chat})
+        try:
+            p = subprocess.run([str(python), "-c", ELEMENT, server.base_url],
+                               capture_output=True, text=True, env=child_env(), timeout=120)
+        finally:
+            server.close()
+        assert p.returncode == 0, p.stderr
+        seen[name] = (json.loads(p.stdout), calls)
+    doc, calls = seen["always_drop"]
+    assert doc["out"] == "APIConnectionError" and len(calls) == 8
+    assert len(doc["waits"]) == 7 and all(10 <= w <= 20 for w in doc["waits"])
+    doc, calls = seen["http_500"]
+    assert (doc["out"], len(calls), doc["waits"]) == ("InternalServerError", 1, [])
+    doc, calls = seen["drop_twice"]
+    assert (doc["out"], len(calls), len(doc["waits"])) == ("ok", 3, 2)
+    assert [m["role"] for m in calls[-1]["messages"]] == ["system", "user"]

@@ -10,8 +10,12 @@ from pathlib import Path
 import pytest
 from conftest import make_marker, snapshot
 
-from tests.test_endpoints_consent import BANKING, env_id, inproc  # noqa: F401 - a fixture
+from tests import test_endpoints_consent as consent
+from tests.test_endpoints_consent import BANKING, env_id
 from tests.test_local_models import FakeServer, llamacpp_routes, make_weights
+
+#: ``prepare`` in-process up to the plan (tests/test_endpoints_consent.py's fixture)
+inproc = consent.inproc
 
 USER_FILE = """\
 # my settings: kept by every edit
@@ -66,9 +70,11 @@ def test_set_get_list_unset_keep_the_users_comments(cli, home):
     assert "# my settings: kept by every edit" in text
     assert "# the preset I use on the studio" in text
     r = cli("settings", "get", f"local_models.omlx.{model}.size_gb")
-    assert (r.code, r.error["error"]) == (1, "cli.settings.not_set")
+    assert (r.code, r.out) == (1, "") and "is not set" in r.err
+    before = settings_file(home).read_bytes()
     r = cli("settings", "unset", f"local_models.omlx.{model}.size_gb")
-    assert (r.code, r.error["error"]) == (1, "cli.settings.not_set")
+    assert (r.code, r.out.strip()) == (0, f'local_models.omlx."{model}".size_gb was not set')
+    assert settings_file(home).read_bytes() == before
 
 
 @pytest.mark.req("R-11.21")

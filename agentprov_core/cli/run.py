@@ -144,6 +144,10 @@ def run(ctx: click.Context, source: str, **options) -> int:
 
         return print_dry_run(prepared, started)
     consented = None
+    if prepared.model_facts is not None:  # a local model's facts, each with its source
+        from agentprov_core.live.local.facts import summary
+
+        click.echo(summary(prepared.model_facts).strip(), err=True)
     if not req.scripted:
         from agentprov_core.live import consent
         from agentprov_core.run.live import bound_of

@@ -20,6 +20,13 @@ def settings() -> None:
     """
 
 
+def _registry():
+    """The endpoint registry the keys' endpoint names are checked against."""
+    from agentprov_core.live import endpoints
+
+    return endpoints.load()
+
+
 def _show(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -31,37 +38,37 @@ def set_(key: str, value: str) -> None:
     """Set KEY to VALUE (a number for a model fact, a URL for a base URL)."""
     from agentprov_core import settings as st
 
-    k = st.parse_key(key)
+    registry = _registry()
+    k = st.parse_key(key, registry)
     v = st.parse_value(k, value)
-    st.set_value(k, v)
+    st.set_value(k, v, registry)
     click.echo(f"{k.text} = {_show(v)}")
 
 
 @settings.command("get", short_help="Print KEY's value (exit 1 when it is not set).")
 @click.argument("key")
-def get(key: str) -> None:
-    """Print KEY's value; exit 1 when it is not set."""
+def get(key: str) -> int:
+    """Print KEY's value; when it is not set, print nothing on stdout and exit 1 (as
+    ``git config`` does: not an error, an answer)."""
     from agentprov_core import settings as st
-    from agentprov_core.errors import AgentprovError
 
-    k = st.parse_key(key)
+    k = st.parse_key(key, _registry())
     v = st.get(k)
     if v is None:
-        raise AgentprovError("cli.settings.not_set", key=k.text)
+        click.echo(f"{k.text} is not set", err=True)
+        return 1
     click.echo(_show(v))
+    return 0
 
 
 @settings.command("unset", short_help="Remove KEY.")
 @click.argument("key")
 def unset(key: str) -> None:
-    """Remove KEY (and the tables it leaves empty); exit 1 when it was not set."""
+    """Remove KEY (and the tables it leaves empty); a key that is not set stays so (exit 0)."""
     from agentprov_core import settings as st
-    from agentprov_core.errors import AgentprovError
 
-    k = st.parse_key(key)
-    if not st.unset(k):
-        raise AgentprovError("cli.settings.not_set", key=k.text)
-    click.echo(f"unset {k.text}")
+    k = st.parse_key(key, _registry())
+    click.echo(f"unset {k.text}" if st.unset(k) else f"{k.text} was not set")
 
 
 @settings.command("list", short_help="Every key that is set, with its value.")
@@ -70,7 +77,7 @@ def list_(fmt: str) -> None:
     """Every key that is set, with its value (keys in the quoted form get and set accept)."""
     from agentprov_core import settings as st
 
-    rows = st.entries()
+    rows = st.entries(_registry())
     if fmt == "json":
         echo_json({"format": "agentprov-settings/0.1", "file": str(st.path()),
                    "settings": {k.text: (_show(v) if isinstance(v, float) else v)

@@ -26,8 +26,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-#: the element's own items come first (:func:`element_declared`)
 DECLARED = [
+    "http_backoff@1 policy: stock_sdk",  # gateway_compat: its own (element_declared)
     "recording_transport@1 mode: observe",
     "tool_recorder@1 mode: observe",
     "environment_digest@1 mode: observe",
@@ -126,14 +126,15 @@ def make_llm(agent: dict[str, Any], writer, **client_kwargs: Any):
 
 
 def element_declared(agent: dict[str, Any]) -> tuple[str, list[str]]:
-    """The element's name and what it declares: the stock element's SDK backoff, or
-    ``gateway_compat``'s own retries and role rewrite."""
+    """The element's name and the declared items of a cell: :data:`DECLARED`, with
+    ``gateway_compat``'s own retries in place of the stock SDK backoff and its role rewrite
+    after them."""
     if agent.get("llm_element") == "gateway_compat" and agent.get("wire") != "anthropic":
         from agentprov_dojo import gateway
 
-        return gateway.NAME, gateway.DECLARED
+        return gateway.NAME, [*gateway.DECLARED, *DECLARED[1:]]
     return ("AnthropicLLM" if agent.get("wire") == "anthropic" else "OpenAILLM",
-            ["http_backoff@1 policy: stock_sdk"])
+            list(DECLARED))
 
 
 def make_client(agent: dict[str, Any], writer, **client_kwargs: Any):
@@ -179,7 +180,6 @@ def run_cell(req: dict[str, Any], declared: tuple[str, ...] = ()) -> dict[str, A
     defence = req.get("defence") or "none"
     own = declared
     element_name, declared = element_declared(agent)
-    declared = [*declared, *DECLARED]
     if agent.get("display_name"):
         declared.append(f"model_display_name@1 value: {agent['display_name']}")
     from agentprov_dojo import provisioned

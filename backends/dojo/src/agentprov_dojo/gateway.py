@@ -74,7 +74,9 @@ def element_class():
                     self._sleep(random.uniform(*WAIT_S))
             raise AssertionError("unreachable")  # pragma: no cover
 
-        def query(self, query, runtime, env=stock.EmptyEnv(), messages=(), extra_args={}):  # noqa: B006 - the stock signature
+        def query(self, query, runtime, env=None, messages=(), extra_args=None):
+            env = stock.EmptyEnv() if env is None else env
+            extra_args = {} if extra_args is None else extra_args
             sent = rewrite_roles([stock._message_to_openai(m, self.model) for m in messages])
             tools = [stock._function_to_openai(t) for t in runtime.functions.values()]
             completion = self._create(sent, tools)
