@@ -499,7 +499,8 @@ def prepare(req: RunRequest) -> Prepared:
                              policy="inject")
     src.refusals(doc, cat, ctx)
     element = req.options.get("llm_element") or "native"
-    if ep is not None:  # the class as the flag, the setting and the registry decide it
+    if ep is not None and element in checks.LOCAL_ONLY_ELEMENTS:  # the class as the flag,
+        # the setting and the registry decide it (.env is read at step 3, after the caps)
         checks.check_element_scope(element, ep.name, endpoint_class(req, ep), meta.name)
     entry = defmod.check(meta.name, meta.backend, doc.defence, src.suites_of_plan(cells),
                          defmod.load_registry(), paths.display(paths.defence_registry()),
