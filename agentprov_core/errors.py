@@ -524,6 +524,18 @@ _reg("cli.environment.models_fetch", E, "coded",
      "fetching {endpoint}'s model list from {url} failed: {why}",
      "check the key and the network, then re-run with --allow-network")
 
+# --- settings and model facts (agentprov_core/settings.py, agentprov settings, D-828; the
+# model-fact flags of run, agentprov_core/live/local/facts.py; models --find-folders)
+_reg("cli.usage.setting_key", U, "usage",
+     "{key}: {what}; the keys are {schema}",
+     "give a key of the schema (docs/running.md, Settings)")
+_reg("cli.usage.setting_value", U, "usage",
+     "{key} = {value}: it must be {what}",
+     "give a value of the key's type; nothing was written")
+_reg("cli.usage.settings_file", U, "usage",
+     "the settings file {location}: {what}",
+     "correct the file ($AGENTPROV_HOME/settings.toml), or edit it with agentprov settings set|unset")
+
 #: Register codes: what the evidence records about an execution or a session (in AERs,
 #: ledger entries and the quarantine register). They are not errors of the command that
 #: meets them and have no exit code of their own; a run counts them in its summary

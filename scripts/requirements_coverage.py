@@ -39,14 +39,8 @@ DATASET = ("the pinned AgentHarm dataset (revision e23b3fe6) is not reachable fr
            "(`--dataset DIR`), and says which")
 ESTIMATE = "`agentprov estimate` (no estimate, shipped priors or time model)"
 PRICES = "`agentprov prices` and its shipped price table"
-MODEL_FACTS = ("model facts (weight size, active parameters, KV cache per trace): no "
-               "`--model-size-gb`, `--active-params-b`, `--context-tokens` or "
-               "`--kv-gb-per-trace`, no `agentprov settings`, no `models --find-folders`")
 PRESETS = "calibrated presets (`--preset`, `--m5ultra`, the setting `compute.preset`)"
 TUNE_JOBS = "the concurrency sweep (`--tune-jobs`, `--tune-out`)"
-GATEWAY = ("the `gateway_compat` element: the worker runs the stock native element only, and "
-           "a campaign with `--llm-element gateway_compat`, scripted or not, is refused before "
-           "any worker starts (`run.unsupported.llm_element`, exit 5)")
 A13 = ("A13, the benchmark-validity flag (vacuous utility, a payload that never reached the "
        "agent): the canary's conditions are A3, A4, A6, A11, A12 and A14")
 IN_A_RUN = ("in a run: proven on T0's own step-5 functions against a fixture fork, since "
@@ -70,12 +64,10 @@ NOT_BUILT = {
     "R-9.28": ESTIMATE + "; on `run`, `--price-in` and `--price-out` price the caps (R-15.5)",
     # 11. local models
     "R-11.14": A13,
-    **{f"R-11.{n}": MODEL_FACTS for n in range(18, 24)},
+    "R-11.18": PRESETS + ", whose concurrency plan would read the model facts (a run "
+               "resolves and shows them, R-11.22)",
     **{f"R-11.{n}": TUNE_JOBS for n in range(37, 44)},
     **{f"R-11.{n}": PRESETS for n in range(44, 53)},
-    "R-11.51": PRESETS + ", nor the `gateway_compat` element",
-    "R-11.53": GATEWAY,
-    "R-11.55": GATEWAY,
     # 25. Inspect: what T0 would check or count is not built either
     "R-25.13": "the import-only parts (WhistleBench, ATIA): `agentprov run whistlebench` is an "
                "unknown source (exit 2)",

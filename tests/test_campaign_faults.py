@@ -651,22 +651,6 @@ def test_a_different_configuration_on_the_same_corpus(runs, tmp_path):
         server.close()
 
 
-def test_an_element_this_build_does_not_run_is_refused_scripted_too(runs, tmp_path):
-    """``--llm-element gateway_compat`` plans (a dry run shows it), but a campaign is
-    refused before any worker starts (exit 5): the worker runs AgentDojo's stock element
-    only, so the corpus would record an element that never ran."""
-    corpus, script = tmp_path / "g", write_script(tmp_path / "s.json", FAST)
-    code, out, err = runs.run([*run_args(corpus, script), "--llm-element", "gateway_compat",
-                               "--dry-run"])
-    assert code == 0, err
-    code, out, err = runs.run(["--error-format", "json", *run_args(corpus, script),
-                               "--llm-element", "gateway_compat"])
-    error = json.loads(err.strip().splitlines()[-1])
-    assert (code, error["error"]) == (5, "run.unsupported.llm_element"), err
-    assert "stock element (native) only" in error["message"]
-    assert not corpus.exists() and not partial(corpus).exists()
-
-
 # ------------------------------------------------------------------ readers during a run
 def read_all(part: Path) -> dict[str, object]:
     """verify, validate --strict, stats and recompute --dry-run of ``part``, in-process

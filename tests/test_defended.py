@@ -259,10 +259,9 @@ def test_each_defence_through_a_local_server(e2e_cli, agentdojo_env, tmp_path, d
     live-versus-native check agrees. tool_filter's call carries the served model id
     (``m``), not AgentDojo's pipeline name (``local``), and every request the stand-in
     received was for ``m``."""
-    from tests.test_local_models import FakeServer, llamacpp_routes
+    from tests.test_local_endpoint_runs import run_on_llamacpp
     from tests.test_real_campaign import answer
 
-    routes = llamacpp_routes(tmp_path)
     received: list[dict] = []
 
     def chat(body: bytes):
@@ -281,16 +280,8 @@ def test_each_defence_through_a_local_server(e2e_cli, agentdojo_env, tmp_path, d
                                    "total_tokens": 903}}
         return 200, answer(req)
 
-    routes[("POST", "/v1/chat/completions")] = chat
-    s = FakeServer(routes)
-    corpus = tmp_path / "local-filter"
-    try:
-        r = e2e_cli("run", "agentdojo", "--endpoint", "llamacpp", "--base-url", s.base_url,
-                    "--model-id", "m", "--containment", "vm", "--i-consent-to-local-run",
-                    "--corpus", corpus, "--campaign", "lf", "--suite", "banking",
-                    "--user-tasks", "0", "--defence", defence, json_errors=False)
-    finally:
-        s.close()
+    r, corpus = run_on_llamacpp(e2e_cli, tmp_path, chat, "--suite", "banking",
+                                "--user-tasks", "0", "--defence", defence)
     assert r.code == 0, r.out + r.err
     v = e2e_cli("validate", "--strict", "--corpus", corpus, json_errors=False)
     assert v.code == 0, v.out + v.err

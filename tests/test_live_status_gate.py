@@ -54,8 +54,9 @@ def test_a_local_real_model_needs_partial_or_better_and_no_caps(cli, home, corpo
 
 @pytest.mark.req("R-1.4")
 def test_partial_admits_the_stated_subset_only(cli, home, corpora, tmp_path):
-    """agentdojo's stated subset is the native LLM element: a real-model run with another
-    element is refused before consent (exit 5), the native one goes on to consent."""
+    """agentdojo's stated subset is the native LLM element, and gateway_compat against a
+    local model server (D-829): both go on to consent against a local server (an API
+    endpoint with gateway_compat is refused, tests/test_gateway_compat.py)."""
     make_marker(home, env_id())
     info = cli("info").out
     assert "partial: real-model runs admitted for a stated subset" in info
@@ -63,11 +64,9 @@ def test_partial_admits_the_stated_subset_only(cli, home, corpora, tmp_path):
     try:
         args = ("run", "agentdojo", "--corpus", corpora / "c", "--campaign", "c", *BANKING,
                 *LOCAL, "--base-url", server.base_url, "--containment", "vm")
-        r = cli(*args, "--llm-element", "gateway_compat")
-        assert (r.code, r.error["error"]) == (5, "run.unsupported.llm_element")
-        assert "stock element (native) only" in r.error["message"]
-        r = cli(*args)  # no consent flag and no terminal: the native element reaches step 7
-        assert (r.code, r.error["error"]) == (4, "cli.refused.consent")
+        for element in ((), ("--llm-element", "gateway_compat")):
+            r = cli(*args, *element)  # no consent flag and no terminal: step 7 refuses
+            assert (r.code, r.error["error"]) == (4, "cli.refused.consent")
     finally:
         server.close()
     assert list(corpora.iterdir()) == []

@@ -24,6 +24,22 @@ def model_calls(server: FakeServer) -> list[str]:
     return [path for _, path, _ in server.requests if path in MODEL_CALLS]
 
 
+def run_on_llamacpp(e2e_cli, tmp_path, chat, *args: str):
+    """A consented run of AgentDojo against a llama.cpp stand-in on loopback whose chat
+    completions ``chat(body)`` answers: (the result, the corpus)."""
+    routes = llamacpp_routes(tmp_path)
+    routes[("POST", "/v1/chat/completions")] = chat
+    server = FakeServer(routes)
+    corpus = tmp_path / "local"
+    try:
+        r = e2e_cli("run", "agentdojo", "--endpoint", "llamacpp", "--base-url", server.base_url,
+                    "--model-id", "m", "--containment", "vm", "--i-consent-to-local-run",
+                    "--corpus", corpus, "--campaign", "local", *args, json_errors=False)
+    finally:
+        server.close()
+    return r, corpus
+
+
 @pytest.mark.req("R-8.20")
 def test_a_local_dry_run_needs_the_containment_and_the_server(cli, home, corpora, tmp_path):
     make_marker(home, env_id())
@@ -76,18 +92,9 @@ def test_an_attack_addresses_a_local_model_as_local_model(e2e_cli, tmp_path):
         bodies.append(json.loads(body))
         return 200, answer(bodies[-1])
 
-    routes = llamacpp_routes(tmp_path)
-    routes[("POST", "/v1/chat/completions")] = chat
-    server = FakeServer(routes)
-    corpus = tmp_path / "local"
-    try:
-        r = e2e_cli("run", "agentdojo", "--endpoint", "llamacpp", "--base-url", server.base_url,
-                    "--model-id", "m", "--containment", "vm", "--i-consent-to-local-run",
-                    "--corpus", corpus, "--campaign", "local", "--suite", "banking",
-                    "--user-tasks", "0", "--attack", "important_instructions",
-                    "--injection-tasks", "0", "--benign", "exclude", json_errors=False)
-    finally:
-        server.close()
+    r, corpus = run_on_llamacpp(e2e_cli, tmp_path, chat, "--suite", "banking",
+                                "--user-tasks", "0", "--attack", "important_instructions",
+                                "--injection-tasks", "0", "--benign", "exclude")
     assert r.code == 0, r.out + r.err
     assert "setup refusal" not in r.err
     work = corpus.with_name("local.partial")

@@ -25,9 +25,13 @@ from tests.conftest import ROOT, child_env
 # --- fake servers --------------------------------------------------------------------------
 
 
+#: a route's answer that closes the connection without a response
+CLOSE = object()
+
+
 class FakeServer:
     """A loopback HTTP server answering ``routes[(METHOD, path)]``: a JSON-able object,
-    ``(status, body)`` or a callable ``(handler) -> (status, body)``. Unknown paths are
+    ``(status, body)``, :data:`CLOSE`, or a callable ``(body) -> `` one of them. Unknown paths are
     404 ``Not Found`` (as mlx_lm.server answers). Every request is recorded. ``server``
     is the ``Server`` header it sends (``self.server`` may change while it runs);
     without one, http.server's own ``BaseHTTP/… Python/…``."""
@@ -60,6 +64,9 @@ class FakeServer:
                     return self._send(404, b"Not Found")
                 if callable(route):
                     route = route(body_in)
+                if route is CLOSE:  # no response at all: the client sees a connection error
+                    self.close_connection = True
+                    return None
                 if isinstance(route, tuple):
                     return self._send(*route)
                 return self._send(200, route)

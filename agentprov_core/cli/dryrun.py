@@ -23,7 +23,12 @@ def print_dry_run(prepared: Prepared, started: float) -> int:
     plan = prepared.plan
     as_json = prepared.request.options.get("plan_json")
     click.echo(f"agentprov: finished in {time.monotonic() - started:.1f}s (exit 0)", err=True)
-    click.echo("\n".join(plan_lines(plan)), err=bool(as_json))
+    lines = plan_lines(plan)
+    if prepared.model_facts is not None:  # a local model: each fact and its source
+        from agentprov_core.live.local.facts import summary
+
+        lines.append(summary(prepared.model_facts))
+    click.echo("\n".join(lines), err=bool(as_json))
     if as_json:
         echo_json(plan.dry_plan())
     return 0

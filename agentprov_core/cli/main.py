@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "recompute": ("agentprov_core.cli.recompute", "recompute", "Re-derive SEM, PROV and validation from the stored AERs."),
     "verify": ("agentprov_core.cli.verify", "verify", "Re-walk a corpus's capture chains, raw store digests and references."),
     "stats": ("agentprov_core.cli.stats", "stats", "Tables of a corpus's records and executions."),
+    "settings": ("agentprov_core.cli.settings_cmd", "settings", "Read and edit the settings (settings.toml): presets, base URLs, local model facts."),
     "package": ("agentprov_core.cli.package", "package", "Seal a corpus for release (not for live corpora in this build)."),
 }
 

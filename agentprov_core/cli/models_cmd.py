@@ -11,6 +11,7 @@ import click
 from agentprov_core.cli.common import echo_json, format_option
 
 OUT_FORMAT = "agentprov-models/0.1"
+FOLDERS_FORMAT = "agentprov-model-folders/0.1"
 
 
 def _usage(what: str) -> None:
@@ -63,10 +64,13 @@ def _optional_key(var: str | None, options: dict[str, Any]) -> Any:
 @click.option("--keychain", is_flag=True, help="Read a key from the keychain only.")
 @click.option("--env-file", type=click.Path(dir_okay=False), metavar="PATH",
               help="Read a key and variables from this .env file only.")
+@click.option("--find-folders", is_flag=True, help="With --model-id (a local endpoint): list "
+              "the folders on this machine that may hold the model (names only; no server "
+              "contacted).")
 @format_option
 def models(endpoint_name: str, model_id: str | None, pick: bool, no_hash_weights: bool,
            model_dir: str | None, base_url: str | None, allow_network: bool, keychain: bool,
-           env_file: str | None, fmt: str) -> None:
+           env_file: str | None, find_folders: bool, fmt: str) -> None:
     """Ask a running local server what it serves (read-only: GET requests to loopback, no
     inference, short timeouts) and, with --model-id, observe that model's identity
     (agentprov-local-model/0.2: server kind, version and fingerprint, the listing entry,
@@ -82,6 +86,9 @@ def models(endpoint_name: str, model_id: str | None, pick: bool, no_hash_weights
     options = {"keychain": keychain, "env_file": env_file}
     registry = endpoints.load()
     ep = endpoints.resolve(endpoint_name, "--endpoint", registry)
+    if find_folders:
+        return _find_folders(ep, model_id, fmt, pick=pick, no_hash_weights=no_hash_weights,
+                             model_dir=model_dir, base_url=base_url, allow_network=allow_network)
     if not ep.local:
         for flag, given in (("--pick", pick), ("--no-hash-weights", no_hash_weights),
                             ("--model-dir", model_dir), ("--base-url", base_url)):
@@ -94,6 +101,34 @@ def models(endpoint_name: str, model_id: str | None, pick: bool, no_hash_weights
     if pick and model_id:
         _usage("--pick chooses a model when --model-id is not given; give one of them")
     return _local(ep, model_id, pick, no_hash_weights, model_dir, base_url, options, fmt)
+
+
+def _find_folders(ep: Any, model_id: str | None, fmt: str, **others: Any) -> None:
+    """The folders that may hold the model (:mod:`agentprov_core.live.local.folders`)."""
+    from agentprov_core.live.local import folders
+
+    if not ep.local:
+        _usage(f"--find-folders looks for a local model's folders; {ep.name} is an API endpoint")
+    if not model_id:
+        _usage("--find-folders needs --model-id ID (the model whose folders to look for)")
+    for name, given in others.items():
+        if given:
+            _usage(f"--find-folders contacts no server and reads no weights; drop "
+                   f"--{name.replace('_', '-')}")
+    found = folders.find(model_id)
+    if fmt == "json":
+        echo_json({"format": FOLDERS_FORMAT, "endpoint": ep.name, "model_id": model_id,
+                   "folders": [{"app": c.app, "path": str(c.path)} for c in found]})
+        return
+    if not found:
+        click.echo(f"no folder on this machine looks like it holds {model_id!r} (looked in "
+                   "the Hugging Face cache, oMLX, LM Studio, Ollama and llama.cpp's cache)")
+        return
+    click.echo(f"{len(found)} folder(s) that may hold {model_id!r} (by name; give one to a "
+               "run with --model-dir PATH):")
+    width = max(len(c.app) for c in found)
+    for c in found:
+        click.echo(f"  {c.app:<{width}}  {c.path}")
 
 
 def _local(ep: Any, model_id: str | None, pick: bool, no_hash: bool, model_dir: str | None,

@@ -62,6 +62,10 @@ def _opts(f):
         click.option("--allow-text-tool-calls", is_flag=True, help="Accept text-encoded tool calls (recorded)."),
         click.option("--no-hash-weights", is_flag=True, help="Local model: record the weight files' sizes, not their sha256."),
         click.option("--model-dir", metavar="PATH", help="Local model: the weights' folder, when the server does not name it."),
+        click.option("--model-size-gb", metavar="GB", help="Local model: the weights' size in GB (before the setting and the folder)."),
+        click.option("--active-params-b", metavar="B", help="Local model: the active parameters, in billions."),
+        click.option("--context-tokens", metavar="N", help="Local model: the context length in tokens."),
+        click.option("--kv-gb-per-trace", metavar="GB", help="Local model: the KV cache of one trace, in GB."),
         click.option("--accept-served-model", multiple=True, metavar="ID", help="Accept a served model id (repeatable, recorded)."),
         click.option("--defence-endpoint", metavar="NAME", help="The endpoint of a defence's own model (MELON's embeddings); refused in this build (exit 5)."),
         # keys
@@ -140,7 +144,10 @@ def run(ctx: click.Context, source: str, **options) -> int:
 
         return print_dry_run(prepared, started)
     consented = None
-    checks.check_supported(prepared)  # run.unsupported.llm_element (exit 5)
+    if prepared.model_facts is not None:  # a local model's facts, each with its source
+        from agentprov_core.live.local.facts import summary
+
+        click.echo(summary(prepared.model_facts).strip(), err=True)
     if not req.scripted:
         from agentprov_core.live import consent
         from agentprov_core.run.live import bound_of

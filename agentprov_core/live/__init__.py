@@ -5,5 +5,6 @@ counts (``canary``, ``quality``, reading replies through ``replies`` and ``sse``
 egress proxy (``egress``), local model servers (``local/``, A14) and the scripted
 transport (``scripted/``).
 
-May import: ``base``, ``errors``; never another stage.
+May import: ``base``, ``errors``, ``settings`` (the base-URL setting, a local model's
+stored facts); never another stage.
 """

@@ -157,12 +157,9 @@ def wire_of(ep: Endpoint) -> str:
 
 def setting_base_url(name: str) -> str | None:
     """The setting ``endpoints.<name>.base_url`` from ``$AGENTPROV_HOME/settings.toml``."""
-    path = paths.home() / "settings.toml"
-    if not path.is_file():
-        return None
-    data, _ = tomlfile.read(path, "cli.usage.registry_file")
-    value = ((data.get("endpoints") or {}).get(name) or {}).get("base_url")
-    return value if isinstance(value, str) and value else None
+    from agentprov_core import settings
+
+    return settings.base_url(name)
 
 
 def resolve_base_url(ep: Endpoint, flag: str | None, env: dict[str, str] | None

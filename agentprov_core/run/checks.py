@@ -1,6 +1,6 @@
-"""The refusals of a run that come after the plan and before anything starts: a corpus that
-holds another transport, configuration or plan (exit 4), and what this build cannot run
-(exit 5)."""
+"""The refusals of a run before anything starts: a corpus that holds another transport,
+configuration or plan (exit 4, after the plan), and an LLM element outside its scope
+(exit 5, steps 2 and 3)."""
 
 from __future__ import annotations
 
@@ -50,28 +50,20 @@ def check_corpus(prepared: Prepared) -> None:
                              what="; ".join(diffs) or "another content digest")
 
 
-def check_supported(prepared: Prepared) -> None:
-    """What this build cannot run (exit 5, before consent and before any worker starts):
-    another element than the native one, scripted or not (this build's worker runs
-    AgentDojo's stock element only, so a campaign recorded as ``gateway_compat`` would
-    record an element that never ran; a dry run still plans it). (A defence's own
-    endpoint, ``--defence-endpoint``, is refused earlier, with the defence:
-    :mod:`agentprov_core.registries.defences`.)
+#: The LLM element that runs against a local model server only (D-829).
+LOCAL_ONLY_ELEMENTS = ("gateway_compat",)
 
-    An Anthropic-style endpoint runs AgentDojo's own AnthropicLLM over an ``AsyncAnthropic``
-    client on the recording transport (the event-stream replies read by caps, canary,
-    preflight and the mapper). The environment locks anthropic below 1.0: AgentDojo 0.1.35's
-    element passes ``temperature`` to ``messages.stream``, which anthropic 1.0.0 and later
-    no longer take.
 
-    An Inspect source runs against a real model as against a script: its cells are Inspect
-    ``eval()`` calls in its worker, and its preflight probe goes through Inspect's own model
-    (D-742, :mod:`agentprov_inspect.probe`)."""
-    o = prepared.request.options
-    name = prepared.source.meta.name
-    if (o.get("llm_element") or "native") != "native":
-        raise AgentprovError("run.unsupported.llm_element", source=name,
-                             element=o["llm_element"],
-                             reason="This build's worker runs AgentDojo's stock element "
-                                    "(native) only: a campaign with another element would "
-                                    "record an element that never ran (a dry run plans it).")
+def check_element_scope(element: str, endpoint: str | None, cls: str | None,
+                        source: str) -> None:
+    """``gateway_compat`` runs against a local model server, or the scripted transport (a
+    server on loopback); with an endpoint of class api (an API, or a LAN server) it is
+    refused before anything starts (exit 5, decision 8). ``cls`` is None for the scripted
+    transport. Which sources run the element at all is their ``SourceMeta.llm_elements``
+    (AutoDojo and AgentDyn run the native one only: :meth:`Source.refusals`)."""
+    if element in LOCAL_ONLY_ELEMENTS and cls == "api":
+        raise AgentprovError(
+            "run.unsupported.llm_element", source=source, element=element,
+            reason=f"The {element} element runs against a local model server (D-829); "
+                   f"the {endpoint} endpoint is of class api here (an API, or a server "
+                   "that is not on loopback).")

@@ -133,10 +133,13 @@ class Live:
     def agent(self, session_id: str) -> dict[str, Any]:
         """The ``agent`` of a session's worker request: the endpoint and model it calls."""
         o = self.prepared.request.options
+        # the LLM element the worker builds: AgentDojo's stock one (native), or the
+        # OpenAI-compatible gateway element (gateway_compat, D-829)
+        llm_element = o.get("llm_element") or "native"
         if self.scripted:
             return {"scripted": True, "base_url": self.endpoint.base_url(session_id),
                     "model_id": "scripted", "pipeline_name": "scripted", "key_env": None,
-                    "display_name": o.get("model_display_name")}
+                    "display_name": o.get("model_display_name"), "llm_element": llm_element}
         r = self.prepared.resolved
         ident = self.prepared.local_identity
         model_id = o.get("model_id") or getattr(ident, "model_id", None)
@@ -152,8 +155,10 @@ class Live:
                 "pipeline_name": pipeline, "key_env": r.key_variable,
                 "display_name": o.get("model_display_name"), "endpoint_kind": r.kind,
                 "wire": r.wire,
+                "llm_element": llm_element,
                 "element": "inspect_ai/openai-api" if inspect
-                else "AnthropicLLM" if r.wire == "anthropic" else "OpenAILLM",
+                else "AnthropicLLM" if r.wire == "anthropic"
+                else "GatewayCompatLLM" if llm_element == "gateway_compat" else "OpenAILLM",
                 "params": {} if inspect else {k: v for k, v in self.params.items()
                                               if k != "temperature_policy"}}
 

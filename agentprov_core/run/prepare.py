@@ -40,7 +40,7 @@ from agentprov_core.plan.plans import (
     plan_digest,
 )
 from agentprov_core.registries import defences as defmod
-from agentprov_core.run import restricted
+from agentprov_core.run import checks, restricted
 from agentprov_core.run.runrequest import RunRequest, check_usage
 from agentprov_core.source import LIVE_ORDER, RunContext, Source
 
@@ -75,6 +75,9 @@ class Prepared:
     #: step 5's verified attack cache (``--attack autodojo``): the file, its git origin and
     #: the vectors that fall back (:mod:`agentprov_core.run.attackcache`), else None
     attack_cache: Any = None
+    #: a local model's facts with their sources (flag, settings, folder, preset;
+    #: :mod:`agentprov_core.live.local.facts`), else None; outside the digests
+    model_facts: dict[str, Any] | None = None
 
     @property
     def endpoint_class(self) -> str | None:
@@ -477,6 +480,9 @@ def prepare(req: RunRequest) -> Prepared:
     gate_capability(src)  # a source without a backend has no catalogue to plan from
     doc = plan_document(req, src)
     ep = resolve_endpoint(req)
+    from agentprov_core.live.local import facts as factsmod
+
+    factsmod.check_flags(req.options, req.scripted, ep)
     params = model_params(req, src, ep)
     ctx = run_context(req, ep)
     cat = src.catalogue()
@@ -492,6 +498,10 @@ def prepare(req: RunRequest) -> Prepared:
         raise AgentprovError("run.unsupported.temperature_policy", source=meta.name,
                              policy="inject")
     src.refusals(doc, cat, ctx)
+    element = req.options.get("llm_element") or "native"
+    if ep is not None and element in checks.LOCAL_ONLY_ELEMENTS:  # the class as the flag,
+        # the setting and the registry decide it (.env is read at step 3, after the caps)
+        checks.check_element_scope(element, ep.name, endpoint_class(req, ep), meta.name)
     entry = defmod.check(meta.name, meta.backend, doc.defence, src.suites_of_plan(cells),
                          defmod.load_registry(), paths.display(paths.defence_registry()),
                          wire=epmod.wire_of(ep) if ep is not None else "openai",
@@ -513,6 +523,8 @@ def prepare(req: RunRequest) -> Prepared:
         if req.options.get("model_id"):  # a local server's model is picked at step 4
             check_judges(src, req, doc, req.options["model_id"])
         resolved = check_key_and_url(req, ep)
+        # .env may move a local entry's base URL off loopback: class api, refused the same
+        checks.check_element_scope(element, ep.name, resolved.endpoint_class, meta.name)
         containment = check_containment(req, meta, env_id)
     # ---- step 4: a local server: list, fingerprint, observe the model's identity
     local_identity = None
@@ -522,8 +534,9 @@ def prepare(req: RunRequest) -> Prepared:
         with timing.span("prepare.observe_local"):
             local_identity, local_record, local_options = observe_local(req, ep, resolved)
         check_judges(src, req, doc, local_record["model_id"])
+        model_facts = factsmod.resolve(req.options, ep.name, local_record["model_id"])
     else:
-        local_record = local_options = None
+        local_record = local_options = model_facts = None
     # ---- step 5: the attack cache's identity (the environment's is the worker's hello)
     attack_cache = check_attack_cache(req, doc, cat, cells)
     # ---- step 6: the plan
@@ -532,7 +545,7 @@ def prepare(req: RunRequest) -> Prepared:
     if attack_cache is not None:
         attack_cache.same_as_plan(plan.content)
     return Prepared(src, req, doc, cat, cells, ep, plan, identity, resolved, containment,
-                    local_identity, local_record, local_options, attack_cache)
+                    local_identity, local_record, local_options, attack_cache, model_facts)
 
 
 def check_attack_cache(req: RunRequest, doc: PlanDoc, cat: Catalogue,

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 DECLARED = [
-    "http_backoff@1 policy: stock_sdk",
+    "http_backoff@1 policy: stock_sdk",  # gateway_compat: its own (element_declared)
     "recording_transport@1 mode: observe",
     "tool_recorder@1 mode: observe",
     "environment_digest@1 mode: observe",
@@ -111,10 +111,30 @@ def make_llm(agent: dict[str, Any], writer, **client_kwargs: Any):
 
         client = make_anthropic_client(agent, writer, **client_kwargs)
         return AnthropicLLM(client, agent["model_id"], **anthropic_kwargs(agent)), AnthropicLLM
+    if agent.get("llm_element") == "gateway_compat":  # its own retries, none of the SDK's
+        from agentprov_dojo import gateway
+
+        cls = gateway.element_class()
+        client = make_client(agent, writer, **{**client_kwargs, "max_retries": 0})
+        timeout = (agent.get("params") or {}).get("timeout_s")
+        return cls(client, agent["model_id"], timeout_s=float(timeout) if timeout else None,
+                   **element_kwargs(agent)), cls
     from agentdojo.agent_pipeline.llms.openai_llm import OpenAILLM
 
     client = make_client(agent, writer, **client_kwargs)
     return OpenAILLM(client, agent["model_id"], **element_kwargs(agent)), OpenAILLM
+
+
+def element_declared(agent: dict[str, Any]) -> tuple[str, list[str]]:
+    """The element's name and the declared items of a cell: :data:`DECLARED`, with
+    ``gateway_compat``'s own retries in place of the stock SDK backoff and its role rewrite
+    after them."""
+    if agent.get("llm_element") == "gateway_compat" and agent.get("wire") != "anthropic":
+        from agentprov_dojo import gateway
+
+        return gateway.NAME, [*gateway.DECLARED, *DECLARED[1:]]
+    return ("AnthropicLLM" if agent.get("wire") == "anthropic" else "OpenAILLM",
+            list(DECLARED))
 
 
 def make_client(agent: dict[str, Any], writer, **client_kwargs: Any):
@@ -159,7 +179,7 @@ def run_cell(req: dict[str, Any], declared: tuple[str, ...] = ()) -> dict[str, A
     agent = req["agent"]
     defence = req.get("defence") or "none"
     own = declared
-    declared = list(DECLARED)
+    element_name, declared = element_declared(agent)
     if agent.get("display_name"):
         declared.append(f"model_display_name@1 value: {agent['display_name']}")
     from agentprov_dojo import provisioned
@@ -176,7 +196,7 @@ def run_cell(req: dict[str, Any], declared: tuple[str, ...] = ()) -> dict[str, A
                         "(AGENTPROV_TEST_HOSTILE; a test, never a real run)")
     from agentprov_backend.source import open_capture, record_exception
 
-    writer = open_capture(req, declared, element="OpenAILLM", defence=defence,
+    writer = open_capture(req, declared, element=element_name, defence=defence,
                           **upstream_header())
     result: dict[str, Any] = {"status": "errored", "utility": None, "security": None,
                               "setup_refusal": None, "native_log": None, "error": None}
@@ -453,6 +473,8 @@ def run_probe(req: dict[str, Any]) -> dict[str, Any]:
 
     try:
         llm, element = make_llm(agent, writer, max_retries=0)
+        if hasattr(llm, "attempts"):  # gateway_compat's own retries: one attempt too
+            llm.attempts = 1
         if agent.get("wire") == "anthropic":
             import agentdojo.agent_pipeline.llms.anthropic_llm as element_module
         else:
