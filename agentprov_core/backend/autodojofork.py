@@ -5,13 +5,14 @@ The fork is not public, so no URL can fetch it: a user provides it from a copy w
 which fetches the pinned commit into ``$AGENTPROV_HOME/fetch/autodojo.git``; the attack
 cache check (:mod:`agentprov_core.run.attackcache`) then reads it there.
 
-Tests verify against a fixture fork instead: :data:`PIN_OVERRIDE` names its commit, and
-:func:`pinned` is the one place it is read.
+Tests verify and build against a fixture fork instead (:mod:`agentprov_core.testing.autodojo_fork`):
+:data:`PIN_OVERRIDE` names its commit, read only by
+:func:`agentprov_core.backend.upstream.override`: for the attack cache through
+:func:`pinned`, for the build through the backend project's ``pin_override``, so both use
+the same commit.
 """
 
 from __future__ import annotations
-
-import os
 
 from agentprov_core.backend import fetchcache
 from agentprov_core.errors import AgentprovError
@@ -22,14 +23,21 @@ PINNED_COMMIT = "aa458794"
 FORK = "autodojo"
 #: the fork is not public: no URL ``--allow-network`` could fetch it from
 UPSTREAM = ""
+#: why (``BackendProject.unpublished``)
+UNPUBLISHED = "the AutoDojo fork is not public"
 #: tests only: the commit (full id) of a fixture fork to verify against instead
 PIN_OVERRIDE = "AGENTPROV_TEST_AUTODOJO_PIN"
 
 
 def pinned() -> tuple[str, bool]:
-    """The commit caches are verified against, and whether it is the test override."""
-    value = os.environ.get(PIN_OVERRIDE, "").strip().lower()
-    return (value, True) if value else (PINNED_COMMIT, False)
+    """The commit caches are verified against, and whether it is the test override (read
+    as the backend project's ``pin_override`` is: the build names its environment from the
+    same commit)."""
+    from agentprov_core.backend import upstream
+
+    commit, overridden = upstream.override(PINNED_COMMIT, PIN_OVERRIDE)
+    assert commit is not None
+    return commit, overridden
 
 
 def fork_pin() -> fetchcache.Pin:
@@ -43,6 +51,8 @@ def refuse_uncached_build(backend: str, *, source_repo: str | None,
     the fork is not public, so no upstream can be fetched from."""
     if backend != FORK:
         return
+    from agentprov_core.backend import upstream
+
     pin = fork_pin()
     if source_repo is None:
         repo = fetchcache.repo_path(FORK)
@@ -50,9 +60,7 @@ def refuse_uncached_build(backend: str, *, source_repo: str | None,
             return
         raise AgentprovError("cli.environment.source_not_cached", name=FORK,
                              commit=pin.commit, path=repo,
-                             upstream="its upstream, whose URL this build does not know "
-                                      "(the fork is not public): here only --source-repo can "
-                                      "provide it")
+                             upstream=upstream.not_public(UNPUBLISHED))
     fetchcache.ensure(pin, source_repo=source_repo, allow_network=allow_network)
 
 

@@ -34,6 +34,12 @@ def refuse_unbuildable(name: str, source_repo: str | None = None,
         raise AgentprovError("build.unsupported.no_backend", backend=meta.backend, why=why)
 
 
+def _override(rec: dict) -> str:
+    """What the upstream line adds for a commit a test-only variable named."""
+    over = rec.get("test_override")
+    return f"; the test-only override {over}, not the pinned commit" if over else ""
+
+
 @backends.command("build")
 @click.argument("backend")
 @click.option("--dry-run", is_flag=True, help="Print the build plan; write nothing.")
@@ -79,6 +85,10 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
         raise AgentprovError("cli.usage.env_file", path=env_file)
     bp = b.plan_build(backend, allow_network, defence_assets, defence_source, dataset,
                       source_repo)
+    if bp.upstream is not None and not offline_check:  # an upstream that is not public
+        from agentprov_core.backend import upstream
+
+        upstream.require_reachable(bp.upstream, source_repo)
     if dry_run:
         for line in b.dry_run_lines(bp):
             click.echo(line)
@@ -89,7 +99,8 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
                    "(marker, lock, RECORD, guarded files, hello identity)")
         if m.upstream:
             click.echo(f"  upstream: {m.upstream['repository']} at {m.upstream['commit']} "
-                       f"(tree {m.upstream['tree']}; agentprov/upstream.json re-hashed)")
+                       f"(tree {m.upstream['tree']}; agentprov/upstream.json re-hashed)"
+                       + _override(m.upstream))
         if m.defence_assets:
             click.echo("  defence assets (every file re-hashed): " + ", ".join(
                 f"{aid} {len(rec['files'])} file(s)" for aid, rec in sorted(
@@ -116,7 +127,7 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
         click.echo("  " + describe(m.dataset))
     if m.upstream:
         click.echo(f"  upstream: {m.upstream['repository']} at {m.upstream['commit']} (tree "
-                   f"{m.upstream['tree']})")
+                   f"{m.upstream['tree']})" + _override(m.upstream))
     for aid, rec in sorted((m.defence_assets or {}).items()):
         click.echo(f"  defence asset {aid}: {len(rec['files'])} file(s) verified (sha256 and "
                    f"git blob id), digest {rec['sha256'][:16]}…")
