@@ -12,15 +12,12 @@ def backends() -> None:
     """Build and check backend environments ($AGENTPROV_HOME/envs/<id>/)."""
 
 
-def refuse_unbuildable(name: str, source_repo: str | None = None,
-                       allow_network: bool = False) -> None:
+def refuse_unbuildable(name: str) -> None:
     """A backend whose project this build lacks is answered first, whatever the options
     (exit 5, ``build.unsupported.no_backend``): uv could only fail. An unknown name is left
-    to the build's own lookup. AutoDojo's fork comes before that: its pinned commit is
-    fetched into the fetch cache from ``source_repo`` (never on a dry run: pass None), else
-    the build says how to provide it (exit 3)."""
-    from agentprov_core.backend import autodojofork, slots
+    to the build's own lookup."""
     from agentprov_core.backend import build as b
+    from agentprov_core.backend import slots
     from agentprov_core.errors import AgentprovError
 
     try:
@@ -28,9 +25,6 @@ def refuse_unbuildable(name: str, source_repo: str | None = None,
     except AgentprovError:
         return
     if (why := slots.unbuildable(meta)) is not None:
-        # AutoDojo's fork comes first: without its pinned commit nothing could be built
-        autodojofork.refuse_uncached_build(meta.backend, source_repo=source_repo,
-                                           allow_network=allow_network)
         raise AgentprovError("build.unsupported.no_backend", backend=meta.backend, why=why)
 
 
@@ -68,8 +62,7 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
     from agentprov_core.backend import build as b
     from agentprov_core.errors import AgentprovError
 
-    refuse_unbuildable(backend, None if dry_run else source_repo,
-                       allow_network and not dry_run)
+    refuse_unbuildable(backend)
     if dry_run and offline_check:
         raise AgentprovError("cli.usage.exclusive", first="--dry-run", second="--offline-check")
     if offline_check and (defence_assets is not None or defence_source):
