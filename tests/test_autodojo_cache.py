@@ -288,7 +288,6 @@ def test_a_well_formed_cache_passes_step_1_and_stops_at_the_environment(adry, tm
 
 
 # ------------------------------------------------------------- backends build autodojo
-@pytest.mark.req("R-23.6")
 def test_backends_build_autodojo_without_the_fork_cached(cli, home):
     """Without the pinned commit in the fetch cache and without --source-repo, the build,
     its dry run included, says how to provide it (exit 3) and writes nothing: the fork is
@@ -303,7 +302,7 @@ def test_backends_build_autodojo_without_the_fork_cached(cli, home):
     assert snapshot(home) == {}
 
 
-@pytest.mark.req("R-23.6", "R-5.2")
+@pytest.mark.req("R-5.2")
 def test_backends_build_autodojo_dry_run_names_the_fetch_and_fetches_nothing(cli, fork, home):
     """With --source-repo the dry run names the fetch (of the test override's commit, said
     to be one) and the environment named from it; it fetches nothing."""
@@ -337,7 +336,6 @@ def test_backends_build_autodojo_with_the_fork_cached_needs_no_source(cli, fork,
     assert f"commit {fetched} is in the fetch cache" in r.out
 
 
-@pytest.mark.req("R-23.6")
 def test_a_source_repo_without_the_pinned_commit_fetches_nothing_usable(cli, fork, home,
                                                                          tmp_path):
     """A source repository that lacks the commit: exit 3 naming it, nothing built."""
