@@ -726,7 +726,14 @@ def _built(name: str) -> str:
     from agentprov_core.backend.marker import MARKER
 
     meta = _source(name).meta
-    build = f"build it with `agentprov backends build {meta.backend}`"
+    try:
+        loc = projects.locate(meta.backend) if meta.backend else None
+    except AgentprovError:  # contributed twice: the project checks name it
+        loc = None
+    unpublished = loc.entry.project.unpublished if loc is not None else None
+    build = (f"build it with `agentprov backends build {meta.backend}"
+             + (f" --source-repo URL` (a copy of its upstream: {unpublished})" if unpublished
+                else "`"))
     try:
         why = slots.unbuildable(meta)
     except AgentprovError as exc:  # a malformed slot file: the lock check names it
