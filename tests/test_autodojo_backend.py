@@ -187,3 +187,27 @@ def test_a_fork_whose_pyproject_the_lock_does_not_record_is_refused(agentdojo_wh
     # nothing built, no build or source directory left: only the environment's lock file
     assert [p.name for p in (home / "envs").iterdir()] == [f"autodojo-{commit[:8]}.lock"]
     assert not (ROOT / "backends/autodojo/upstream").exists()
+
+
+@pytest.mark.req("R-2.7", "R-2.8")
+def test_a_scripted_cell_on_it_is_test_only_and_names_the_override(autodojo_env, fixture_fork,
+                                                                  tmp_path):
+    """A campaign on the environment built from the fixture's commit: its capture header
+    names that commit, and the corpus names the override (``live.test_overrides``)."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"content": "I have looked into it and changed nothing."}]))
+    corpus = tmp_path / "au"
+    r = pinned(autodojo_env, fixture_fork, "run", "autodojo", "--corpus", corpus, "--campaign",
+               "au", "--suite", "banking", "--user-tasks", "0", "--llm-script", script)
+    assert r.code == 0, r.out + r.err
+    work = corpus.with_name("au.partial")
+    manifest = json.loads((work / "manifest.json").read_text())
+    assert manifest["test_only"] is True
+    assert PIN_OVERRIDE in manifest["live"]["test_overrides"]
+    assert manifest["backend_identity"]["pinned_commit"] == fixture_fork[1]
+    (entry,) = [json.loads(x) for x in (work / "ledger.jsonl").read_text().splitlines()]
+    assert entry["status"] == "complete" and entry["native_sha256"]
+    sha = entry["capture_sha256"]
+    header = json.loads((work / "raw/sha256" / sha[:2] / sha).read_text().splitlines()[0])
+    assert header["upstream"]["commit"] == fixture_fork[1]
+    assert header["backend"]["environment_id"] == autodojo_env.env_id
