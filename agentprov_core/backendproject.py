@@ -74,6 +74,16 @@ class BackendProject(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     upstream: str | None = None
     #: the pinned commit's tree id: a commit of another tree is refused (``None``: not checked)
     tree: str | None = None
+    #: why the upstream has no URL, for a repository that is not public (then
+    #: :attr:`upstream` is ``""``: only ``--source-repo`` provides the commit, and ``agentprov
+    #: info`` says so, with whether an environment of it is built), e.g. ``"the AutoDojo fork
+    #: is not public"``
+    unpublished: str | None = None
+    #: tests only: an environment variable whose value, when set, replaces
+    #: :attr:`pinned_commit` with a fixture repository's full commit id. The environment is
+    #: named from that commit, and its marker and ``agentprov/upstream.json`` name the
+    #: variable (``test_override``): it is never taken for the pinned commit
+    pin_override: str | None = None
     #: the paths of the commit the build extracts (what building the benchmark's
     #: distribution needs); empty: the whole tree
     upstream_paths: tuple[str, ...] = ()

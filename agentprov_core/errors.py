@@ -183,6 +183,11 @@ _reg("cli.environment.lock_mismatch", E, "coded",
      "{backend} (from {origin})",
      "re-lock: uv lock --project PROJECT (for a plugin's backend, a release of its "
      "distribution with the re-locked project)")
+_reg("cli.environment.upstream_lock", E, "coded",
+     "{lock} does not record what the pyproject.toml of {name} at commit {commit} declares "
+     "(uv sync --locked refused it: {what}); nothing was built. Re-lock the backend project "
+     "{backend} with that commit extracted into {project}/{upstream_dir}/ ({readme})",
+     "re-lock the backend project against the commit: its README.md gives the commands")
 _reg("cli.environment.backend_project_missing", E, "coded",
      "backend {backend} comes from {origin}, but its project is not there: {why}",
      "reinstall {distribution}, or fix the directory its agentprov_backends hook names")

@@ -30,8 +30,10 @@ TEST_GLOBS = ["tests/**/*.py", "plugins/*/tests/**/*.py", "agentprov_core/testin
               "backends/*/tests/**/*.py"]
 
 # What is not built, as the rows say it ("not built: <what>").
-AUTODOJO = ("AutoDojo's backend: its fork (aa458794) is not public, so `backends/autodojo/` "
-            "holds no project and no AutoDojo environment can be built")
+AUTODOJO = ("AutoDojo's fork itself: it (aa458794) is not public, so `backends/autodojo/` "
+            "has been built and tested from a fixture fork only (agentdojo 0.1.35's code "
+            "with the fork's attacks as stand-ins, under the test pin override), never "
+            "from the fork")
 INSPECT = ("the restricted, private AgentHarm corpus (kept under $AGENTPROV_HOME, never "
            "deposited)")
 DATASET = ("the pinned AgentHarm dataset (revision e23b3fe6) is not reachable from these "
@@ -43,8 +45,9 @@ PRESETS = "calibrated presets (`--preset`, `--m5ultra`, the setting `compute.pre
 TUNE_JOBS = "the concurrency sweep (`--tune-jobs`, `--tune-out`)"
 A13 = ("A13, the benchmark-validity flag (vacuous utility, a payload that never reached the "
        "agent): the canary's conditions are A3, A4, A6, A11, A12 and A14")
-IN_A_RUN = ("in a run: proven on T0's own step-5 functions against a fixture fork, since "
-            "a dry run stops at step 2 without an AutoDojo environment; " + AUTODOJO)
+IN_A_RUN = ("against the real fork: proven through `run autodojo --dry-run` on an "
+            "environment built from a fixture fork, and on T0's own step-5 functions; "
+            + AUTODOJO)
 
 # Behaviour this build does not have, one reason per requirement.
 NOT_BUILT = {
@@ -121,14 +124,15 @@ DECIDED = {
 
 # Proven requirements of which a part is not built: that part.
 NOT_AUTODOJO = ("AutoDojo's backend (this is proven for AgentDojo and AgentDyn): AutoDojo's "
-                "fork is not public, so its environment cannot be built")
+                "fork is not public, so no environment of it has been built here; its "
+                "worker runs AgentDojo's cells (`agentprov_dojo`) as AgentDyn's does")
 PARTLY = {
     "R-25.32": "the estimate's line (`agentprov estimate`: " + ESTIMATE + "); the caps' half "
                "(the D-740 bound replaces the 48-call constant) is built",
     "R-2.7": NOT_AUTODOJO,
     "R-2.8": NOT_AUTODOJO,
-    "R-6.7": "the NLTK (AutoDojo) and dataset (Inspect) digests, of environments that cannot "
-             "be built here, and the defence-asset digests (`backends build --defence-assets` "
+    "R-6.7": "the NLTK (AutoDojo) and dataset (Inspect) digests, of what cannot be "
+             "provisioned here, and the defence-asset digests (`backends build --defence-assets` "
              "is not built)",
     "R-11.24": "a desktop app (Settings › Keys): this build has none",
     "R-16.5": "the attack-cache (AutoDojo) identity check " + IN_A_RUN,

@@ -82,8 +82,11 @@ def script(tmp_path: Path) -> Path:
 
 
 #: the sources whose backend this build lacks (a slot under backends/): their own refusals
-#: are checked against :func:`landed` backends
-SLOTTED = ("autodojo",)
+#: are checked against :func:`landed` backends (none: every backend has its project)
+SLOTTED: tuple[str, ...] = ()
+#: the part a :func:`slotted` copy of backends/ lacks the backend of, and why its slot says
+SLOT_SOURCE = "agentdyn"
+SLOT_WHY = "a fixture slot: this copy of backends/ holds no agentdyn project"
 
 
 @pytest.fixture(scope="session")
@@ -93,6 +96,16 @@ def landed(tmp_path_factory) -> Path:
     from agentprov_core.testing.fixtures import landed_backends
 
     return landed_backends(tmp_path_factory.mktemp("landed") / "backends")
+
+
+@pytest.fixture(scope="session")
+def slotted(tmp_path_factory) -> Path:
+    """backends/ as a build that lacks :data:`SLOT_SOURCE`'s project would hold it (a slot
+    saying :data:`SLOT_WHY`), for ``AGENTPROV_BACKENDS``."""
+    from agentprov_core.testing.fixtures import slotted_backends
+
+    return slotted_backends(tmp_path_factory.mktemp("slotted") / "backends", SLOT_SOURCE,
+                            SLOT_WHY)
 
 
 @pytest.fixture

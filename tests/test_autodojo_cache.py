@@ -3,13 +3,13 @@ holds a cache file at a known path, fetched into the fetch cache (real git, no m
 the pinned commit replaced by the fixture's through AGENTPROV_TEST_AUTODOJO_PIN.
 
 The shape and variant refusals (exit 2, step 1) go through ``agentprov run autodojo
---dry-run`` against the landed backends; the identity check (exit 3, step 5) comes after
-the environment check of step 2 in the specification's order, and AutoDojo's environment
-cannot be built here, so it is proven on T0's own function (``prepare.check_attack_cache``
-and :mod:`agentprov_core.run.attackcache`), the one a run calls."""
+--dry-run``; the identity check (exit 3, step 5) comes after the environment check of step 2
+in the specification's order, so here (nothing built) it is proven on T0's own function
+(``prepare.check_attack_cache`` and :mod:`agentprov_core.run.attackcache`), the one a run
+calls; tests/test_autodojo_backend.py runs it through the CLI against a built
+environment."""
 
 import hashlib
-import json
 import types
 from pathlib import Path
 
@@ -20,18 +20,10 @@ from agentprov_core.backend import fetchcache
 from agentprov_core.backend.autodojofork import PIN_OVERRIDE, fork_pin
 from agentprov_core.errors import AgentprovError
 from agentprov_core.run import attackcache
+from agentprov_core.testing.autodojo_fork import CACHE, CACHE_PATH, cache_bytes
 from agentprov_core.testing.gitrepo import git, make_repo
 
-CACHE_PATH = "src/agentdojo/attacks/cache/banking.json"
-CACHE = {"injection_tasks": {
-    "injection_task_0": {"injection_bill_text": ["v0", "v1", "v2"],
-                         "injection_incoming_transaction": ["w0"]},
-    "injection_task_1": {"injection_bill_text": ["x0", None, "x2"]}}}
 BANKING = {"banking": [f"injection_task_{i}" for i in range(9)]}
-
-
-def cache_bytes(doc=CACHE) -> bytes:
-    return json.dumps(doc, indent=1).encode()
 
 
 @pytest.fixture
@@ -213,13 +205,12 @@ def test_t0_step_5_prints_the_verification_and_the_fallbacks(tmp_path, fetched, 
 
 # ------------------------------------------------------------ step 1: the CLI (exit 2)
 @pytest.fixture
-def adry(cli, corpora, script, landed):
-    """``agentprov run autodojo --dry-run --attack autodojo`` against the landed backends."""
+def adry(cli, corpora, script):
+    """``agentprov run autodojo --dry-run --attack autodojo``."""
     def run(*args, env=None):
         return cli("run", "autodojo", "--dry-run", "--corpus", corpora / "c", "--campaign", "c",
                    "--suite", "banking", "--user-tasks", "1", "--injection-tasks", "0",
-                   "--attack", "autodojo", "--llm-script", script, *args,
-                   env={"AGENTPROV_BACKENDS": str(landed), **(env or {})})
+                   "--attack", "autodojo", "--llm-script", script, *args, env=env)
     return run
 
 
@@ -270,14 +261,14 @@ def test_a_bad_variant_is_a_usage_error(adry, tmp_path, home, corpora, variant):
 
 @pytest.mark.req("R-23.5", "R-23.9")
 @pytest.mark.parametrize("value", ['"0"', "-1", "true"])
-def test_a_bad_variant_in_a_plan_file(cli, tmp_path, home, corpora, script, landed, value):
+def test_a_bad_variant_in_a_plan_file(cli, tmp_path, home, corpora, script, value):
     plan = tmp_path / "plan.toml"
     plan.write_text('[plan]\nformat = "agentprov-run-plan/0.1"\nbackend = "autodojo"\n'
                     'suites = ["banking"]\nattacks = ["autodojo"]\n'
                     f'autodojo_cache = "{copy_of_cache(tmp_path)}"\n'
                     f"autodojo_variant = {value}\n")
     r = cli("run", "autodojo", "--dry-run", "--corpus", corpora / "c", "--campaign", "c",
-            "--plan", plan, "--llm-script", script, env={"AGENTPROV_BACKENDS": str(landed)})
+            "--plan", plan, "--llm-script", script)
     assert r.code == 2, r.err
     assert "autodojo_variant" in r.err or "--autodojo-variant" in r.err
     assert snapshot(home) == {} and list(corpora.iterdir()) == []
@@ -298,32 +289,59 @@ def test_a_well_formed_cache_passes_step_1_and_stops_at_the_environment(adry, tm
 
 # ------------------------------------------------------------- backends build autodojo
 def test_backends_build_autodojo_without_the_fork_cached(cli, home):
+    """Without the pinned commit in the fetch cache and without --source-repo, the build,
+    its dry run included, says how to provide it (exit 3) and writes nothing: the fork is
+    not public, so --allow-network cannot fetch it."""
     for args in ((), ("--dry-run",), ("--allow-network",)):
         r = cli("backends", "build", "autodojo", *args)
         assert (r.code, r.error["error"]) == (3, "cli.environment.source_not_cached"), r.err
         msg = r.error["message"]
         assert "the pinned commit aa458794 of autodojo is not in the fetch cache" in msg
-        assert "give --source-repo URL" in msg and "the fork is not public" in msg
+        assert "give --source-repo URL" in msg and "the AutoDojo fork is not public" in msg
+        assert "here only --source-repo can provide it" in msg
     assert snapshot(home) == {}
 
 
-def test_backends_build_autodojo_with_the_fork_cached_goes_on(cli, fork, fetched, home):
-    """With the pinned commit in the fetch cache the build is past the fork's check: what
-    stops it is that this build has no AutoDojo project (exit 5)."""
-    r = cli("backends", "build", "autodojo", env={PIN_OVERRIDE: fetched})
-    assert (r.code, r.error["error"]) == (5, "build.unsupported.no_backend"), r.err
-
-
-@pytest.mark.req("R-23.6")
-def test_backends_build_autodojo_fetches_the_fork_from_source_repo(cli, fork, home):
-    """``--source-repo`` fills the fetch cache with the fork's pinned commit (a dry run
-    fetches nothing); the build then stops where this build has no AutoDojo project."""
+@pytest.mark.req("R-5.2")
+def test_backends_build_autodojo_dry_run_names_the_fetch_and_fetches_nothing(cli, fork, home):
+    """With --source-repo the dry run names the fetch (of the test override's commit, said
+    to be one) and the environment named from it; it fetches nothing."""
     src, commit = fork
     dry = cli("backends", "build", "autodojo", "--dry-run", "--source-repo", src,
               env={PIN_OVERRIDE: commit})
-    assert (dry.code, dry.error["error"]) == (3, "cli.environment.source_not_cached"), dry.err
-    assert not (home / "fetch").exists()
-    r = cli("backends", "build", "autodojo", "--source-repo", src, env={PIN_OVERRIDE: commit})
-    assert (r.code, r.error["error"]) == (5, "build.unsupported.no_backend"), r.err
-    repo = home / "fetch" / "autodojo.git"
-    assert fetchcache.resolve(repo, commit) == commit
+    assert dry.code == 0, dry.err
+    lines = dry.out.splitlines()
+    assert lines[0] == f"backend autodojo: environment {home}/envs/autodojo-{commit[:8]}"
+    assert lines[1].startswith(f"  commit8 {commit[:8]} (the test-only override {PIN_OVERRIDE})")
+    assert (f"  upstream: autodojo (the AutoDojo fork is not public) at {commit} (the "
+            f"test-only override {PIN_OVERRIDE}, not the pinned commit)") in lines
+    assert f"would fetch commit {commit} from {src} (--source-repo)" in dry.out
+    assert "worker agentprov-worker-autodojo" in dry.out
+    assert snapshot(home) == {}
+    real = cli("backends", "build", "autodojo", "--dry-run", "--source-repo", src)
+    assert real.code == 0, real.err  # the real pin: named by it, never by a fixture's
+    assert real.out.splitlines()[0].endswith("/envs/autodojo-aa458794")
+    assert "test-only" not in real.out
+    bad = cli("backends", "build", "autodojo", "--dry-run", env={PIN_OVERRIDE: "abc"})
+    assert (bad.code, bad.error["error"]) == (2, "cli.usage.option_value"), bad.err
+    assert PIN_OVERRIDE in bad.error["message"]
+    assert snapshot(home) == {}
+
+
+def test_backends_build_autodojo_with_the_fork_cached_needs_no_source(cli, fork, fetched,
+                                                                      home):
+    """With the pinned commit in the fetch cache the dry run needs no --source-repo."""
+    r = cli("backends", "build", "autodojo", "--dry-run", env={PIN_OVERRIDE: fetched})
+    assert r.code == 0, r.err
+    assert f"commit {fetched} is in the fetch cache" in r.out
+
+
+def test_a_source_repo_without_the_pinned_commit_fetches_nothing_usable(cli, fork, home,
+                                                                         tmp_path):
+    """A source repository that lacks the commit: exit 3 naming it, nothing built."""
+    other = tmp_path / "other"
+    make_repo(other, {"README.md": b"not the fork\n"})
+    r = cli("backends", "build", "autodojo", "--source-repo", other, env={PIN_OVERRIDE: fork[1]})
+    assert (r.code, r.error["error"]) == (3, "cli.environment.source_fetch"), r.err
+    assert fork[1] in r.error["message"]
+    assert not (home / "envs").exists()

@@ -88,10 +88,10 @@ def test_build_dry_run_prints_the_plan_and_writes_nothing(cli, home):
 
 
 @pytest.mark.req("R-5.2")
-def test_git_pinned_backends_are_named_by_their_commit(cli, script, landed_env):
-    """Once the autodojo project lands, an unbuilt environment is named by the commit."""
+def test_git_pinned_backends_are_named_by_their_commit(cli, script):
+    """An unbuilt environment of a git-pinned backend is named by the commit."""
     r = cli("run", "autodojo", "--dry-run", "--corpus", "/tmp/nowhere/a", "--campaign", "a",
-            "--suite", "banking", "--llm-script", script, env=landed_env)
+            "--suite", "banking", "--llm-script", script)
     assert (r.code, r.error["error"]) == (3, "cli.environment.backend_missing")
     assert "autodojo-aa458794" in r.error["message"]
 

@@ -138,8 +138,9 @@ def write_distribution(site: Path, *, dist: str = "agentprov-mybench", version: 
 
 
 def run_contract(site: Path, tmp_path: Path, *select: str, source: str = "mybench",
-                 home: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = child_env()
+                 home: Path | None = None,
+                 extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = child_env() | (extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
     env["AGENTPROV_CONTRACT_SOURCE"] = source
     env["AGENTPROV_HOME"] = str(home or tmp_path / "home")
@@ -197,12 +198,22 @@ def test_the_builtin_agentdojo_plugin_passes_the_backend_side(tmp_path: Path) ->
     assert outcome(done, "test_backend_project_lock", "agentdojo") == "PASSED", done.stdout
 
 
-def test_a_slot_skips_the_file_checks_with_its_why(tmp_path: Path) -> None:
+def test_the_builtin_autodojo_plugin_passes_the_backend_side(tmp_path: Path) -> None:
     done = run_contract(tmp_path, tmp_path, "backend", source="autodojo")
     assert done.returncode == 0, done.stdout + done.stderr
     assert outcome(done, "test_backend_project", "autodojo") == "PASSED", done.stdout
-    assert outcome(done, "test_backend_project_lock", "autodojo") == "SKIPPED", done.stdout
-    assert "is a slot (backends/autodojo/slot.toml): the AutoDojo fork" in done.stdout
+    assert outcome(done, "test_backend_project_lock", "autodojo") == "PASSED", done.stdout
+
+
+def test_a_slot_skips_the_file_checks_with_its_why(tmp_path: Path, slotted: Path) -> None:
+    from conftest import SLOT_SOURCE, SLOT_WHY
+
+    done = run_contract(tmp_path, tmp_path, "backend", source=SLOT_SOURCE,
+                        extra_env={"AGENTPROV_BACKENDS": str(slotted)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert outcome(done, "test_backend_project", SLOT_SOURCE) == "PASSED", done.stdout
+    assert outcome(done, "test_backend_project_lock", SLOT_SOURCE) == "SKIPPED", done.stdout
+    assert "is a slot (" in done.stdout and f"slot.toml): {SLOT_WHY}" in done.stdout
 
 
 # ----------------------------------------------------------- the backend project's fields

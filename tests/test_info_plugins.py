@@ -13,10 +13,14 @@ PARTS = [
 ]
 
 
-#: what the table adds to the caveat of a part whose backend this build lacks (a slot)
-NO_BACKEND = {
-    "autodojo": "the AutoDojo fork pinned at aa458794 is not public, so backends/autodojo/ "
-                "holds no pyproject.toml and no uv.lock",
+#: what the table adds to the caveat of a part whose backend this build lacks (a slot):
+#: none (tests/test_honest_status.py makes one)
+NO_BACKEND: dict[str, str] = {}
+#: what it adds to the caveat of a part built from an upstream that is not public
+UNPUBLISHED = {
+    "autodojo": "the AutoDojo fork is not public, and no environment of its pinned commit "
+                "aa458794 is built here (agentprov backends build autodojo --source-repo URL "
+                "builds one from a copy)",
 }
 
 
@@ -32,6 +36,8 @@ def test_info_lists_the_five_parts_in_order(cli):
         if name in NO_BACKEND:
             caveat += (f"; no backend in this build: {NO_BACKEND[name]} "
                        f"(agentprov run {name} exits 5)")
+        if name in UNPUBLISHED:
+            caveat += f"; {UNPUBLISHED[name]}"
         assert line.split("  ")[-1].strip() == caveat
         assert f" {status} " in line
     assert lines[-1].endswith(" Live corpora cannot be sealed in this build.")
@@ -46,8 +52,10 @@ def test_info_json_has_no_gated_status(cli):
     assert got == PARTS
     assert {p["name"]: (p["buildable"], p["unbuildable"]) for p in doc["parts"]} == {
         "agentdojo": (True, None), "agentharm": (True, None), "agentdyn": (True, None),
-        "rope": (False, None),
+        "autodojo": (True, None), "rope": (False, None),
         **{name: (False, why) for name, why in NO_BACKEND.items()}}
+    assert {p["name"]: p["unpublished"] for p in doc["parts"] if p.get("unpublished")} == (
+        UNPUBLISHED)
     assert all(p["live_status"] in {"planned", "partial", "full"} for p in doc["parts"])
     assert "gated" not in r.out
     assert {p["plugin"]["distribution"] for p in doc["parts"]} == {
@@ -86,7 +94,7 @@ def test_plugins_and_version_list_distributions_and_versions(cli):
     assert {n: (b["distribution"], b["project"], b["pinned"], b["status"])
             for n, b in backends.items()} == {
         "agentdojo": ("agentprov-agentdojo", "backends/agentdojo", "uv.lock", "ok"),
-        "autodojo": ("agentprov-autodojo", "backends/autodojo", "commit aa458794", "unlocked"),
+        "autodojo": ("agentprov-autodojo", "backends/autodojo", "commit aa458794", "ok"),
         "agentdyn": ("agentprov-agentdyn", "backends/agentdyn", "commit 5353cf7615b135cace8d07c8f12dac53a16b6db3", "ok"),
         "inspect-agentharm": ("agentprov-agentharm", "backends/inspect/envs/agentharm",
                               "uv.lock", "ok")}

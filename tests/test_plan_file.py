@@ -95,7 +95,7 @@ def test_plan_file_refusals(cli, tmp_path, corpora, landed_env):
     r = cli("run", "agentdojo", "--plan", f, "--suite", "banking", *base)
     assert (r.code, r.error["error"]) == (2, "cli.usage.plan_with_cell_options")
     assert "--suite" in r.error["message"]
-    r = cli("run", "autodojo", "--plan", f, *base, env=landed_env)  # once its backend lands
+    r = cli("run", "autodojo", "--plan", f, *base, env=landed_env)
     assert (r.code, r.error["error"]) == (2, "cli.usage.plan_backend")
     r = cli("run", "agentdojo", "--plan", tmp_path / "missing.toml", *base)
     assert (r.code, r.error["error"]) == (2, "cli.usage.plan_file")

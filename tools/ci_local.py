@@ -24,8 +24,10 @@ Jobs (``--list`` prints them):
                         (cells, the ``inspect.eval`` mapper, the wire-versus-eval check,
                         the preflight through Inspect); network
 ``backend-autodojo``    AutoDojo's machinery: ``backends build autodojo`` (which says the
-                        fork is not cached: it is not public) and the attack-cache tests
-                        against a fixture fork; network; dispatch-only
+                        fork is not cached: it is not public), the backend built from a
+                        fixture fork (build, ``--offline-check``, the worker's catalogue,
+                        an attack-cache dry run) and the attack-cache tests; network;
+                        dispatch-only
 
 Exit 0 when every job that ran passed, 1 when one failed, 2 on bad usage.
 """
@@ -110,10 +112,12 @@ def jobs(source_repo: str | None) -> list[Job]:
                        "tests/test_eval_mapper.py", "tests/test_inspect_preflight.py",
                        "tests/test_restricted_corpus.py"),
             ]),
-        Job("backend-autodojo", "AutoDojo's machinery: the fork's refusal, the attack-cache "
-            "checks against a fixture fork", network=True, dispatch_only=True, steps=[
+        Job("backend-autodojo", "AutoDojo's machinery: the fork's refusal, the backend and the "
+            "attack-cache checks against a fixture fork", network=True, dispatch_only=True,
+            steps=[
                 agentprov("backends", "build", "autodojo"),
-                pytest("tests/test_autodojo_cache.py", "tests/test_fetchcache.py"),
+                pytest("-m", "slow or not slow", "tests/test_autodojo_backend.py",
+                       "tests/test_autodojo_cache.py", "tests/test_fetchcache.py"),
             ]),
     ]
 

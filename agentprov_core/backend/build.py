@@ -156,7 +156,7 @@ def upstream_builders() -> list[str]:
     from agentprov_core.plugins import manager
 
     return sorted(name for name, found in manager().backends().items()
-                  if any(e.project.upstream for e in found))
+                  if any(e.project.upstream is not None for e in found))
 
 
 def ready_upstream(bp: BuildPlan) -> None:
@@ -261,7 +261,10 @@ def dry_run_lines(bp: BuildPlan) -> list[str]:
     if bp.no_build:
         first = cut.index("--no-build-package")
         cut = [*cut[:first], "--no-build-package", "…"]
-    commit8 = (f"commit8 {bp.pinned_commit[:8]} (the pinned commit)" if bp.pinned_commit
+    over = bp.upstream.test_override if bp.upstream is not None else None
+    commit8 = (f"commit8 {bp.pinned_commit[:8]} ("
+               + (f"the test-only override {over})" if over else "the pinned commit)")
+               if bp.pinned_commit
                else f"commit8 {bp.lock_sha256[:8]} (from lock_sha256)")
     network = ("none (uv --offline: the build uses the uv cache only)" if bp.offline
                else "allowed (--allow-network: uv may download the locked wheels)")
@@ -632,6 +635,9 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
     if proc.returncode != 0:
         text = (proc.stderr or proc.stdout).strip()
         if "--locked" in text and ("needs to be updated" in text or "out of date" in text):
+            if bp.upstream is not None:  # the project's own files were checked before: the
+                # extracted commit's pyproject.toml declares what the lock does not record
+                raise upstream_lock_mismatch(bp, text)
             raise projects.lock_mismatch(bp.located, "uv sync --locked refused it")
         if "No space left" in text:
             raise OSError(errno.ENOSPC, "No space left on device")
@@ -681,6 +687,22 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
         task_files=ident.task_files or None, dataset=data, upstream=up_rec)
     marker.write(tmp, m)
     return m
+
+
+def upstream_lock_mismatch(bp: BuildPlan, uv_text: str) -> AgentprovError:
+    """``cli.environment.upstream_lock``: the commit's ``pyproject.toml`` declares other
+    dependencies than the project's lock records (uv's first line says what)."""
+    assert bp.upstream is not None and bp.located is not None
+    lines = [ln.strip() for ln in uv_text.splitlines() if ln.strip()]
+    said = next((ln for ln in lines if ln.startswith("error:")), lines[-1] if lines else "")
+    # uv's advice (``uv lock`` in the build directory) would re-lock a copy that is removed
+    said = said.removeprefix("error:").split(" To update the lockfile")[0].strip()
+    return AgentprovError("cli.environment.upstream_lock",
+                          lock=paths.display(bp.project / "uv.lock"),
+                          name=bp.upstream.pin.name, commit=bp.commit or bp.upstream.pin.commit,
+                          what=said, backend=bp.meta.backend,
+                          project=bp.located.where, upstream_dir=bp.upstream.directory,
+                          readme=f"{bp.located.where}/README.md")
 
 
 def offline_check(bp: BuildPlan) -> marker.Marker:

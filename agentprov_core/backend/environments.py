@@ -17,10 +17,14 @@ from agentprov_core.source import SourceMeta
 
 
 def pinned_commit(meta: SourceMeta) -> str | None:
-    """The commit a git-pinned backend is named by: its project's pin, else the source's."""
+    """The commit a git-pinned backend is named by: its project's pin (or the test-only
+    commit its ``pin_override`` names, :func:`agentprov_core.backend.upstream.pinned`), else
+    the source's."""
+    from agentprov_core.backend import upstream
+
     loc = projects.locate(meta.backend)
     if loc is not None and loc.entry.project.pinned_commit:
-        return loc.entry.project.pinned_commit
+        return upstream.pinned(loc.entry.project)[0]
     return meta.pinned_commit
 
 

@@ -138,9 +138,10 @@ def ensure(pin: Pin, *, source_repo: str | None = None, allow_network: bool = Fa
     have = resolve(repo, pin.commit) if (repo / "HEAD").is_file() else None
     if have is None or source_repo is not None:
         url = _url(source_repo) if source_repo is not None else pin.upstream
-        if source_repo is None and not allow_network:
+        if source_repo is None and not (allow_network and pin.upstream):  # no URL: not public
             raise AgentprovError("cli.environment.source_not_cached", name=pin.name,
-                                 commit=pin.commit, path=repo, upstream=pin.upstream)
+                                 commit=pin.commit, path=repo,
+                                 upstream=pin.upstream or "its upstream, which has no URL")
         _init(repo)
         fetch_ref = pin.commit if len(pin.commit) == 40 else None
         try:

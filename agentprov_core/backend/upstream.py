@@ -12,12 +12,21 @@ lock records; the build directory is removed once uv has installed the environme
 The environment records the pin (repository, commit, tree, and the licence the backend
 states) in ``agentprov/upstream.json``,
 a guarded file the worker reads into every capture header, and in the marker.
+
+An upstream that is not public (``BackendProject.upstream`` is ``""``, with
+``BackendProject.unpublished`` saying why) has no URL ``--allow-network`` could fetch from:
+without the commit in the fetch cache, only ``--source-repo`` provides it, and the build,
+its dry run included, refuses before anything else (:func:`require_reachable`). Tests
+build such a backend from a fixture repository, whose commit ``BackendProject.pin_override``
+names (:func:`pinned`): the environment is named from that commit and records the variable
+as ``test_override``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tomllib
 from dataclasses import dataclass
@@ -25,6 +34,7 @@ from pathlib import Path
 
 from agentprov_core.backend import fetchcache
 from agentprov_core.backendproject import BackendProject
+from agentprov_core.errors import AgentprovError
 
 #: the file in the environment that records the pin (guarded; read by the worker)
 RECORD = "agentprov/upstream.json"
@@ -38,19 +48,67 @@ class Upstream:
     paths: tuple[str, ...]
     directory: str
     licence: str | None = None
+    #: why the upstream has no URL (``BackendProject.unpublished``), or ``None``: it has one
+    unpublished: str | None = None
+    #: the variable whose test-only commit replaced the pinned one, or ``None``
+    test_override: str | None = None
 
     @property
     def repository(self) -> str:
-        return self.pin.upstream
+        """Its URL; for an upstream that is not public, the fetch cache's name for it."""
+        return self.pin.upstream or self.pin.name
+
+
+def override(commit: str | None, variable: str | None) -> tuple[str | None, bool]:
+    """``commit``, or the value of the test-only ``variable`` when it is set (and whether
+    it was)."""
+    value = os.environ.get(variable, "").strip().lower() if variable else ""
+    return (value, True) if value else (commit, False)
+
+
+def pinned(project: BackendProject) -> tuple[str | None, str | None]:
+    """The commit ``project`` is pinned to, and the test-only variable that replaced it
+    (``None``: the pin itself). An override must be a full commit id (exit 2)."""
+    commit, overridden = override(project.pinned_commit, project.pin_override)
+    if not overridden:
+        return commit, None
+    if not re.fullmatch(r"[0-9a-f]{40}", commit or ""):
+        raise AgentprovError("cli.usage.option_value", option=project.pin_override,
+                             value=commit or "", what="the full 40-hex id of a fixture "
+                             "repository's commit (a test-only override)")
+    return commit, project.pin_override
 
 
 def of(project: BackendProject) -> Upstream | None:
     """The upstream a project builds from, or ``None`` (its lock names everything)."""
     if project.upstream is None or project.pinned_commit is None:
         return None
-    return Upstream(fetchcache.Pin(project.name, project.upstream, project.pinned_commit,
-                                   project.tree), tuple(project.upstream_paths),
-                    project.upstream_dir, project.licence)
+    commit, over = pinned(project)
+    assert commit is not None
+    return Upstream(fetchcache.Pin(project.name, project.upstream, commit,
+                                   None if over else project.tree),
+                    tuple(project.upstream_paths), project.upstream_dir, project.licence,
+                    project.unpublished if not project.upstream else None, over)
+
+
+def not_public(why: str) -> str:
+    """What ``cli.environment.source_not_cached`` says of an upstream with no URL."""
+    return (f"its upstream, whose URL this build does not know ({why}): here only "
+            "--source-repo can provide it")
+
+
+def require_reachable(up: Upstream, source_repo: str | None) -> None:
+    """An upstream that is not public must be in the fetch cache, or given with
+    ``--source-repo``: else ``cli.environment.source_not_cached`` (exit 3), on a dry run
+    too (there is nothing a build could do), with nothing fetched or written."""
+    if up.pin.upstream or source_repo is not None:
+        return
+    repo = fetchcache.repo_path(up.pin.name)
+    if (repo / "HEAD").is_file() and fetchcache.resolve(repo, up.pin.commit) is not None:
+        return
+    raise AgentprovError("cli.environment.source_not_cached", name=up.pin.name,
+                         commit=up.pin.commit, path=repo,
+                         upstream=not_public(up.unpublished or "it is not public"))
 
 
 def _path_sources(project: Path) -> list[Path]:
@@ -85,13 +143,17 @@ def stage(project: Path, up: Upstream, repo: Path, commit: str, into: Path) -> P
 
 def record(up: Upstream, commit: str, repo: Path, source_repo: str | None) -> dict:
     """What the environment records of its upstream (marker and ``agentprov/upstream.json``)."""
-    return {"repository": up.repository, "commit": commit,
-            "tree": fetchcache.tree_of(repo, commit), "paths": list(up.paths),
-            "licence": up.licence, "fetched_from": source_repo or up.repository}
+    rec = {"repository": up.repository, "commit": commit,
+           "tree": fetchcache.tree_of(repo, commit), "paths": list(up.paths),
+           "licence": up.licence, "fetched_from": source_repo or up.repository}
+    if up.test_override is not None:  # a fixture's commit, never the pinned one
+        rec["test_override"] = up.test_override
+    return rec
 
 
 def write_record(env: Path, rec: dict) -> None:
-    doc = {k: rec[k] for k in ("repository", "commit", "tree", "paths", "licence")}
+    doc = {k: rec[k] for k in ("repository", "commit", "tree", "paths", "licence",
+                               "test_override") if k in rec}
     (env / RECORD).write_text(json.dumps(doc, sort_keys=True, indent=1) + "\n",
                               encoding="utf-8")
 
@@ -104,13 +166,16 @@ def dry_run_lines(up: Upstream, source_repo: str | None, offline: bool) -> list[
         fetch = f"would fetch commit {up.pin.commit} from {source_repo} (--source-repo)"
     elif have is not None:
         fetch = f"commit {have} is in the fetch cache"
-    elif not offline:
+    elif not offline and up.pin.upstream:
         fetch = f"would fetch commit {up.pin.commit} from {up.repository} (--allow-network)"
     else:
         fetch = (f"commit {up.pin.commit} is not in the fetch cache: the build refuses "
                  "(give --source-repo URL, or --allow-network)")
     tree = f"; its tree must be {up.pin.tree}" if up.pin.tree else ""
-    return [f"  upstream: {up.repository} at {up.pin.commit}{tree}",
+    where = f"{up.repository} ({up.unpublished})" if up.unpublished else up.repository
+    over = (f" (the test-only override {up.test_override}, not the pinned commit)"
+            if up.test_override else "")
+    return [f"  upstream: {where} at {up.pin.commit}{over}{tree}",
             f"  fetch cache {repo}: {fetch}",
             f"  then: git archive {' '.join(up.paths) or '(the whole tree)'} into "
             f"{up.directory}/ of a copy of the project beside the new environment "

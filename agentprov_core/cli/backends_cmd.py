@@ -12,15 +12,12 @@ def backends() -> None:
     """Build and check backend environments ($AGENTPROV_HOME/envs/<id>/)."""
 
 
-def refuse_unbuildable(name: str, source_repo: str | None = None,
-                       allow_network: bool = False) -> None:
+def refuse_unbuildable(name: str) -> None:
     """A backend whose project this build lacks is answered first, whatever the options
     (exit 5, ``build.unsupported.no_backend``): uv could only fail. An unknown name is left
-    to the build's own lookup. AutoDojo's fork comes before that: its pinned commit is
-    fetched into the fetch cache from ``source_repo`` (never on a dry run: pass None), else
-    the build says how to provide it (exit 3)."""
-    from agentprov_core.backend import autodojofork, slots
+    to the build's own lookup."""
     from agentprov_core.backend import build as b
+    from agentprov_core.backend import slots
     from agentprov_core.errors import AgentprovError
 
     try:
@@ -28,10 +25,13 @@ def refuse_unbuildable(name: str, source_repo: str | None = None,
     except AgentprovError:
         return
     if (why := slots.unbuildable(meta)) is not None:
-        # AutoDojo's fork comes first: without its pinned commit nothing could be built
-        autodojofork.refuse_uncached_build(meta.backend, source_repo=source_repo,
-                                           allow_network=allow_network)
         raise AgentprovError("build.unsupported.no_backend", backend=meta.backend, why=why)
+
+
+def _override(rec: dict) -> str:
+    """What the upstream line adds for a commit a test-only variable named."""
+    over = rec.get("test_override")
+    return f"; the test-only override {over}, not the pinned commit" if over else ""
 
 
 @backends.command("build")
@@ -62,8 +62,7 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
     from agentprov_core.backend import build as b
     from agentprov_core.errors import AgentprovError
 
-    refuse_unbuildable(backend, None if dry_run else source_repo,
-                       allow_network and not dry_run)
+    refuse_unbuildable(backend)
     if dry_run and offline_check:
         raise AgentprovError("cli.usage.exclusive", first="--dry-run", second="--offline-check")
     if offline_check and (defence_assets is not None or defence_source):
@@ -79,6 +78,10 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
         raise AgentprovError("cli.usage.env_file", path=env_file)
     bp = b.plan_build(backend, allow_network, defence_assets, defence_source, dataset,
                       source_repo)
+    if bp.upstream is not None and not offline_check:  # an upstream that is not public
+        from agentprov_core.backend import upstream
+
+        upstream.require_reachable(bp.upstream, source_repo)
     if dry_run:
         for line in b.dry_run_lines(bp):
             click.echo(line)
@@ -89,7 +92,8 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
                    "(marker, lock, RECORD, guarded files, hello identity)")
         if m.upstream:
             click.echo(f"  upstream: {m.upstream['repository']} at {m.upstream['commit']} "
-                       f"(tree {m.upstream['tree']}; agentprov/upstream.json re-hashed)")
+                       f"(tree {m.upstream['tree']}; agentprov/upstream.json re-hashed)"
+                       + _override(m.upstream))
         if m.defence_assets:
             click.echo("  defence assets (every file re-hashed): " + ", ".join(
                 f"{aid} {len(rec['files'])} file(s)" for aid, rec in sorted(
@@ -116,7 +120,7 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
         click.echo("  " + describe(m.dataset))
     if m.upstream:
         click.echo(f"  upstream: {m.upstream['repository']} at {m.upstream['commit']} (tree "
-                   f"{m.upstream['tree']})")
+                   f"{m.upstream['tree']})" + _override(m.upstream))
     for aid, rec in sorted((m.defence_assets or {}).items()):
         click.echo(f"  defence asset {aid}: {len(rec['files'])} file(s) verified (sha256 and "
                    f"git blob id), digest {rec['sha256'][:16]}…")

@@ -103,6 +103,33 @@ def _buildable(row: dict[str, Any], meta) -> None:
         row["buildable"] = False
     else:  # null: no project under backends/ to judge by (its build names what is missing)
         row["buildable"] = True if project is not None else None
+    row["unpublished"] = None if why is not None else unpublished(meta)
+
+
+def unpublished(meta) -> str | None:
+    """What the table says of a backend built from an upstream that is not public
+    (``BackendProject.unpublished``): that, and whether an environment of it is built in
+    ``$AGENTPROV_HOME``; ``None`` for any other backend."""
+    from agentprov_core.backend import environments, projects, upstream
+    from agentprov_core.backend.marker import MARKER
+    from agentprov_core.errors import AgentprovError
+
+    try:
+        loc = projects.locate(meta.backend)
+        project = loc.entry.project if loc is not None else None
+        if project is None or project.upstream != "" or not project.unpublished:
+            return None
+        env_id = environments.environment_id(meta)
+    except AgentprovError:  # another part of the row names it
+        return None
+    if (environments.environment_dir(env_id) / MARKER).is_file():
+        over = project.pin_override if upstream.pinned(project)[1] else None
+        return (f"{project.unpublished}: {env_id} is built here from a copy" + (
+            f" of a fixture's commit (the test-only override {over}), not of the fork"
+            if over else ""))
+    return (f"{project.unpublished}, and no environment of its pinned commit "
+            f"{environments.pinned_commit(meta)} is built here (agentprov backends build "
+            f"{meta.backend} --source-repo URL builds one from a copy)")
 
 
 def caveat_line(row: dict[str, Any]) -> str:
@@ -111,6 +138,8 @@ def caveat_line(row: dict[str, Any]) -> str:
     if row.get("unbuildable"):
         return (f"{row['caveat']}; no backend in this build: {row['unbuildable']} "
                 f"(agentprov run {row['name']} exits 5)")
+    if row.get("unpublished"):
+        return f"{row['caveat']}; {row['unpublished']}"
     return row["caveat"]
 
 

@@ -74,6 +74,10 @@ def manifest_of(prepared: Prepared, old: dict[str, Any] | None) -> dict[str, Any
     if ident is not None:  # step 4's identity record, under the digest the configuration
         # digest holds; the first observation of a digest is kept (R-11.4)
         live.setdefault("local_models", {}).setdefault(ident.digest, ident.to_json())
+    over = (marker.upstream or {}).get("test_override")
+    if over:  # the environment was built from a fixture's commit, not the pinned one
+        m["test_only"] = True
+        live["test_overrides"] = sorted(set(live.get("test_overrides", [])) | {over})
     m["live"] = live
     return m
 

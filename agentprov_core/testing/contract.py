@@ -587,8 +587,14 @@ def _field_problems(project: BackendProject, what: str) -> list[str]:
             kind = "a string" if f.required else "a string or None"
             out.append(f"BackendProject.{f.name} of {what}: {value!r} is of type "
                        f"{type(value).__name__}, not {kind}")
-        elif isinstance(value, str) and not value.strip():
-            out.append(f"BackendProject.{f.name} of {what}: is empty")
+        elif isinstance(value, str) and not value.strip() and not (
+                f.name == "upstream" and project.unpublished):  # "": not public, and why
+            out.append(f"BackendProject.{f.name} of {what}: is empty" + (
+                " (an upstream that is not public says why in BackendProject.unpublished)"
+                if f.name == "upstream" else ""))
+    if project.unpublished and project.upstream:
+        out.append(f"BackendProject.unpublished of {what}: set, but upstream names the URL "
+                   f"{project.upstream!r} (an upstream that is not public has upstream \"\")")
     return out
 
 
@@ -720,7 +726,14 @@ def _built(name: str) -> str:
     from agentprov_core.backend.marker import MARKER
 
     meta = _source(name).meta
-    build = f"build it with `agentprov backends build {meta.backend}`"
+    try:
+        loc = projects.locate(meta.backend) if meta.backend else None
+    except AgentprovError:  # contributed twice: the project checks name it
+        loc = None
+    unpublished = loc.entry.project.unpublished if loc is not None else None
+    build = (f"build it with `agentprov backends build {meta.backend}"
+             + (f" --source-repo URL` (a copy of its upstream: {unpublished})" if unpublished
+                else "`"))
     try:
         why = slots.unbuildable(meta)
     except AgentprovError as exc:  # a malformed slot file: the lock check names it

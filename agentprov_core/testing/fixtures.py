@@ -23,7 +23,9 @@ Outside pytest, :func:`build_plugins`, :func:`use_plugins` and :func:`run_cli` d
 
 :func:`landed_backends` copies the ``backends/`` tree with every slot (a backend project
 this build lacks, :mod:`agentprov_core.backend.slots`) given a placeholder project, for
-checks of what a source refuses once its backend lands: point ``AGENTPROV_BACKENDS`` at it.
+checks of what a source refuses once its backend lands; :func:`slotted_backends` copies it
+with one project made a slot, for checks of what a part whose backend a build lacks says:
+point ``AGENTPROV_BACKENDS`` at either.
 """
 
 from __future__ import annotations
@@ -234,4 +236,25 @@ def landed_backends(dest: Path) -> Path:
         if not all((project / f).is_file() for f in PROJECT_FILES):
             (project / "pyproject.toml").write_text(PLACEHOLDER_PYPROJECT, encoding="utf-8")
             (project / "uv.lock").write_text(PLACEHOLDER_LOCK, encoding="utf-8")
+    return dest
+
+
+def slotted_backends(dest: Path, name: str, why: str) -> Path:
+    """A copy of this build's ``backends/`` at ``dest`` in which the project ``name`` is a
+    slot (:mod:`agentprov_core.backend.slots`): its ``pyproject.toml`` and ``uv.lock``
+    removed, and a ``slot.toml`` saying ``why``; for checks of what a part whose backend a
+    build lacks says. Returns ``dest``."""
+    import shutil
+
+    from agentprov_core.backend.slots import PROJECT_FILES, SLOT_FILE, SLOT_FORMAT
+    from agentprov_core.base import paths
+
+    src = paths.backends_dir()
+    if src is None:
+        raise RuntimeError("no backends/ directory to copy (set AGENTPROV_BACKENDS)")
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", ".venv"))
+    for f in PROJECT_FILES:
+        (dest / name / f).unlink()
+    (dest / name / SLOT_FILE).write_text(f'format = "{SLOT_FORMAT}"\nwhy = {json.dumps(why)}\n',
+                                         encoding="utf-8")
     return dest

@@ -2,6 +2,12 @@
 
 from pathlib import Path
 
+from agentprov_core.backend.autodojofork import (
+    PIN_OVERRIDE,
+    PINNED_COMMIT,
+    UNPUBLISHED,
+    UPSTREAM,
+)
 from agentprov_core.backendproject import BackendProject
 from agentprov_core.plugins import hookimpl
 from agentprov_core.source import SourceMeta, SuiteSource
@@ -16,7 +22,7 @@ class AutoDojo(SuiteSource):
         backend="autodojo",
         backend_project="autodojo",
         environment_prefix="autodojo",
-        pinned_commit="aa458794",
+        pinned_commit=PINNED_COMMIT,
         live_status="partial",
         caveat="local",
         # gateway_compat binds to private helpers whose versions differ in the fork
@@ -24,14 +30,27 @@ class AutoDojo(SuiteSource):
         # the shared capture mapper, which agentprov-agentdojo registers
         mapper="agentdojo.capture",
     )
-    # the fork is not public: the spec's declared counts, not verified
+    # what `--catalogue` answers while no environment is built: the fork is not public, so
+    # these are the spec's declared counts, not verified (provenance "declared"); once
+    # built, the worker serves the catalogue of the installed fork
     catalogue_file = Path(__file__).with_name("catalogue.declared.json")
+
+
+#: what of the fork's commit building its ``agentdojo`` distribution needs
+UPSTREAM_PATHS = ("src", "pyproject.toml", "LICENSE", "README.md")
 
 
 @hookimpl
 def agentprov_backends():
-    """The backend project: ``backends/autodojo`` of the agentprov checkout (a slot: its README says what it will pin)."""
-    return [BackendProject(name="autodojo", path="autodojo", pinned_commit="aa458794")]
+    """The backend project: ``backends/autodojo`` of the agentprov checkout, whose uv.lock
+    installs the fork's code from its pinned commit (extracted from the fetch cache at build
+    time, where only ``--source-repo`` can put it: the fork is not public) and the worker
+    package ``backends/autodojo/worker``."""
+    return [BackendProject(name="autodojo", path="autodojo", pinned_commit=PINNED_COMMIT,
+                           upstream=UPSTREAM, unpublished=UNPUBLISHED,
+                           upstream_paths=UPSTREAM_PATHS,
+                           licence="not stated: the fork is not public",
+                           worker="agentprov-worker-autodojo", pin_override=PIN_OVERRIDE)]
 
 
 @hookimpl
