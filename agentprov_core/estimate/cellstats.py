@@ -78,15 +78,17 @@ class Priors:
     doc: dict[str, Any]
 
     def lookup(self, benchmark: str, suite: str | None, attack: str | None, fam: str,
-               defence: str) -> Stat | None:
+               defence: str, *, any_benchmark: bool = True) -> Stat | None:
         """The most specific row: the cell's benchmark, suite, attack, model family and
-        defence, then coarser rows (any family, any attack, any suite, any benchmark), first
-        with the plan's defence and then with any."""
+        defence, then coarser rows (any family, any attack, any suite, and with
+        ``any_benchmark`` any benchmark), first with the plan's defence and then with any."""
         s, a = suite or ANY, attack or "none"
         for d in (defence, ANY):
-            for key in ((benchmark, s, a, fam, d), (benchmark, s, a, ANY, d),
-                        (benchmark, s, ANY, ANY, d), (benchmark, ANY, ANY, ANY, d),
-                        (ANY, ANY, ANY, ANY, d)):
+            keys = [(benchmark, s, a, fam, d), (benchmark, s, a, ANY, d),
+                    (benchmark, s, ANY, ANY, d), (benchmark, ANY, ANY, ANY, d)]
+            if any_benchmark:
+                keys.append((ANY, ANY, ANY, ANY, d))
+            for key in keys:
                 row = self.rows.get(key)
                 if row is not None:
                     return _row_stat(row, key, (benchmark, s, a, fam, defence))

@@ -159,8 +159,11 @@ class StatSource:
         if self.priors is not None:
             key = (cell.suite, cell.attack)
             if key not in self._priors_cache:
+                # the priors are AgentDojo-format runs: an Inspect task's cells (with judges)
+                # take only rows of their own benchmark
                 self._priors_cache[key] = self.priors.lookup(
-                    self.source, cell.suite, cell.attack, self.family, self.defence)
+                    self.source, cell.suite, cell.attack, self.family, self.defence,
+                    any_benchmark=self.prepared.doc.inspect is None)
             s = self._priors_cache[key]
             if s is not None:
                 return s
@@ -225,12 +228,15 @@ def build(prepared: Prepared, *, corpora: cellstats.CorpusStats | None,
     pin = price or prices.Price(endpoint="", model="", input=0, output=0, as_of="", source="")
     pj = jprice or pin
     estimated_tokens = False
+    other = 0
     for cell, left in due:
         s = src.stat(cell)
         scale, rounds = (1.0, 1.0)
         if inspect and s.basis == "default":
             scale, rounds = src.inspect_scale(cell)
         estimated_tokens |= s.estimated_tokens
+        if s.basis == "priors" and "any benchmark" in s.detail:
+            other += 1
         cost, calls = [0.0, 0.0], [0.0, 0.0]
         for i, q in enumerate((50, 90)):
             ai, ao = s.get("agent_input_tokens", q) * scale, s.get("agent_output_tokens", q) * scale
@@ -261,6 +267,10 @@ def build(prepared: Prepared, *, corpora: cellstats.CorpusStats | None,
             f"{est.sources['default']} unit(s) have no statistics in the named corpora or the "
             f"shipped priors: they are counted at a conservative default "
             f"({src._default.detail}), so this estimate is high")
+    if other:
+        est.warnings.append(f"{other} unit(s) take the priors' rows of any benchmark (there "
+                            f"are none of {src.source}): the shipped priors count AgentDyn's "
+                            "published AgentDojo-format runs")
     if estimated_tokens:
         tk = (priors.doc.get("tokenizer") if priors else None) or "a tokenizer"
         est.warnings.append(f"the priors' token counts are estimated from the recorded "
