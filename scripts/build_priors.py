@@ -24,7 +24,8 @@ The pipeline name is ``<model>[-<defence>]``; the model family drops the provide
 a date suffix (:func:`agentprov_core.estimate.cellstats.family`). Rows are written by
 benchmark (``agentdyn``), suite, attack (``none`` for benign), family and defence, with
 coarser rows where any of them is ``*``; each row holds n and (p50, p90) of each figure, and
-every row names its source (repository, commit, path prefix, count of files).
+every row names its source (repository, commit, path prefix, count of files); the document
+records the agentprov commit that built it (``built_at_commit``).
 """
 
 from __future__ import annotations
@@ -177,8 +178,11 @@ def build(git_dir: Path, commit: str) -> dict:
         row["tokens_estimated"] = True
         row["source"] = 0
         rows.append(row)
+    built = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                           text=True).stdout.strip() or None
     return {"format": PRIORS_FORMAT, "built_by": "scripts/build_priors.py",
-            "tokenizer": count.name, "sources": [source], "rows": rows}
+            "built_at_commit": built, "tokenizer": count.name, "sources": [source],
+            "rows": rows}
 
 
 def main() -> int:

@@ -411,7 +411,7 @@ def document(est: Estimate) -> dict[str, Any]:
         "inspect": est.inspect,
         "sources": dict(sorted(est.sources.items())),
         "stats_corpora": est.stats_corpora,
-        "priors": {k: est.priors_doc.get(k) for k in ("built_by", "built_at", "tokenizer",
-                                                      "sources")} if est.priors_doc else None,
+        "priors": {k: est.priors_doc.get(k) for k in ("built_by", "built_at_commit",
+                                                      "tokenizer", "sources")} if est.priors_doc else None,
         "warnings": est.warnings,
     }
