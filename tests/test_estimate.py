@@ -136,7 +136,7 @@ HEADLINE = re.compile(
     r"--jobs 1\.$")
 
 
-@pytest.mark.req("R-9.1", "R-9.3", "R-9.4", "R-9.5", "R-9.6", "R-9.7", "R-9.8", "R-9.9")
+@pytest.mark.req("R-9.1", "R-9.3", "R-9.4", "R-9.5", "R-9.6", "R-9.7", "R-9.8", "R-9.22")
 def test_estimate_prints_the_spec_transcript_shape(cli, marked, corpora):
     assert cli("prices", "set", "openrouter", "example-model", "--input", "0.15",
                "--output", "0.60", "--as-of", "2026-10-28").code == 0
@@ -161,6 +161,8 @@ def test_estimate_prints_the_spec_transcript_shape(cli, marked, corpora):
     assert any(re.fullmatch(r"Sources of the cell statistics: .*\d+ units", x) for x in lines)
     assert any(x.startswith("Warning: Planned with a scripted stand-in (no key, no network): ")
                and x.endswith("so this estimate is high.") for x in lines)
+    assert any(x.startswith("Warning: the priors' durations are the recorded runs' time")
+               for x in lines)
     assert snapshot(marked) == before  # nothing written (the corpus neither)
     assert not (corpora / "e").exists() and not (corpora / "e.partial").exists()
 
@@ -285,6 +287,7 @@ def test_priors_fall_back_to_coarser_rows(tmp_path):
     assert cellstats.quantiles([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]) == (5, 9)
 
 
+@pytest.mark.req("R-9.17")
 def test_shipped_priors_name_their_source():
     from agentprov_core.estimate import cellstats
 
@@ -297,6 +300,9 @@ def test_shipped_priors_name_their_source():
     assert all(r["tokens_estimated"] for r in p.rows.values())
     assert ("agentdyn", "shopping", "important_instructions", "*", "none") in p.rows
     assert ("*", "*", "*", "*", "*") in p.rows
+    row = p.rows[("agentdyn", "shopping", "important_instructions", "*", "none")]
+    for f in ("agent_calls", "agent_input_tokens", "agent_output_tokens", "duration_s"):
+        assert len(row[f]) == 2 and 0 < row[f][0] <= row[f][1]  # p50, p90 per cell
 
 
 # ------------------------------------------------------------------------------ AgentHarm
@@ -361,3 +367,21 @@ def test_judges_on_other_models_are_priced_at_the_dearest_or_unknown(monkeypatch
     assert any("no price for the judge semantic_judge's model unpriced" in w
                for w in e2.warnings)
     assert est.text(e2).startswith("≈ no price for this model")
+
+
+@pytest.mark.req("R-9.27")
+def test_a_local_endpoint_has_no_per_token_cost(cli, marked, corpora):
+    # an override of a local model is kept, but a local endpoint is priced at zero
+    assert cli("prices", "set", "ollama", "qwen3:8b", "--input", "5", "--output", "5").code == 0
+    r = estimate(cli, corpora, "--format", "json", model=("--endpoint", "ollama", "--model-id",
+                                                          "qwen3:8b"), caps=())
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["price"]["origin"] == "local"
+    assert doc["price"]["input_per_mtok"] == doc["price"]["output_per_mtok"] == 0
+    assert doc["cost_usd"] == {"p50": 0, "p90": 0, "worst_case": 0}
+    assert doc["model_calls"]["p50"] > 0  # counted all the same
+    assert doc["warnings"][0].startswith("Planned with a scripted stand-in")
+    head = estimate(cli, corpora, model=("--endpoint", "ollama", "--model-id", "qwen3:8b"),
+                    caps=()).out.splitlines()[0]
+    assert "(a local endpoint: no per-token cost)" in head and head.startswith("≈ $0.0000 ")
