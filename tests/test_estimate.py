@@ -234,10 +234,11 @@ def _gen_corpus(out: Path, n: int) -> Path:
 
 @pytest.mark.req("R-9.2", "R-9.8")
 def test_stats_corpus_counts_come_from_the_index(cli, marked, corpora, tmp_path):
+    import msgspec
+
+    from agentprov_core.evidence.aer import AER
     from agentprov_core.evidence.executions import Executions
     from agentprov_core.evidence.sem import derive
-    from agentprov_core.evidence.aer import AER
-    import msgspec
 
     root = _gen_corpus(tmp_path / "stats", 3)
     ex = Executions(root)
@@ -309,9 +310,8 @@ def test_shipped_priors_name_their_source():
 def _harm(monkeypatch, tmp_path, judges, prices_set=()):
     from agentprov_core.backend import environments
     from agentprov_core.base import paths
-    from agentprov_core.estimate import cellstats
+    from agentprov_core.estimate import cellstats, prices
     from agentprov_core.estimate import estimate as est
-    from agentprov_core.estimate import prices
     from agentprov_core.run import prepare as planning
     from agentprov_core.run.runrequest import RunRequest
 

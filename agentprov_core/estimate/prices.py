@@ -97,7 +97,7 @@ def parse_price(option: str, raw: str) -> Decimal:
 
 
 def today() -> dt.date:
-    return dt.datetime.now(dt.timezone.utc).date()
+    return dt.datetime.now(dt.UTC).date()
 
 
 def parse_date(option: str, raw: str) -> str:
