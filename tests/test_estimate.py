@@ -385,3 +385,12 @@ def test_a_local_endpoint_has_no_per_token_cost(cli, marked, corpora):
     head = estimate(cli, corpora, model=("--endpoint", "ollama", "--model-id", "qwen3:8b"),
                     caps=()).out.splitlines()[0]
     assert "(a local endpoint: no per-token cost)" in head and head.startswith("≈ $0.0000 ")
+
+
+@pytest.mark.parametrize("flag", ["--dry-run", "--catalogue", "--preflight-only"])
+def test_estimate_refuses_what_only_run_does(cli, marked, corpora, flag):
+    before = snapshot(marked)
+    r = estimate(cli, corpora, flag)
+    assert (r.code, r.error["error"]) == (2, "cli.usage.estimate_option")
+    assert flag in r.error["message"]
+    assert snapshot(marked) == before
