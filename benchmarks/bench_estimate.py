@@ -88,7 +88,7 @@ def run_child(spec: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
     return res
 
 
-def run(executions: int, repeats: int) -> dict[str, Any]:
+def run(executions: int, repeats: int, keep: Path | None = None) -> dict[str, Any]:
     from bench_planning_scale import main_attacks
     from gen_corpus import generate
 
@@ -101,12 +101,15 @@ def run(executions: int, repeats: int) -> dict[str, Any]:
         home.mkdir()
         t = time.perf_counter()
         os.environ.setdefault("AGENTPROV_LOAD_PLUGINS", "agentdojo")
-        first = generate(tmpdir / "stats-00", executions)
-        gen_s = time.perf_counter() - t
+        if keep is not None and (keep.with_name(keep.name + ".partial") / "manifest.json").is_file():
+            first, gen_s = keep.with_name(keep.name + ".partial"), None  # made by an earlier run
+        else:
+            first = generate(keep or tmpdir / "stats-00", executions)
+            gen_s = time.perf_counter() - t
         stats = [str(first)]
         for i in range(1, 16):
             dst = tmpdir / f"stats-{i:02d}.partial"
-            subprocess.run(["cp", "-al", str(first), str(dst)], check=True)
+            subprocess.run(["cp", "-al", str(first), str(dst)], check=True)  # same bytes
             stats.append(str(dst))
         landed = landed_backends(tmpdir / "backends")
         env = child_env(str(home)) | {"AGENTPROV_BACKENDS": str(landed)}
@@ -146,11 +149,13 @@ def main() -> None:
     ap.add_argument("--child")
     ap.add_argument("--executions", type=int, default=10_000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--keep", type=Path, help="generate the corpus here (DIR.partial), or reuse "
+                                              "the one an earlier run left there")
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(json.loads(a.child))))
         return
-    print(json.dumps(run(a.executions, a.repeats), indent=1))
+    print(json.dumps(run(a.executions, a.repeats, a.keep), indent=1))
 
 
 if __name__ == "__main__":

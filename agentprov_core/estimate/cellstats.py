@@ -21,6 +21,7 @@ import msgspec
 
 from agentprov_core.base import paths
 from agentprov_core.errors import AgentprovError
+from agentprov_core.evidence.executions import IndexCounts
 
 PRIORS_FORMAT = "agentprov-priors/0.1"
 #: at most this many ``--stats-corpus`` (R-9.2)
@@ -130,6 +131,14 @@ def load_priors(path: Path | None = None) -> Priors | None:
 
 
 # --------------------------------------------------------------------------- corpora
+class IndexRow(msgspec.Struct):
+    """What the estimate reads of an index row (``executions.jsonl``); the rest is skipped."""
+
+    unit: str
+    execution_observed: bool
+    counts: IndexCounts | None = None
+
+
 @dataclass
 class _Pool:
     values: dict[str, list[float]] = field(default_factory=lambda: {f: [] for f in FIELDS})
@@ -187,7 +196,7 @@ def read_corpora(dirs: Iterable[str]) -> CorpusStats:
     """Read the ``executions.jsonl`` index of each corpus (never an AER). A directory that is
     not a corpus, or more than :data:`MAX_STATS_CORPORA` of them, is
     ``cli.usage.stats_corpus`` (exit 2)."""
-    from agentprov_core.evidence.executions import INDEX, IndexEntry
+    from agentprov_core.evidence.executions import INDEX
 
     dirs = list(dirs)
     if len(dirs) > MAX_STATS_CORPORA:
@@ -195,7 +204,7 @@ def read_corpora(dirs: Iterable[str]) -> CorpusStats:
                              what=f"is the {len(dirs)}th --stats-corpus; at most "
                                   f"{MAX_STATS_CORPORA} corpora are read")
     stats = CorpusStats(corpora=dirs)
-    dec = msgspec.json.Decoder(IndexEntry)
+    dec = msgspec.json.Decoder(IndexRow)
     for d in dirs:
         root = _corpus_root(d)
         manifest = root / "manifest.json"
