@@ -394,3 +394,26 @@ def test_estimate_refuses_what_only_run_does(cli, marked, corpora, flag):
     assert (r.code, r.error["error"]) == (2, "cli.usage.estimate_option")
     assert flag in r.error["message"]
     assert snapshot(marked) == before
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-9.2")
+def test_settled_units_are_not_estimated_again(e2e_cli, tmp_path):
+    """A real scripted campaign (the AgentDojo environment), then its estimate: the settled
+    units are not due, and the corpus's index rows (written by the campaign) carry counts."""
+    script = ROOT / "examples" / "scripts" / "live-demo.json"
+    corpus = tmp_path / "live-demo"
+    plan = ("agentdojo", "--corpus", corpus, "--campaign", "demo", *SPEC_PLAN[1:],
+            "--llm-script", script, "--model-display-name", "Scripted Model")
+    r = e2e_cli("run", *plan, json_errors=False)
+    assert r.code == 0, r.err
+    root = corpus.with_name("live-demo.partial")
+    rows = [json.loads(x) for x in (root / "executions.jsonl").read_text().splitlines() if x]
+    assert len(rows) == 4 and all(x["counts"]["agent_calls"] > 0 for x in rows)
+    before = snapshot(root)
+    r = e2e_cli("estimate", *plan, "--stats-corpus", corpus, "--format", "json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert (doc["units"], doc["settled"], doc["units_due"], doc["attempts_due"]) == (4, 4, 0, 0)
+    assert doc["cost_usd"] == {"p50": 0, "p90": 0, "worst_case": 0}  # the scripted transport
+    assert snapshot(root) == before
