@@ -541,6 +541,21 @@ _reg("cli.usage.settings_file", U, "usage",
      "the settings file {location}: {what}",
      "correct the file ($AGENTPROV_HOME/settings.toml), or edit it with agentprov settings set|unset")
 
+# --- estimates and prices (agentprov estimate, agentprov prices; agentprov_core/estimate/).
+# Nothing is written before any of these.
+_reg("cli.usage.stats_corpus", U, "usage",
+     "--stats-corpus {path}: {what}",
+     "name at most 16 corpus directories (each holding a manifest.json), or drop --stats-corpus")
+_reg("cli.usage.estimate_option", U, "usage",
+     "{option} belongs to agentprov run: an estimate runs nothing and prints its own plan",
+     "drop the option (agentprov run --dry-run prints the plan)")
+_reg("cli.refused.prices_network", R, "coded",
+     "prices refresh reads OpenRouter's public model list ({url}): a network call, never made without --allow-network",
+     "add --allow-network")
+_reg("cli.environment.prices_fetch", E, "coded",
+     "reading the price list from {url} failed: {why}",
+     "check the network, then re-run agentprov prices refresh --allow-network")
+
 #: Register codes: what the evidence records about an execution or a session (in AERs,
 #: ledger entries and the quarantine register). They are not errors of the command that
 #: meets them and have no exit code of their own; a run counts them in its summary

@@ -39,8 +39,6 @@ INSPECT = ("the restricted, private AgentHarm corpus (kept under $AGENTPROV_HOME
 DATASET = ("the pinned AgentHarm dataset (revision e23b3fe6) is not reachable from these "
            "machines: the environment is built from a local copy or the project's fixture "
            "(`--dataset DIR`), and says which")
-ESTIMATE = "`agentprov estimate` (no estimate, shipped priors or time model)"
-PRICES = "`agentprov prices` and its shipped price table"
 PRESETS = "calibrated presets (`--preset`, `--m5ultra`, the setting `compute.preset`)"
 TUNE_JOBS = "the concurrency sweep (`--tune-jobs`, `--tune-out`)"
 A13 = ("A13, the benchmark-validity flag (vacuous utility, a payload that never reached the "
@@ -62,9 +60,7 @@ NOT_BUILT = {
               "the first attacked cell's setup refusal, which stops the run (R-13.3)",
     "R-19.6": "a desktop app: this build has none",
     "R-21.10": A13 + "; A9 is the preflight probe's (R-18.2), never the canary's",
-    # 9. estimates and prices (the section's reason covers the rest)
-    **{f"R-9.{n}": PRICES for n in (23, 24, 25, 26)},
-    "R-9.28": ESTIMATE + "; on `run`, `--price-in` and `--price-out` price the caps (R-15.5)",
+    # 9. estimates and prices (the section's reason covers the rest: D-826)
     # 11. local models
     "R-11.14": A13,
     "R-11.18": PRESETS + ", whose concurrency plan would read the model facts (a run "
@@ -74,14 +70,12 @@ NOT_BUILT = {
     # 25. Inspect: what T0 would check or count is not built either
     "R-25.13": "the import-only parts (WhistleBench, ATIA): `agentprov run whistlebench` is an "
                "unknown source (exit 2)",
-    "R-25.36": "judge pricing (D-770): judge calls are counted apart in the SEM "
-               "(`judge_model_calls`), but no estimate prices them",
 }
 
 # A section that is one feature this build does not have: the reason of its requirements
 # that neither a test nor NOT_BUILT covers.
 SECTION_NOT_BUILT = {
-    9: ESTIMATE + ", nor " + PRICES,
+    9: "D-826, time from a calibrated preset: " + PRESETS + " (docs/estimates.md)",
     23: AUTODOJO,
     25: INSPECT,
 }
@@ -96,7 +90,8 @@ NOT_BEHAVIOUR = {
              "assets, whose pinned files this build's registry does not hold",
     "R-22.31": "an example: the pilot's real-model runs, all undefended",
     "R-5.5": "history of the example environment's id",
-    "R-9.9": "example figures of `agentprov estimate`, which is not built",
+    "R-9.9": "example figures of `agentprov estimate` for a placeholder model (this build's "
+             "figures come from its own priors, docs/estimates.md)",
     "R-17.12": "what the recorded `spend_upper_bound_usd` means (a ceiling; the pilot's "
                "figures are an example); how it is computed is R-17.2 to R-17.8",
     "R-19.11": "a statement of scope: the containment wraps the worker's process only "
@@ -118,6 +113,13 @@ DECIDED = {
               "an Inspect one (`inspect-agentharm`) besides the spec's (tools/ci_local.py)",
     "R-12.5": "decided otherwise (docs/decisions.md, Keys): the .env reader is part of the "
               "core, so `--env-file` needs no extra",
+    "R-9.16": "decided otherwise: the spec's priors count corpora this project does not have; "
+              "the shipped priors count AgentDyn's 47,723 published runs, tokens estimated "
+              "(docs/estimates.md)",
+    "R-9.18": "about the spec's priors (CaMeL input tokens of the regeneration round's "
+              "corpora), which are not shipped (R-9.16)",
+    "R-9.19": "about the spec's priors (the round's AgentDojo rows), which are not shipped "
+              "(R-9.16); the shipped priors have no AgentDojo rows of their own",
     "R-27.10": "superseded: `validate --release` has a SHACL tier, and a good corpus passes "
                "it (docs/decisions.md, Validate); `--strict` is the mode the guide uses",
 }
@@ -127,8 +129,6 @@ NOT_AUTODOJO = ("AutoDojo's backend (this is proven for AgentDojo and AgentDyn):
                 "fork is not public, so no environment of it has been built here; its "
                 "worker runs AgentDojo's cells (`agentprov_dojo`) as AgentDyn's does")
 PARTLY = {
-    "R-25.32": "the estimate's line (`agentprov estimate`: " + ESTIMATE + "); the caps' half "
-               "(the D-740 bound replaces the 48-call constant) is built",
     "R-2.7": NOT_AUTODOJO,
     "R-2.8": NOT_AUTODOJO,
     "R-6.7": "the NLTK (AutoDojo) and dataset (Inspect) digests, of what cannot be "

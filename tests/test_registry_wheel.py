@@ -61,7 +61,8 @@ def test_a_wheel_install_toggles_in_the_overlay_not_in_site_packages(wheel_insta
     packaged = Path(found.stdout.strip()) / "_registry"
     assert packaged.is_relative_to(python.parent.parent) and ROOT not in packaged.parents
     before = snapshot(packaged)
-    assert sorted(before) == ["defences.toml", "endpoints.toml", "parts.toml"]
+    assert sorted(before) == ["defences.toml", "endpoints.toml", "parts.toml", "prices.toml",
+                              "priors.json"]
     # the packaged copy is the checkout's registry, links resolved
     assert before["defences.toml"] == (ROOT / "registry" / "defences.toml").resolve().read_bytes()
 

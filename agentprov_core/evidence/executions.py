@@ -30,6 +30,23 @@ DIRNAME = "executions"
 FILES = ("aer", "sem", "prov", "validation")
 
 
+class IndexCounts(msgspec.Struct, kw_only=True):
+    """What an execution cost, counted from its AER when it is mapped, so that
+    ``agentprov estimate --stats-corpus`` reads the index and never every AER. The judges'
+    calls (an Inspect task's, D-770) are counted apart from the agent's; a token total is
+    None when a call that got a reply did not record it (never 0); the duration is the
+    session's, from the AER's ``started_at`` to ``ended_at``, None when either is not
+    recorded."""
+
+    agent_calls: int
+    judge_calls: int = 0
+    agent_input_tokens: int | None = None
+    agent_output_tokens: int | None = None
+    judge_input_tokens: int | None = None
+    judge_output_tokens: int | None = None
+    duration_ms: int | None = None
+
+
 class IndexEntry(msgspec.Struct, kw_only=True):
     execution_id: str
     unit: str
@@ -45,6 +62,8 @@ class IndexEntry(msgspec.Struct, kw_only=True):
     prov_sha256: str | None = None  # None when --skip-prov-conformance skipped PROV
     validation_sha256: str
     mapped_at: str
+    #: the execution's counts (an index written before they were recorded has none)
+    counts: IndexCounts | None = None
     #: the sha256 of this line with this value empty (agentprov_core/corpus/selfdigest.py);
     #: kept last, and filled in by :meth:`Executions.append_index`
     line_sha256: str = ""
@@ -133,3 +152,39 @@ class Executions:
             os.fsync(f.fileno())
         dec = msgspec.json.Decoder(IndexEntry)
         return [dec.decode(line) for line in lines]
+
+
+def counts_of(aer) -> IndexCounts:
+    """The :class:`IndexCounts` of ``aer``: its model calls by actor kind (a judge's, or the
+    agent's with a defence's own), the tokens of each, and the session's duration."""
+    from datetime import datetime
+
+    from msgspec import UNSET
+
+    from agentprov_core.evidence.aer import ModelCall
+
+    h = aer.header
+    judges = {a.id for a in h.actors if a.kind == "judge"} if h.actors is not UNSET else set()
+    calls = [r for r in aer.records if isinstance(r, ModelCall)]
+    judged = [c for c in calls if c.actor is not UNSET and c.actor in judges]
+    agent = [c for c in calls if not (c.actor is not UNSET and c.actor in judges)]
+
+    def total(cs, field: str) -> int | None:
+        values = [getattr(c.usage, field) for c in cs if c.reply is not None]
+        if any(not isinstance(v, int) or isinstance(v, bool) for v in values):
+            return None
+        return sum(values)
+
+    duration = None
+    try:
+        start = datetime.fromisoformat(str(h.started_at).replace("Z", "+00:00"))
+        end = datetime.fromisoformat(str(h.ended_at).replace("Z", "+00:00"))
+        duration = max(0, round((end - start).total_seconds() * 1000))
+    except (TypeError, ValueError):
+        pass
+    return IndexCounts(agent_calls=len(agent), judge_calls=len(judged),
+                       agent_input_tokens=total(agent, "input_tokens"),
+                       agent_output_tokens=total(agent, "output_tokens"),
+                       judge_input_tokens=total(judged, "input_tokens") if judged else None,
+                       judge_output_tokens=total(judged, "output_tokens") if judged else None,
+                       duration_ms=duration)

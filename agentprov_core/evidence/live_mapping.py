@@ -24,7 +24,7 @@ from typing import Any
 from agentprov_core.corpus.ledger import Attempt
 from agentprov_core.corpus.store import RawStore
 from agentprov_core.evidence.aer import AER, encode
-from agentprov_core.evidence.executions import Executions, IndexEntry
+from agentprov_core.evidence.executions import Executions, IndexEntry, counts_of
 
 
 @dataclass
@@ -98,5 +98,5 @@ def map_attempt(root: Path, attempt: Attempt, manifest: dict[str, Any], *,
         issues=sorted({i.code for i in aer.outcome.issues}), live_vs_native=verdict(aer),
         validation=_validation_status(files["validation"]), aer_sha256=digests["aer"],
         sem_sha256=digests["sem"], prov_sha256=digests.get("prov"),
-        validation_sha256=digests["validation"], mapped_at=mapped_at)
+        validation_sha256=digests["validation"], mapped_at=mapped_at, counts=counts_of(aer))
     return Mapped(ex.append_index(entry), aer)

@@ -4,5 +4,5 @@ keeps what happened (``campaign`` and the pieces it drives).
 
 May import: every stage below it (``backend``, ``live``, ``evidence``, ``corpus``,
 ``registries``, ``plan``, ``source``, ``mapping``, ``plugins``, ``catalogue``, ``base``,
-``errors``); nothing but the command line imports it.
+``errors``); nothing but the command line and ``estimate`` import it.
 """

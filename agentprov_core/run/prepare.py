@@ -468,7 +468,12 @@ def check_mapper(meta: Any) -> None:
     mapper_for_source(meta.name)
 
 
-def prepare(req: RunRequest) -> Prepared:
+def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
+    """Steps 1 to 6. ``estimate`` plans for ``agentprov estimate``, which runs nothing and
+    writes nothing: step 3 takes no caps, containment or corpus location, and reads a key
+    (its presence only, as a dry run does) only when a key option is given for an API
+    endpoint; step 4 never contacts a local server. Without that key the plan is made with
+    the scripted stand-in's agent configuration (:func:`estimate_stand_in`)."""
     from agentprov_core.plugins import source_entry
     from agentprov_core.registries import parts as partsmod
 
@@ -516,9 +521,14 @@ def prepare(req: RunRequest) -> Prepared:
                                       environments.environment_dir(env_id), meta.backend)
     # ---- step 3: a restricted corpus under $AGENTPROV_HOME; API caps before any key is
     # read; the key, the endpoint URL, the containment
-    restricted.check_location(meta, req.options.get("corpus"))
+    if not estimate:
+        restricted.check_location(meta, req.options.get("corpus"))
     resolved = containment = None
-    if ep is not None:
+    stand_in = estimate and estimate_stand_in(req, ep)
+    if estimate and ep is not None and not stand_in:
+        resolved = check_key_and_url(dataclasses.replace(req, options=dict(
+            req.options, preflight_only=True)), ep)  # the key's presence; no caps needed
+    elif ep is not None and not estimate:
         check_caps(req, endpoint_class(req, ep))
         if req.options.get("model_id"):  # a local server's model is picked at step 4
             check_judges(src, req, doc, req.options["model_id"])
@@ -540,12 +550,24 @@ def prepare(req: RunRequest) -> Prepared:
     # ---- step 5: the attack cache's identity (the environment's is the worker's hello)
     attack_cache = check_attack_cache(req, doc, cat, cells)
     # ---- step 6: the plan
-    plan = make_plan(src, req, doc, cat, cells, ep, env_id, identity, resolved, params,
-                     local_record)
+    plan = make_plan(src, req, doc, cat, cells, None if stand_in else ep, env_id, identity,
+                     resolved, params, local_record)
     if attack_cache is not None:
         attack_cache.same_as_plan(plan.content)
     return Prepared(src, req, doc, cat, cells, ep, plan, identity, resolved, containment,
                     local_identity, local_record, local_options, attack_cache, model_facts)
+
+
+def estimate_stand_in(req: RunRequest, ep: epmod.Endpoint | None) -> bool:
+    """Whether ``agentprov estimate`` plans with the scripted stand-in: a real model with no
+    key option (``--keychain``, ``--env-file``, ``--env-stdin``), or a local server (an
+    estimate contacts nothing). The plan digest is then the stand-in's, so units the real
+    model already settled in the corpus are not recognised (the warning says so)."""
+    from agentprov_core.live.keys import CREDENTIALS
+
+    if ep is None:
+        return False
+    return ep.local or not any(req.options.get(name) for name, _ in CREDENTIALS)
 
 
 def check_attack_cache(req: RunRequest, doc: PlanDoc, cat: Catalogue,
