@@ -60,7 +60,6 @@ def _rate(k, n):
     return {"successes": k, "n": n, "rate": k / n, "low": lo, "high": hi}
 
 
-@pytest.mark.req("R-27.5")
 def test_results_and_compare_over_real_scripted_campaigns(e2e_cli, tmp_path):
     a = _run(e2e_cli, tmp_path, "complies")
     b = _run(e2e_cli, tmp_path, "resists")

@@ -129,7 +129,6 @@ def rate(k: int, n: int) -> dict:
     return {"successes": k, "n": n, "rate": k / n if n else None, "low": lo, "high": hi}
 
 
-@pytest.mark.req("R-27.5")
 def test_the_results_table_counts_conclusive_units_as_agentdojo_does(cli, corpora):
     root = build(corpora, "demo", demo_cells())
     t = results(cli, root)

@@ -45,7 +45,7 @@ def stats(corpora: tuple[str, ...], corpus: str | None, names: tuple[str, ...] |
     success rates with 95% Wilson intervals; docs/results.md). With --compare, the results
     of two or more corpora and their differences."""
     from agentprov_core.audit.results import DEFAULT_BY, check_by
-    from agentprov_core.audit.results_render import FORMATS
+    from agentprov_core.cli.results_render import FORMATS
     from agentprov_core.errors import AgentprovError
 
     if fmt not in FORMATS:
@@ -68,7 +68,7 @@ def stats(corpora: tuple[str, ...], corpus: str | None, names: tuple[str, ...] |
 def _compare(corpora: tuple[str, ...], corpus: str | None, names: tuple[str, ...] | None,
              keys: list[str], fmt: str) -> None:
     from agentprov_core.audit.compare import compare
-    from agentprov_core.audit.results_render import render_comparison
+    from agentprov_core.cli.results_render import render_comparison
     from agentprov_core.corpus.opening import open_corpus
     from agentprov_core.errors import AgentprovError
 
@@ -89,7 +89,7 @@ def _compare(corpora: tuple[str, ...], corpus: str | None, names: tuple[str, ...
 def _one(given: str, names: tuple[str, ...], keys: list[str], fmt: str) -> None:
     from agentprov_core.audit import stats as statsmod
     from agentprov_core.audit.results import results_table
-    from agentprov_core.audit.results_render import render_table
+    from agentprov_core.cli.results_render import render_table
     from agentprov_core.corpus.opening import open_corpus
 
     c = open_corpus(given)
@@ -112,7 +112,7 @@ def _one(given: str, names: tuple[str, ...], keys: list[str], fmt: str) -> None:
             if fmt == "tsv":
                 text = "\n".join("\t".join(r) for r in [list(cols), *rows])
             elif fmt == "md":
-                from agentprov_core.audit.results_render import grid
+                from agentprov_core.cli.results_render import grid
 
                 text = grid(list(cols), rows, fmt)
             else:
