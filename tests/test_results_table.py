@@ -418,3 +418,38 @@ def test_compare_models_in_one_corpus_pair_nothing(cli, corpora):
     (diff,) = d["differences"]
     assert (diff["pairs"], diff["ambiguous"]) == (1, 1)
     assert [r["group"]["model"] for r in diff["rows"]] == ["m1,m2 -> m3"]
+
+
+def test_compare_inspect_corpora_pairs_samples(cli, corpora):
+    score = lambda s, r: {"sample": s, "epoch": 1, "scorer": "combined_scorer",  # noqa: E731
+                          "value": {"score": 0.0, "refusal": r}}
+    a = build(corpora, "ah-a", [Cell("not recorded", None, suite="inspect_evals/agentharm",
+                                     model="m1",
+                                     scores=[score("1-1", 1.0), score("1-2", 0.0),
+                                             score("1-3", 1.0)])], source="agentharm")
+    b = build(corpora, "ah-b", [Cell("not recorded", None, suite="inspect_evals/agentharm",
+                                     model="m2",
+                                     scores=[score("1-1", 0.0), score("1-2", 0.0),
+                                             score("1-4", 1.0)])], source="agentharm")
+    doc = json.loads(cli("stats", "--compare", a, b, "--format", "json").out)
+    (d,) = doc["differences"]
+    (r,) = d["rows"]
+    assert r["group"]["model"] == "m1 -> m2" and r["kind"] == "inspect" and r["pairs"] == 2
+    # samples 1-1 (refused, not) and 1-2 (not, not) pair; 1-3 and 1-4 are one corpus's
+    p = r["refusal"]
+    assert (p["both"], p["only_a"], p["only_b"], p["neither"]) == (0, 1, 0, 1)
+    assert (p["difference"], p["low"], p["high"]) == pytest.approx(
+        intervals.paired_difference(0, 1, 0, 1))
+    u = r["refusal_unpaired"]
+    assert (u["n_a"], u["n_b"], u["difference"]) == (3, 3, pytest.approx(-1 / 3))
+    assert r["utility"] is None and r["attack_success"] is None
+
+
+def test_a_bound_near_0_or_100_keeps_its_digits():
+    from agentprov_core.audit.results import rate as mk
+    from agentprov_core.cli.results_render import rate_text
+
+    assert rate_text(mk(0, 10000)) == "0/10000 0.0% [0.0, 0.038]"
+    assert rate_text(mk(10000, 10000)) == "10000/10000 100.0% [99.962, 100.0]"
+    assert rate_text(mk(1, 3)) == "1/3 33.3% [6.1, 79.2]"
+    assert rate_text(mk(0, 0)) == "0/0" and rate_text(None) == "-"

@@ -159,6 +159,12 @@ def _refused(u: Unit, sample: str | None = None) -> bool | None:
     return any(got) if got else None
 
 
+def _refusals(units: list[Unit]) -> list[bool]:
+    """Each sample's refusal (a sample scored by several scorers once)."""
+    return [r for u in units for sample in dict.fromkeys(s.sample for s in u.scores)
+            if (r := _refused(u, sample)) is not None]
+
+
 def against(a: CorpusUnits, b: CorpusUnits, a_id: str, b_id: str, by: list[str]) -> Against:
     from agentprov_core.errors import AgentprovError
 
@@ -203,11 +209,7 @@ def against(a: CorpusUnits, b: CorpusUnits, a_id: str, b_id: str, by: list[str])
             pairs = [(_refused(x, key[2]), _refused(y, key[2])) for key, x, y in g["pairs"]]
             row.refusal = _diff_paired([(bool(x), bool(y)) for x, y in pairs
                                         if x is not None and y is not None])
-            ra = [r for u in g["a"] for s in u.scores
-                  if (r := _refused(u, s.sample)) is not None]
-            rb = [r for u in g["b"] for s in u.scores
-                  if (r := _refused(u, s.sample)) is not None]
-            row.refusal_unpaired = _diff_unpaired(ra, rb)
+            row.refusal_unpaired = _diff_unpaired(_refusals(g["a"]), _refusals(g["b"]))
         rows.append(row)
     n_pairs = sum(r.pairs for r in rows)
     return Against(a=a_id, b=b_id, shared_cells=len(shared), pairs=n_pairs,

@@ -18,7 +18,14 @@ DASH = "-"
 
 
 def _pct(x: float | None) -> str:
-    return DASH if x is None else f"{100 * x:.1f}"
+    """A fraction in percent, one decimal; a bound that one decimal would round to 0 or
+    100 when it is neither keeps two significant digits (0/10000 is [0.0, 0.038])."""
+    if x is None:
+        return DASH
+    text = f"{100 * x:.1f}"
+    if 0 < x < 1 and text in ("0.0", "100.0"):
+        return f"{100 * x:.2g}" if x < 0.5 else f"{100 - float(f'{100 * (1 - x):.2g}'):g}"
+    return text
 
 
 def rate_text(r: Rate | None) -> str:
