@@ -304,6 +304,10 @@ def test_executions_no_ledger_entry_names_are_read_from_their_aer(cli, corpora):
     t = results(cli, root)
     assert (t["units"], t["counted"], t["left_out"]) == (3, 2, {"inconclusive": 1})
     assert t["rows"][0]["utility"] == rate(1, 2)
+    index = root / "executions.jsonl"  # every line naming the same (absent) ledger entry
+    index.write_text("".join(json.dumps(dict(json.loads(x), ledger_seq=0)) + "\n"
+                             for x in index.read_text().splitlines()))
+    assert results(cli, root)["units"] == 3
 
 
 # ------------------------------------------------------------------ bad input

@@ -245,12 +245,13 @@ def read_units(root: Path, corpus_id: str) -> CorpusUnits:
 
     snap = take(root)
     index: dict[int, IndexEntry] = {}
-    orphans: list[IndexEntry] = []
+    entries: list[IndexEntry] = []
     seen: set[str] = set()
     for _, e in decoded(snap, INDEX, IndexEntry):
         if e.execution_id in seen:
             continue
         seen.add(e.execution_id)
+        entries.append(e)
         index.setdefault(e.ledger_seq, e)
     attempts: dict[str, list[Attempt]] = {}
     seqs: set[int] = set()
@@ -258,7 +259,7 @@ def read_units(root: Path, corpus_id: str) -> CorpusUnits:
         seqs.add(a.seq)
         uid = unit_id(a.unit, a.unit_digest) if isinstance(a.unit_digest, str) else a.unit
         attempts.setdefault(uid, []).append(a)
-    orphans = [e for s, e in index.items() if s not in seqs]
+    orphans = [e for e in entries if e.ledger_seq not in seqs]
     reader = _Reader(root)
     units = [_ledgered(uid, atts, index, reader, corpus_id) for uid, atts in attempts.items()]
     units += _imported(orphans, reader, corpus_id)
