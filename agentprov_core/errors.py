@@ -387,6 +387,26 @@ _reg("validate.environment.release", E, "coded",
      "validate --release needs the SHACL tier's libraries ({missing}); they are the 'release' extra",
      "install agentprov[release] (rdflib and pyshacl), or use --strict")
 
+# --- stats: the results table and the comparison (agentprov_core/audit/results.py, compare.py)
+_reg("stats.usage.by_key", U, "usage",
+     "--by {key}: not a key of the results table; the keys are {keys}",
+     "give comma-separated keys from that list, e.g. --by model,suite,attack,defence")
+_reg("stats.usage.format", U, "usage",
+     "--format {format}: not a format of {what}; the formats are {formats}",
+     "give one of those formats")
+_reg("stats.usage.corpus_needed", U, "usage",
+     "stats needs a corpus: give DIR, --corpus DIR, or --compare DIR_A DIR_B …",
+     "name the corpus a run wrote")
+_reg("stats.usage.compare_corpora", U, "usage",
+     "--compare needs at least two corpora ({given} given)",
+     "give --compare DIR_A DIR_B [DIR_C …]: the first is the baseline")
+_reg("stats.usage.compare_tables", U, "usage",
+     "--compare compares the results tables; --tables {tables} is not compared",
+     "drop --tables, or run stats on each corpus for its {tables}")
+_reg("stats.usage.no_shared_cells", U, "usage",
+     "--compare: {a} and {b} share no cell (the same suite, user task, injection task and attack; for an Inspect task the same sample), so no unit pairs and no difference can be given",
+     "compare corpora over the same cells, with what you want to compare changed (the defence, the model, live against imported)")
+
 
 # --- agentprov import (agentprov_core/evidence/importing.py, docs/importing.md); a file it
 # keeps out is reported with one of IMPORT_FINDINGS (below)

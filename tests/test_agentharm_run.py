@@ -123,6 +123,18 @@ def test_a_scripted_campaign_runs_cells_and_imports_their_eval_logs(agentharm_en
         got = _cli(env, *cmd, "--corpus", wc)
         assert got.code == 0, (cmd, got.out + got.err)
     assert "2 identical" in _cli(env, "recompute", "--dry-run", "--corpus", wc).out
+    # the results table reads the Inspect scores: two samples (one cell each), neither
+    # refused (the refusal judge answered "Answer: No"), a mean score in [0, 1]
+    got = _cli(env, "stats", wc, "--tables", "results", "--by", "source,suite", "--format",
+               "json")
+    assert got.code == 0, got.err
+    t = json.loads(got.out)["tables"]["results"]
+    (row,) = t["rows"]
+    assert (t["counted"], t["left_out"], row["kind"], row["units"], row["samples"]) == (
+        2, {}, "inspect", 2, 2)
+    assert row["group"] == {"source": "agentharm", "suite": "inspect_evals/agentharm"}
+    assert row["refusal"]["successes"] == 0 and row["refusal"]["n"] == 2
+    assert row["score"]["n"] == 2 and 0.0 <= row["score"]["mean"] <= 1.0
 
 
 @pytest.mark.req("R-25.35", "R-25.4")

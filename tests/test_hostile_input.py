@@ -237,7 +237,8 @@ def test_max_tokens_of_thousands_of_digits(dry, built, corpora):
 
 
 # ------------------------------------------------------------------ the corpus tools
-TOOLS = (["verify"], ["validate"], ["validate", "--strict"], ["stats"], ["recompute", "--dry-run"])
+TOOLS = (["verify"], ["validate"], ["validate", "--strict"], ["stats"], ["recompute", "--dry-run"],
+         ["stats", "--tables", "results"])
 
 
 @pytest.mark.req("R-27.4", "R-14.1")

@@ -20,7 +20,7 @@ from typing import Any
 
 from agentprov_core.corpus.opening import OpenCorpus
 
-TABLES = ("counts", "issues")
+TABLES = ("counts", "issues", "results")  # results: agentprov_core/audit/results.py
 COUNTS = ("source_id", "profile", "registry_parts", "attempts", "units", "records",
           "n_executions", "quarantined", "status_ok", "status_ok_with_issues", "status_failed",
           "validation_passed", "live_vs_native_disagree")
