@@ -128,6 +128,9 @@ def test_agentdyn_runs_import_and_every_corpus_tool_accepts_them(imported, cli):
         if isinstance(doc.get("utility"), bool):  # the outcome as the benchmark scored it
             assert aer["outcome"]["utility"] == doc["utility"] == e["utility"]
             assert aer["outcome"]["security"] == doc["security"] == e["security"]
+        # the index row carries the execution's counts, so an estimate never reads the AER
+        calls = sum(1 for r in aer["records"] if r["kind"] == "model_call")
+        assert row["counts"]["agent_calls"] == calls and row["counts"]["judge_calls"] == 0
         note = aer["records"][0]
         assert note["code"] == "import.result"
         assert note["data"]["source_sha256"] == hashlib.sha256(original).hexdigest()

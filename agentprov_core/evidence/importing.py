@@ -456,7 +456,7 @@ class Importer:
 
     def _index(self, e: Attempt, aer: Any, files: dict[str, bytes],
                digests: dict[str, str]) -> Any:
-        from agentprov_core.evidence.executions import IndexEntry
+        from agentprov_core.evidence.executions import IndexEntry, counts_of
         from agentprov_core.evidence.live_mapping import _validation_status
         from agentprov_core.evidence.sem import verdict
 
@@ -466,7 +466,7 @@ class Importer:
             issues=sorted({i.code for i in aer.outcome.issues}), live_vs_native=verdict(aer),
             validation=_validation_status(files["validation"]), aer_sha256=digests["aer"],
             sem_sha256=digests["sem"], prov_sha256=digests.get("prov"),
-            validation_sha256=digests["validation"], mapped_at=now())
+            validation_sha256=digests["validation"], mapped_at=now(), counts=counts_of(aer))
 
 
 def _pool() -> Any:
