@@ -21,8 +21,10 @@ that refuses reaches only the refusal judge; the writable dataset copy is gone w
 cell ends."""
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -175,14 +177,27 @@ def _timed_import(env_dir, module: str) -> float:
     return float(p.stdout)
 
 
+#: the staging roots run_cell made, removed after each test
+_STAGING: list[Path] = []
+
+
+@pytest.fixture(autouse=True)
+def _remove_staging():
+    yield
+    while _STAGING:
+        shutil.rmtree(_STAGING.pop(), ignore_errors=True)
+
+
 def run_cell(env: BuiltEnv, server: StandIn, tmp_path: Path, samples: list[dict],
              key: str | None = None, expect: str = "complete"):
     """One run-cell request to the environment's worker (then a shutdown): (its result, the
     session's staging directory, the worker request's wall time in seconds; the worker's
     stdout and stderr). ``key``: the agent's key, in the worker's environment as T0 puts it
     (the request names only the variable)."""
-    root = tmp_path / "staging"
-    root.mkdir()
+    # a short path, as T0's staging is: the worker's forkserver puts a Unix socket in TMPDIR
+    # (under it), and such paths are limited to about 100 bytes
+    root = Path(tempfile.mkdtemp(prefix="agentprov-w-"))
+    _STAGING.append(root)
     session = root / "s-cell1"
     session.mkdir()
     req = {"id": 1, "type": "run-cell", "session_id": "s-cell1", "staging": str(session),
