@@ -263,6 +263,28 @@ def test_stats_corpus_counts_come_from_the_index(cli, marked, corpora, tmp_path)
     assert "[corpora]" in text
 
 
+def test_executions_with_calls_but_no_tokens_are_not_used(tmp_path):
+    """An index row whose calls carry no token counts (an imported AgentDojo result file
+    records none) would price its cell at nothing: it is not pooled, and counted apart."""
+    from agentprov_core.estimate import cellstats
+
+    root = tmp_path / "c"
+    root.mkdir()
+    (root / "manifest.json").write_text(json.dumps({"source": "agentdyn"}))
+    unit = "shopping/user_task_0/none/none|none|r0"
+    full = {"agent_calls": 4, "judge_calls": 0, "agent_input_tokens": 900,
+            "agent_output_tokens": 90, "duration_ms": 2000}
+    rows = [{"unit": unit, "execution_observed": True, "counts": full},
+            {"unit": unit, "execution_observed": True,
+             "counts": dict(full, agent_calls=7, agent_input_tokens=None,
+                            agent_output_tokens=None)}]
+    (root / "executions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    stats = cellstats.read_corpora([str(root)])
+    assert (stats.executions, stats.without_tokens, stats.without_counts) == (2, 1, 0)
+    pool = stats.by_cell[("agentdyn", "shopping/user_task_0/none/none")]
+    assert pool.n == 1 and pool.values["agent_calls"] == [4.0]
+
+
 # ------------------------------------------------------------------------------ priors
 def test_priors_fall_back_to_coarser_rows(tmp_path):
     from agentprov_core.estimate import cellstats

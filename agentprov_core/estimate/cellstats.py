@@ -168,6 +168,7 @@ class CorpusStats:
     by_source: dict[str, _Pool] = field(default_factory=dict)
     executions: int = 0
     without_counts: int = 0
+    without_tokens: int = 0
     _cache: dict[Any, Stat | None] = field(default_factory=dict)
 
     def lookup(self, source: str, cell_key: str, suite: str | None,
@@ -229,6 +230,12 @@ def read_corpora(dirs: Iterable[str]) -> CorpusStats:
             stats.executions += 1
             if e.counts is None or not e.execution_observed:
                 stats.without_counts += e.counts is None
+                continue
+            if e.counts.agent_calls and (e.counts.agent_input_tokens is None
+                                         or e.counts.agent_output_tokens is None):
+                # calls without their tokens (an imported AgentDojo result file records
+                # none) would price the cell at nothing: not used
+                stats.without_tokens += 1
                 continue
             cell_key = e.unit.split("|", 1)[0]
             suite, attack = _cell_parts(cell_key)

@@ -288,6 +288,10 @@ def build(prepared: Prepared, *, corpora: cellstats.CorpusStats | None,
     if corpora is not None and corpora.without_counts:
         est.warnings.append(f"{corpora.without_counts} execution(s) of the named corpora were "
                             "indexed without counts and are not used")
+    if corpora is not None and corpora.without_tokens:
+        est.warnings.append(f"{corpora.without_tokens} execution(s) of the named corpora "
+                            "record model calls but not their tokens (an imported AgentDojo "
+                            "result file has none) and are not used")
     if inspect:
         est.inspect = inspect_figures(prepared)
     return est
