@@ -620,6 +620,9 @@ def _build_into(bp: BuildPlan, python: str, tmp: Path) -> marker.Marker:
                 raise AgentprovError("cli.environment.source_fetch", name=bp.upstream.pin.name,
                                      commit=bp.commit, url=repo,
                                      why=f"extracting it: {exc}") from None
+            differs = upstream.undeclared_by_lock(project, bp.upstream)
+            if differs is not None:
+                raise upstream_lock_mismatch(bp, "error: " + differs)
         # a relocatable venv: it is built here and renamed into place, so its console
         # scripts (``bin/inspect``, ``bin/pip``) find their Python by a relative path, not
         # by the build directory's, which is gone once the environment is in place

@@ -141,6 +141,45 @@ def stage(project: Path, up: Upstream, repo: Path, commit: str, into: Path) -> P
     return copy
 
 
+def undeclared_by_lock(copy: Path, up: Upstream) -> str | None:
+    """What the extracted commit's ``pyproject.toml`` declares that the lock does not record,
+    by distribution name (added or dropped dependencies), or ``None``.
+
+    ``uv sync --locked`` finds every difference, but only by resolving: offline, with a
+    dependency it has never cached, it fails as unsatisfiable instead of saying that the lock
+    is out of date. Names need no resolution, so this check comes first; a change of a
+    version or a marker alone is still uv's to find."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        lock = tomllib.loads((copy / "uv.lock").read_text(encoding="utf-8"))
+        project = tomllib.loads((copy / up.directory / "pyproject.toml").read_text("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None  # uv says what is wrong with either file
+    pkg = next((p for p in lock.get("package", [])
+                if (p.get("source") or {}).get("directory") == up.directory), None)
+    deps = (project.get("project") or {}).get("dependencies")
+    if pkg is None or not isinstance(deps, list):
+        return None
+    locked = {canonicalize_name(str(r.get("name", "")))
+              for r in (pkg.get("metadata") or {}).get("requires-dist", [])
+              if isinstance(r, dict) and "extra" not in str(r.get("marker", ""))}
+    try:
+        declared = {canonicalize_name(Requirement(str(d)).name) for d in deps}
+    except InvalidRequirement:
+        return None
+    added, dropped = sorted(declared - locked), sorted(locked - declared)
+    if not (added or dropped):
+        return None
+    said = []
+    if added:
+        said.append("it declares " + ", ".join(added) + " (not in the lock)")
+    if dropped:
+        said.append("it no longer declares " + ", ".join(dropped))
+    return "The lockfile needs to be updated: " + "; ".join(said)
+
+
 def record(up: Upstream, commit: str, repo: Path, source_repo: str | None) -> dict:
     """What the environment records of its upstream (marker and ``agentprov/upstream.json``)."""
     rec = {"repository": up.repository, "commit": commit,
