@@ -456,17 +456,10 @@ class Importer:
 
     def _index(self, e: Attempt, aer: Any, files: dict[str, bytes],
                digests: dict[str, str]) -> Any:
-        from agentprov_core.evidence.executions import IndexEntry, counts_of
-        from agentprov_core.evidence.live_mapping import _validation_status
-        from agentprov_core.evidence.sem import verdict
+        from agentprov_core.evidence.live_mapping import index_entry
 
-        return IndexEntry(
-            execution_id=e.session_id, unit=e.unit, ledger_seq=e.seq, mapper=self.ref.name,
-            status=aer.outcome.status, execution_observed=aer.outcome.execution_observed,
-            issues=sorted({i.code for i in aer.outcome.issues}), live_vs_native=verdict(aer),
-            validation=_validation_status(files["validation"]), aer_sha256=digests["aer"],
-            sem_sha256=digests["sem"], prov_sha256=digests.get("prov"),
-            validation_sha256=digests["validation"], mapped_at=now(), counts=counts_of(aer))
+        return index_entry(aer, files, digests, unit=e.unit, seq=e.seq, mapper=self.ref.name,
+                           mapped_at=now())
 
 
 def _pool() -> Any:

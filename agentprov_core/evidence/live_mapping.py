@@ -89,14 +89,21 @@ def map_attempt(root: Path, attempt: Attempt, manifest: dict[str, Any], *,
     files = _derive(aer, aer_bytes, root, skip_prov)
     ex = Executions(root)
     digests = ex.write(aer.header.execution_id, {"aer": aer_bytes, **files}, keep_same=finish)
+    entry = index_entry(aer, files, digests, unit=attempt.unit, seq=attempt.seq,
+                        mapper=mapper.name, mapped_at=mapped_at)
+    return Mapped(ex.append_index(entry), aer)
+
+
+def index_entry(aer, files: dict[str, bytes], digests: dict[str, str], *, unit: str, seq: int,
+                mapper: str, mapped_at: str) -> IndexEntry:
+    """The index line of an execution just written (its AER, derived files and their
+    digests), as every mapping writes it: live runs and imports alike."""
     from agentprov_core.evidence.sem import verdict
 
-    entry = IndexEntry(
-        execution_id=aer.header.execution_id, unit=attempt.unit, ledger_seq=attempt.seq,
-        mapper=mapper.name, status=aer.outcome.status,
-        execution_observed=aer.outcome.execution_observed,
+    return IndexEntry(
+        execution_id=aer.header.execution_id, unit=unit, ledger_seq=seq, mapper=mapper,
+        status=aer.outcome.status, execution_observed=aer.outcome.execution_observed,
         issues=sorted({i.code for i in aer.outcome.issues}), live_vs_native=verdict(aer),
         validation=_validation_status(files["validation"]), aer_sha256=digests["aer"],
         sem_sha256=digests["sem"], prov_sha256=digests.get("prov"),
         validation_sha256=digests["validation"], mapped_at=mapped_at, counts=counts_of(aer))
-    return Mapped(ex.append_index(entry), aer)
