@@ -158,6 +158,15 @@ _reg("cli.usage.registry_field", U, "usage",
 _reg("cli.usage.registry_unknown_entry", U, "usage",
      "{kind} {name!r} is not in {registry}; entries: {known}",
      "use a registered name")
+_reg("cli.usage.unknown_preset", U, "usage",
+     "--preset {name}: no such preset; the presets are {known}",
+     "use one of them (registry/presets/, or $AGENTPROV_HOME/registry/presets/)")
+_reg("cli.usage.preset_native_element", U, "usage",
+     "--llm-element native with the preset {preset}: the stock element ignores the preset's request timeout (agent.params.timeout_s)",
+     "drop --llm-element (a preset run uses gateway_compat), or drop the preset")
+_reg("cli.usage.tune_jobs", U, "usage",
+     "--tune-jobs {value}: {what}",
+     "give distinct whole numbers from 1 to this host's maximum --jobs, e.g. --tune-jobs 1,2,4")
 
 # --- environment (exit 3)
 _reg("cli.environment.backend_missing", E, "coded",
@@ -359,6 +368,15 @@ _reg("build.unsupported.dataset", X, "coded",
 _reg("build.unsupported.source_repo", X, "coded",
      "backend {backend} is built from its uv.lock alone: --source-repo provides the pinned upstream commit of {builders} only",
      "drop --source-repo")
+_reg("run.unsupported.preset_uncalibrated", X, "cannot_run",
+     "the preset {preset} is not calibrated.", "calibrate it with --tune-jobs, or use a calibrated preset",
+     "Only a preset marked calibrated = true runs live (D-823); an uncalibrated one plans --dry-run and --tune-jobs only.")
+_reg("run.unsupported.preset_host", X, "cannot_run",
+     "the preset {preset} on this host.", "use a preset calibrated for this host, or run without one",
+     "{why}.")
+_reg("run.unsupported.preset_memory", X, "cannot_run",
+     "the preset {preset} for this model.", "use a smaller model or a larger host",
+     "{why}.")
 _reg("run.unsupported.defence_endpoint", X, "cannot_run",
      "defence {defence} with --defence-endpoint {endpoint}.", "none in this build",
      "A defence's own model endpoint is not wired in this build: its key would be a second key in the worker and its host:port a second pair of the egress proxy, and neither is built or tested (docs/provisioning-defences.md).")

@@ -46,3 +46,12 @@ def max_jobs() -> int:
     if mem is not None:
         bound = min(bound, max(1, mem // MIB_PER_CELL))
     return max(1, min(bound, CEILING))
+
+
+def physical_memory_gb() -> float | None:
+    """The host's physical memory in GB (10^9 bytes): what a local model server shares
+    between its weights and its KV caches (a compute preset's plan reads it)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    except (ValueError, OSError, AttributeError):
+        return None

@@ -28,6 +28,8 @@ def print_dry_run(prepared: Prepared, started: float) -> int:
         from agentprov_core.live.local.facts import summary
 
         lines.append(summary(prepared.model_facts))
+    if prepared.preset is not None:  # the preset, its row and its plan
+        lines += prepared.preset.lines()
     click.echo("\n".join(lines), err=bool(as_json))
     if as_json:
         echo_json(plan.dry_plan())

@@ -37,7 +37,8 @@ def estimate(ctx: click.Context, source: str, stats_corpus: tuple[str, ...], fmt
     corpora = cellstats.read_corpora(stats_corpus) if stats_corpus else None
     # what an estimate never does: run, probe, or print a catalogue or a dry plan
     for name, flag in (("catalogue", "--catalogue"), ("dry_run", "--dry-run"),
-                       ("plan_json", "--plan-json"), ("preflight_only", "--preflight-only")):
+                       ("plan_json", "--plan-json"), ("preflight_only", "--preflight-only"),
+                       ("tune_jobs", "--tune-jobs"), ("tune_out", "--tune-out")):
         if options.get(name):
             from agentprov_core.errors import AgentprovError
 

@@ -88,6 +88,10 @@ def _opts(f):
         click.option("--cell-timeout", type=int, metavar="S", help="Seconds per cell [1800]."),
         click.option("--jobs", type=int, metavar="N", help="Cells at once; above the host's maximum is refused."),
         click.option("--start-stagger", type=float, metavar="S", help="Seconds between cell starts."),
+        click.option("--preset", metavar="NAME", help="A compute preset (registry/presets/): --jobs, start stagger and request timeout for a local server."),
+        click.option("--m5ultra", is_flag=True, help="The m5ultra preset (as --preset m5ultra)."),
+        click.option("--tune-jobs", metavar="V1,V2,...", help="The concurrency sweep against a local server: each value's arm runs the same cells (docs/local-models.md)."),
+        click.option("--tune-out", metavar="DIR", help="The sweep's directory [$AGENTPROV_HOME/calibration/tune-jobs-<time>/]."),
         click.option("--keep-staging", is_flag=True, help="Keep the staging directories."),
         click.option("--limit", type=int, metavar="N", help="Start at most N units in this invocation."),
         click.option("--control-file", metavar="PATH", help="A file through which a drain can be requested."),
@@ -120,6 +124,12 @@ def run(ctx: click.Context, source: str, **options) -> int:
     given = {name for name in options
              if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
     req = RunRequest(source=source, options=options, given=given)
+    if options.get("tune_jobs") is not None:  # the concurrency sweep (run/tunejobs.py)
+        from agentprov_core.estimate.estimate import cell_seconds
+        from agentprov_core.run import tunejobs
+
+        planning.gate_backend(source)
+        return tunejobs.run(req, started, cell_seconds)
     if options["catalogue"]:
         from agentprov_core.plugins import source_entry
         from agentprov_core.run.runrequest import check_usage

@@ -37,6 +37,8 @@ class Group:
     cost: list[float] = field(default_factory=lambda: [0.0, 0.0])
     calls: list[float] = field(default_factory=lambda: [0.0, 0.0])
     bases: dict[str, int] = field(default_factory=dict)
+    #: where the time comes from when not from the cell statistics (a preset, D-826)
+    time_basis: str | None = None
 
     def add(self, cost: tuple[float, float], calls: tuple[float, float], basis: str) -> None:
         self.units += 1
@@ -46,7 +48,8 @@ class Group:
         self.bases[basis] = self.bases.get(basis, 0) + 1
 
     def basis(self) -> str:
-        return ", ".join(sorted(self.bases))
+        text = ", ".join(sorted(self.bases))
+        return f"{text}; time: {self.time_basis}" if self.time_basis else text
 
     def as_json(self, name: str, priced: bool) -> dict[str, Any]:
         return {"name": name, "units": self.units, "basis": self.basis(),
@@ -262,6 +265,7 @@ def build(prepared: Prepared, *, corpora: cellstats.CorpusStats | None,
         est.by_attack.setdefault(cell.attack or BENIGN, Group()).add(
             (cost[0], cost[1]), (calls[0], calls[1]), basis)
     est.tokens = tok
+    _preset_time(est, len(due))
     if est.sources.get("default"):
         est.warnings.append(
             f"{est.sources['default']} unit(s) have no statistics in the named corpora or the "
@@ -295,6 +299,37 @@ def build(prepared: Prepared, *, corpora: cellstats.CorpusStats | None,
     if inspect:
         est.inspect = inspect_figures(prepared)
     return est
+
+
+def _preset_time(est: Estimate, units: int) -> None:
+    """D-826: a calibrated preset's seconds per cell replace the statistics' time
+    (:mod:`agentprov_core.estimate.presettime`)."""
+    from agentprov_core.estimate import presettime
+
+    chosen, kept = presettime.choose(est.prepared)
+    if kept:
+        est.warnings.append(kept)
+    if chosen is None:
+        return
+    row = chosen.row
+    if "jobs" not in est.prepared.request.given:
+        est.jobs = row.jobs
+    est.seconds = [row.seconds_per_cell_p50 * units, row.seconds_per_cell_p90 * units]
+    est.warnings.insert(0, chosen.warning(est.jobs))
+    for g in (*est.by_suite.values(), *est.by_attack.values()):
+        g.time_basis = chosen.label
+
+
+def cell_seconds(prepared: Prepared) -> tuple[float, str]:
+    """A cell's rough seconds at p50 for the sweep's dry run: the preset's measured row for
+    this model, else the estimate's (the priors or the conservative default)."""
+    pp = prepared.preset
+    if pp is not None and pp.row.seconds_per_cell_p50 is not None:
+        return pp.row.seconds_per_cell_p50, (f"the preset {pp.preset.name}'s "
+                                             f"{pp.row.seconds_per_cell_p50:g} s a cell")
+    e = build(prepared, corpora=None, priors=cellstats.load_priors(), stand_in=True)
+    n = max(1, e.due_units)
+    return e.seconds[0] / n, f"the estimate's {e.seconds[0] / n:.0f} s a cell (priors)"
 
 
 def inspect_figures(prepared: Prepared) -> dict[str, Any]:

@@ -51,6 +51,9 @@ def manifest_of(prepared: Prepared, old: dict[str, Any] | None) -> dict[str, Any
                            for r in manager().records), key=lambda r: r["name"]),
         "source_meta": msgspec.to_builtins(meta),
     })
+    if prepared.preset is not None:  # a compute preset's run
+        m["producer"]["preset"] = prepared.preset.preset.name
+        m["producer"]["preset_plan"] = prepared.preset.record()
     if meta.restricted is not None:  # a restricted-use corpus, private
         m["restricted"] = restricted.manifest_record(meta.restricted)
     data = datasets.manifest_fields(marker.dataset)  # a fixture dataset: test_only, synthetic

@@ -40,7 +40,7 @@ from agentprov_core.plan.plans import (
     plan_digest,
 )
 from agentprov_core.registries import defences as defmod
-from agentprov_core.run import checks, restricted
+from agentprov_core.run import checks, presetrun, restricted
 from agentprov_core.run.runrequest import RunRequest, check_usage
 from agentprov_core.source import LIVE_ORDER, RunContext, Source
 
@@ -78,6 +78,9 @@ class Prepared:
     #: a local model's facts with their sources (flag, settings, folder, preset;
     #: :mod:`agentprov_core.live.local.facts`), else None; outside the digests
     model_facts: dict[str, Any] | None = None
+    #: a compute preset's plan for this model and host
+    #: (:class:`agentprov_core.run.presetrun.PresetPlan`), else None
+    preset: Any = None
 
     @property
     def endpoint_class(self) -> str | None:
@@ -225,6 +228,8 @@ def model_params(req: RunRequest, src: Source, ep: epmod.Endpoint | None) -> dic
             raise AgentprovError("cli.usage.option_value", option="--reasoning-effort",
                                  value=effort, what="one of " + ", ".join(REASONING_LEVELS))
         params["reasoning_effort"] = effort
+    if o.get(presetrun.TIMEOUT_OPTION) is not None:  # a preset's request timeout (R-11.50)
+        params["timeout_s"] = int(o[presetrun.TIMEOUT_OPTION])
     policy = o.get("temperature_policy")
     if policy == "as-benchmark":
         params["temperature_policy"] = "as-benchmark"
@@ -488,6 +493,7 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     from agentprov_core.live.local import facts as factsmod
 
     factsmod.check_flags(req.options, req.scripted, ep)
+    preset = presetrun.check_usage(req.options, req.given, req.scripted, ep)
     params = model_params(req, src, ep)
     ctx = run_context(req, ep)
     cat = src.catalogue()
@@ -503,6 +509,8 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
         raise AgentprovError("run.unsupported.temperature_policy", source=meta.name,
                              policy="inject")
     src.refusals(doc, cat, ctx)
+    if not estimate:  # an estimate runs nothing: any preset plans its time
+        presetrun.check_gate(preset, req.options)
     element = req.options.get("llm_element") or "native"
     if ep is not None and element in checks.LOCAL_ONLY_ELEMENTS:  # the class as the flag,
         # the setting and the registry decide it (.env is read at step 3, after the caps)
@@ -544,9 +552,16 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
         with timing.span("prepare.observe_local"):
             local_identity, local_record, local_options = observe_local(req, ep, resolved)
         check_judges(src, req, doc, local_record["model_id"])
-        model_facts = factsmod.resolve(req.options, ep.name, local_record["model_id"])
+        model_facts = factsmod.resolve(req.options, ep.name, local_record["model_id"], preset)
     else:
         local_record = local_options = model_facts = None
+    preset_plan = None
+    if preset is not None and not estimate:  # the preset's plan: jobs, stagger, timeout
+        if model_facts is None:  # no server observed (never for a run): the flags' facts
+            model_facts = factsmod.resolve(req.options, ep.name, req.options.get("model_id"),
+                                           preset)
+        preset_plan = presetrun.plan(preset, model_facts, req.options, req.given)
+        params = model_params(req, src, ep)
     # ---- step 5: the attack cache's identity (the environment's is the worker's hello)
     attack_cache = check_attack_cache(req, doc, cat, cells)
     # ---- step 6: the plan
@@ -555,7 +570,8 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     if attack_cache is not None:
         attack_cache.same_as_plan(plan.content)
     return Prepared(src, req, doc, cat, cells, ep, plan, identity, resolved, containment,
-                    local_identity, local_record, local_options, attack_cache, model_facts)
+                    local_identity, local_record, local_options, attack_cache, model_facts,
+                    preset_plan)
 
 
 def estimate_stand_in(req: RunRequest, ep: epmod.Endpoint | None) -> bool:

@@ -49,6 +49,9 @@ def check_usage(req: RunRequest) -> None:
         raise AgentprovError("cli.usage.plan_json_without_dry_run")
     if o.get("catalogue"):
         return
+    if o.get("tune_out") and o.get("tune_jobs") is None:
+        raise AgentprovError("cli.usage.option_value", option="--tune-out", value=o["tune_out"],
+                             what="belongs to --tune-jobs")
     # model options: exclusive with each other and with --llm-script
     if o.get("model") and o.get("endpoint"):
         raise AgentprovError("cli.usage.exclusive", first="--model", second="--endpoint")

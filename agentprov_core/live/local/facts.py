@@ -161,12 +161,19 @@ def from_folder(folder: Path) -> dict[str, Fact]:
     return out
 
 
-def from_preset(fact: str) -> Fact:
-    """The preset's value of ``fact``: no preset is in effect for a run here, so none."""
-    return Fact(None, "none", "no preset")
+def from_preset(fact: str, preset: Any = None) -> Fact:
+    """The preset's value of ``fact`` (its ``[model_defaults]``,
+    :mod:`agentprov_core.registries.presets`), else unknown, saying why."""
+    if preset is None:
+        return Fact(None, "none", "no preset")
+    value = getattr(preset.model_defaults, fact, None)
+    if value is None:
+        return Fact(None, "none", f"not in the preset {preset.name}")
+    return Fact(value, "preset", f"{preset.name} v{preset.version} model_defaults")
 
 
-def resolve(options: dict[str, Any], endpoint: str, model_id: str | None) -> dict[str, Fact]:
+def resolve(options: dict[str, Any], endpoint: str, model_id: str | None,
+            preset: Any = None) -> dict[str, Fact]:
     """Every fact with its source, in the precedence flag, settings, folder, preset."""
     from agentprov_core import settings
 
@@ -184,7 +191,7 @@ def resolve(options: dict[str, Any], endpoint: str, model_id: str | None) -> dic
         elif fact in found:
             out[fact] = found[fact]
         else:
-            out[fact] = from_preset(fact)
+            out[fact] = from_preset(fact, preset)
     return out
 
 
