@@ -510,7 +510,7 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
                              policy="inject")
     src.refusals(doc, cat, ctx)
     if not estimate:  # an estimate runs nothing: any preset plans its time
-        presetrun.check_gate(preset, req.options)
+        presetrun.check_gate(preset, req.options, meta.name)
     element = req.options.get("llm_element") or "native"
     if ep is not None and element in checks.LOCAL_ONLY_ELEMENTS:  # the class as the flag,
         # the setting and the registry decide it (.env is read at step 3, after the caps)
@@ -560,7 +560,8 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
         if model_facts is None:  # no server observed (never for a run): the flags' facts
             model_facts = factsmod.resolve(req.options, ep.name, req.options.get("model_id"),
                                            preset)
-        preset_plan = presetrun.plan(preset, model_facts, req.options, req.given)
+        preset_plan = presetrun.plan(preset, model_facts, req.options, req.given,
+                                      meta.name)
         params = model_params(req, src, ep)
     # ---- step 5: the attack cache's identity (the environment's is the worker's hello)
     attack_cache = check_attack_cache(req, doc, cat, cells)

@@ -81,16 +81,18 @@ def host_problem(preset: Preset) -> str | None:
     return None
 
 
-def check_gate(preset: Preset | None, options: dict[str, Any]) -> None:
+def check_gate(preset: Preset | None, options: dict[str, Any], source: str) -> None:
     """Step 2: outside ``--dry-run`` and ``--tune-jobs``, only a calibrated preset of this
     host runs (exit 5)."""
     if preset is None or options.get("dry_run") or options.get("tune_jobs"):
         return
     if not preset.calibrated:
-        raise AgentprovError("run.unsupported.preset_uncalibrated", preset=preset.name)
+        raise AgentprovError("run.unsupported.preset_uncalibrated", preset=preset.name,
+                             source=source)
     why = host_problem(preset)
     if why is not None:
-        raise AgentprovError("run.unsupported.preset_host", preset=preset.name, why=why)
+        raise AgentprovError("run.unsupported.preset_host", preset=preset.name, why=why,
+                             source=source)
 
 
 @dataclass(frozen=True)
@@ -156,10 +158,12 @@ def memory_holds(preset: Preset | None, size_gb: float | None,
 
 
 def plan(preset: Preset, facts: dict[str, Any], options: dict[str, Any],
-         given: set[str]) -> PresetPlan:
+         given: set[str], source: str = "") -> PresetPlan:
     """The preset's plan for a model of ``facts`` (:mod:`agentprov_core.live.local.facts`),
     applied to the run's options: ``jobs`` and ``start_stagger`` unless given, and the
-    request timeout (``agent.params.timeout_s``, through :data:`TIMEOUT_OPTION`)."""
+    request timeout (``agent.params.timeout_s``, through :data:`TIMEOUT_OPTION`). A model
+    whose memory cannot hold one trace is refused (exit 5), except in a sweep, which skips
+    the arms it cannot hold (:mod:`agentprov_core.run.tunejobs`)."""
     from agentprov_core.backend.hostlimits import max_jobs
 
     def value(name: str) -> Any:
@@ -173,10 +177,11 @@ def plan(preset: Preset, facts: dict[str, Any], options: dict[str, Any],
     holds, how = memory_holds(preset, value("size_gb"), value("kv_gb_per_trace"))
     notes.append(how)
     jobs = row.jobs
-    if holds is not None and holds < 1:
+    if holds is not None and holds < 1 and not options.get("tune_jobs"):
         raise AgentprovError("run.unsupported.preset_memory", preset=preset.name,
-                             why=f"the model's memory cannot hold one trace: {how}")
-    if holds is not None and holds < jobs:
+                             why=f"the model's memory cannot hold one trace: {how}",
+                             source=source)
+    if holds is not None and 1 <= holds < jobs:
         notes.append(f"jobs reduced from {jobs} to {holds}: the memory holds {holds} trace(s)")
         jobs = holds
     if jobs > max_jobs():
