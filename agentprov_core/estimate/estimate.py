@@ -315,7 +315,7 @@ def _preset_time(est: Estimate, units: int) -> None:
     if "jobs" not in est.prepared.request.given:
         est.jobs = row.jobs
     est.seconds = [row.seconds_per_cell_p50 * units, row.seconds_per_cell_p90 * units]
-    est.warnings.insert(0, chosen.warning(est.jobs))
+    est.warnings.append(chosen.warning(est.jobs))
     for g in (*est.by_suite.values(), *est.by_attack.values()):
         g.time_basis = chosen.label
 

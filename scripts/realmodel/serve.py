@@ -26,7 +26,8 @@ this model package ships is a 208-character ChatML one whose /props `chat_templa
 say `supports_tools: false`: the model gets no tool schemas and answers in text; with
 `--tool-template` the server renders this repository's templates/gemma3-tools.jinja instead,
 Gemma's turn format with the tools, one call per turn, see llama_server.tool_template());
-`--alias` fixes the id `/v1/models` lists; one slot of a 16k context (AgentDojo's banking
+`--alias` fixes the id `/v1/models` lists; one slot of a 16k context (`parallel=N` serves
+N slots, `-np N`, in continuous batching) (AgentDojo's banking
 prompts with the tool schemas run to several thousand tokens); at most 512 generated tokens
 per request unless the request says otherwise (`-n`: AgentDojo's element sends no
 `max_tokens`, and when this base model answers in text it rarely stops at an end marker, so
@@ -95,7 +96,7 @@ class LlamaServer:
                  seed: int = DEFAULT_SEED,
                  chat_template_file: str | Path | None = None, threads: int | None = None,
                  startup_timeout: float = 180.0, extra_args: list[str] | None = None,
-                 log_path: str | Path | None = None):
+                 log_path: str | Path | None = None, parallel: int = 1):
         self.binary = Path(binary) if binary else None
         self.model = Path(model) if model else None
         self.port = port
@@ -107,6 +108,10 @@ class LlamaServer:
         self.threads = threads or os.cpu_count() or 2
         self.startup_timeout = startup_timeout
         self.extra_args = list(extra_args or [])
+        # slots (-np): requests decoded at once, in continuous batching (llama-server's
+        # default); each slot has ctx_size / parallel of the context, so a caller that wants
+        # a full context a slot passes ctx_size x parallel (tune.py does)
+        self.parallel = parallel
         self.log_path = Path(log_path) if log_path else (
             llama_server.agentprov_home() / "cache" / "llama-server" / "logs" / f"serve-{port}.log")
         self.proc: subprocess.Popen | None = None
@@ -123,7 +128,7 @@ class LlamaServer:
     def command(self) -> list[str]:
         return [str(self.binary), "-m", str(self.model), "--alias", self.alias,
                 "--host", HOST, "--port", str(self.port), "--jinja",
-                "-c", str(self.ctx_size), "-n", str(self.n_predict), "-np", "1", "--no-webui",
+                "-c", str(self.ctx_size), "-n", str(self.n_predict), "-np", str(self.parallel), "--no-webui",
                 "-t", str(self.threads), "--seed", str(self.seed),
                 *(["--chat-template-file", str(self.chat_template_file)]
                   if self.chat_template_file else []),
