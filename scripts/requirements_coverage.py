@@ -39,8 +39,6 @@ INSPECT = ("the restricted, private AgentHarm corpus (kept under $AGENTPROV_HOME
 DATASET = ("the pinned AgentHarm dataset (revision e23b3fe6) is not reachable from these "
            "machines: the environment is built from a local copy or the project's fixture "
            "(`--dataset DIR`), and says which")
-PRESETS = "calibrated presets (`--preset`, `--m5ultra`, the setting `compute.preset`)"
-TUNE_JOBS = "the concurrency sweep (`--tune-jobs`, `--tune-out`)"
 A13 = ("A13, the benchmark-validity flag (vacuous utility, a payload that never reached the "
        "agent): the canary's conditions are A3, A4, A6, A11, A12 and A14")
 IN_A_RUN = ("against the real fork: proven through `run autodojo --dry-run` on an "
@@ -60,13 +58,8 @@ NOT_BUILT = {
               "the first attacked cell's setup refusal, which stops the run (R-13.3)",
     "R-19.6": "a desktop app: this build has none",
     "R-21.10": A13 + "; A9 is the preflight probe's (R-18.2), never the canary's",
-    # 9. estimates and prices (the section's reason covers the rest: D-826)
     # 11. local models
     "R-11.14": A13,
-    "R-11.18": PRESETS + ", whose concurrency plan would read the model facts (a run "
-               "resolves and shows them, R-11.22)",
-    **{f"R-11.{n}": TUNE_JOBS for n in range(37, 44)},
-    **{f"R-11.{n}": PRESETS for n in range(44, 53)},
     # 25. Inspect: what T0 would check or count is not built either
     "R-25.13": "the import-only parts (WhistleBench, ATIA): `agentprov run whistlebench` is an "
                "unknown source (exit 2)",
@@ -75,7 +68,6 @@ NOT_BUILT = {
 # A section that is one feature this build does not have: the reason of its requirements
 # that neither a test nor NOT_BUILT covers.
 SECTION_NOT_BUILT = {
-    9: "D-826, time from a calibrated preset: " + PRESETS + " (docs/estimates.md)",
     23: AUTODOJO,
     25: INSPECT,
 }

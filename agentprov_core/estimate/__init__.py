@@ -2,6 +2,7 @@
 runs, from dated prices and per-cell statistics (docs/estimates.md).
 
 May import: every stage below it (``run``, ``backend``, ``live``, ``evidence``, ``corpus``,
-``registries``, ``plan``, ``source``, ``mapping``, ``plugins``, ``catalogue``, ``base``,
+``registries``, ``plan``, ``source``, ``mapping``, ``plugins``, ``settings``, ``catalogue``,
+``base``,
 ``errors``); nothing but the command line imports it.
 """
