@@ -73,11 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     gguf = model_pkg.ensure()
     model_id = model_pkg.MODEL_ID
     t.say(f"binary: {binary}\nmodel: {gguf} sha256 {model_pkg.MODEL_SHA256}")
-    rc, _ = step(t, ["backends", "build", "agentdojo", "--offline-check"],
-                 "the AgentDojo backend environment")
-    if rc != 0:
-        t.say("FAILED: the AgentDojo environment is not built (run.py builds it)")
-        return 1
+    rc, out_text = step(t, ["backends", "build", "agentdojo", "--offline-check"],
+                        "the AgentDojo backend environment (and its bwrap probe)")
+    if rc != 0 or "stale:" in out_text:  # as run.py: a build re-runs a stale probe
+        rc, _ = step(t, ["backends", "build", "agentdojo", "--allow-network"])
+        if rc != 0:
+            t.say("FAILED: the backend environment could not be built")
+            return 1
     slots = max(values)
     srv = LlamaServer(binary=binary, model=gguf, port=args.port, alias=model_id,
                       chat_template_file=llama_server.tool_template(), parallel=slots,
