@@ -204,3 +204,18 @@ def test_the_dry_run_shows_the_default_sample_the_arms_and_a_rough_time(cli, hom
     after = {k: v for k, v in snapshot(home).items() if not k.startswith("cache/")}
     assert after == before and not (home / "calibration").exists()
     assert not [p for _, p, _ in server.requests if p == "/v1/chat/completions"]
+
+
+@pytest.mark.req("R-11.42")
+def test_an_interrupted_arm_is_set_aside_never_removed(tmp_path):
+    from agentprov_core.run import tunejobs
+
+    work = tmp_path / "jobs-2.partial"
+    work.mkdir()
+    (work / "ledger.jsonl").write_text("{}\n")
+    tunejobs._set_aside(tmp_path / "jobs-2")
+    assert not work.exists()
+    [kept] = tmp_path.glob("jobs-2.interrupted-*.partial")
+    assert (kept / "ledger.jsonl").read_text() == "{}\n"
+    tunejobs._set_aside(tmp_path / "jobs-3")  # nothing there: nothing done
+    assert sorted(p.name for p in tmp_path.iterdir()) == [kept.name]

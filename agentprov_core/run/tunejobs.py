@@ -16,7 +16,7 @@ and A14 before every cell. The report is :mod:`agentprov_core.run.tunereport`.
   (the same source and options, ``--tune-out`` and ``--dry-run`` aside) finds its
   directory (the newest ``$AGENTPROV_HOME/calibration/tune-jobs-*`` of the same command when
   ``--tune-out`` is not given) and reuses those arms. An arm interrupted before it finished
-  is run again from the start; its corpus is kept aside as ``jobs-<N>.interrupted-<time>``.
+  is run again from the start; its corpus is kept aside as ``jobs-<N>.interrupted-<time>.partial``.
 - ``--dry-run`` prints the arms, those it would skip and a rough time (the preset's
   measured seconds per cell when it has them, else the estimate's), and writes nothing.
 - The sweep defaults to ``--llm-element gateway_compat``. It is refused (exit 2) with
@@ -319,7 +319,7 @@ def _set_aside(corpus: Path) -> None:
 
     work = partial_dir(corpus)
     if work.exists():
-        work.rename(work.with_name(f"{corpus.name}.interrupted-{_now_tag()}"))
+        work.rename(work.with_name(f"{corpus.name}.interrupted-{_now_tag()}.partial"))
 
 
 def _dry_run(first: Any, arms: list[tuple[int, str | None, dict[str, Any] | None]], out: Path,

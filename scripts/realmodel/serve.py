@@ -224,12 +224,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tool-template", action="store_true",
                     help="serve with the tool-rendering template of llama_server.tool_template() "
                          "instead of the GGUF's own")
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="slots (-np N), each of --ctx-size: the context is --ctx-size x N")
     ap.add_argument("--check", action="store_true",
                     help="start, wait for /health, print a summary of /props, stop")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the server on SIGTERM too
     srv = LlamaServer(binary=args.binary, model=args.model, port=args.port,
-                      ctx_size=args.ctx_size, n_predict=args.n_predict, seed=args.seed,
+                      ctx_size=args.ctx_size * args.parallel, n_predict=args.n_predict,
+                      seed=args.seed, parallel=args.parallel,
                       chat_template_file=llama_server.tool_template() if args.tool_template
                       else None)
     with srv:
