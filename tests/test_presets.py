@@ -11,6 +11,7 @@ tests/test_tune_jobs_run.py (slow)."""
 
 from __future__ import annotations
 
+import json
 import platform
 import sys
 from pathlib import Path
@@ -291,3 +292,25 @@ def test_a_preset_run_plans_jobs_stagger_and_timeout_into_the_configuration(
     lines = "\n".join(got.preset.lines())
     assert "preset here v1" in lines and "row <= 2 B active (measured)" in lines
     assert "agent.params.timeout_s 120" in lines
+
+
+@pytest.mark.req("R-11.45")
+def test_every_shipped_preset_loads_and_a_calibrated_one_names_its_committed_report():
+    from agentprov_core.registries import presets
+
+    shipped = sorted(p.stem for p in (ROOT / "registry" / "presets").glob("*.toml"))
+    assert "m5ultra" in shipped and "debian-2core-gemma270m" in shipped
+    for name in shipped:
+        p = presets.read_file(ROOT / "registry" / "presets" / f"{name}.toml")
+        if p.calibrated:
+            assert (ROOT / p.report).is_file(), p.report
+            assert any(r.status == "measured" for r in p.compute)
+    d = presets.read_file(ROOT / "registry" / "presets" / "debian-2core-gemma270m.toml")
+    report = json.loads((ROOT / "docs/reports/debian-2core-gemma270m-calibration/"
+                                "tune-jobs.json").read_text())
+    [arm] = [a for a in report["arms"] if a["jobs"] == report["recommendation"]["jobs"]]
+    measured = d.compute[0]
+    assert measured.status == "measured" and measured.jobs == arm["jobs"]
+    assert (measured.seconds_per_cell_p50, measured.seconds_per_cell_p90) == \
+        (round(arm["seconds_per_cell_p50"], 1), round(arm["seconds_per_cell_p90"], 1))
+    assert all(r.jobs <= measured.jobs and r.status == "provisional" for r in d.compute[1:])

@@ -274,6 +274,9 @@ def run(req: RunRequest, started: float, cell_seconds: Callable[[Any], tuple[flo
             last = planning.prepare(_stage(req, out, f"jobs-{v}", f"tune-jobs-{v}", v))
             code = _campaign(last, consented)
             arm = _measure(v, corpus, code)
+            if arm.cells < cells:  # a stop (the canary, a cap, a drain) cut the arm short
+                arm.reason = (f"the campaign stopped early (exit {code}): {arm.cells} of "
+                              f"{cells} cell(s) ran")
             if code in (0, 1):  # an interrupted arm is not kept: a re-run runs it again
                 _write(out / "arms" / f"jobs-{v}.json",
                        json.dumps(msgspec.to_builtins(arm), indent=1) + "\n")
