@@ -121,7 +121,10 @@ def registry_copy(tmp_path: Path) -> Path:
     d = tmp_path / "registry"
     d.mkdir()
     for f in (ROOT / "registry").iterdir():
-        shutil.copyfile(f.resolve(), d / f.name)
+        if f.is_dir():  # presets/
+            shutil.copytree(f, d / f.name)
+        else:
+            shutil.copyfile(f.resolve(), d / f.name)
     return d
 
 

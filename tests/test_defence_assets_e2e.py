@@ -27,7 +27,10 @@ def built(tmp_path_factory):
     registry = tmp / "registry"
     registry.mkdir()
     for f in (ROOT / "registry").iterdir():
-        shutil.copyfile(f.resolve(), registry / f.name)
+        if f.is_dir():  # presets/
+            shutil.copytree(f, registry / f.name)
+        else:
+            shutil.copyfile(f.resolve(), registry / f.name)
     fixture = fx.make(tmp / "trees", registry)
     backends = fx.backends_with(registry / "defences.toml", tmp / "backends")
     home = tmp / "home"

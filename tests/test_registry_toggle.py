@@ -16,7 +16,9 @@ OVERLAY_BODY = '\n[defences.tool_filter]\nenabled = false\n'
 
 def _registry_files() -> dict[str, bytes]:
     """The checkout's registry files, links resolved (the defence registry is the worker's)."""
-    return {p.name: p.resolve().read_bytes() for p in sorted((ROOT / "registry").iterdir())}
+    root = ROOT / "registry"
+    return {str(p.relative_to(root)): p.resolve().read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
 
 
 @pytest.mark.req("R-22.2")
