@@ -61,8 +61,12 @@ def test_a_wheel_install_toggles_in_the_overlay_not_in_site_packages(wheel_insta
     packaged = Path(found.stdout.strip()) / "_registry"
     assert packaged.is_relative_to(python.parent.parent) and ROOT not in packaged.parents
     before = snapshot(packaged)
-    assert sorted(before) == ["defences.toml", "endpoints.toml", "parts.toml", "prices.toml",
-                              "priors.json"]
+    # every file of the checkout's registry is in the wheel, the presets' folder included
+    shipped = sorted(str(f.relative_to(ROOT / "registry")) for f in (ROOT / "registry").rglob("*")
+                     if f.is_file())
+    assert sorted(before) == shipped
+    assert {"defences.toml", "endpoints.toml", "parts.toml", "prices.toml", "priors.json",
+            "presets/m5ultra.toml"} <= set(shipped)
     # the packaged copy is the checkout's registry, links resolved
     assert before["defences.toml"] == (ROOT / "registry" / "defences.toml").resolve().read_bytes()
 
