@@ -45,6 +45,7 @@ class Cell:
     instrumentation: list[str] = field(default_factory=list)
     scores: list[dict] | None = None  # Inspect: the inspect.score decisions' data
     mapped: bool = True
+    records: list | None = None  # the AER's records (default: one get_balance tool call)
 
 
 def build(base: Path, name: str, cells: list[Cell], source: str = "agentdojo") -> Path:
@@ -76,7 +77,8 @@ def build(base: Path, name: str, cells: list[Cell], source: str = "agentdojo") -
         ledger.append(a)
         if not c.mapped:
             continue
-        records: list = [A.ToolCall(function="get_balance", arguments={}, result="1")]
+        records: list = list(c.records) if c.records is not None else [
+            A.ToolCall(function="get_balance", arguments={}, result="1")]
         for d in c.scores or []:
             records.append(A.Decision(code="inspect.score", text="score", data=d))
         issues = [] if c.agree is not False else [A.Issue(code="map.live_native_disagree")]
