@@ -91,7 +91,7 @@ def build(base: Path, name: str, cells: list[Cell], source: str = "agentdojo") -
                         injection_task_id=c.injection_task, attack=attack, cell_key=key,
                         defense_id=c.defence, unit=unit, attempt=tries[unit],
                         repeat=c.repeat),
-            instrumentation=c.instrumentation,
+            instrumentation=c.instrumentation, plan_sha256=PLAN, config_digest=CONFIG,
             producer=A.Producer(version=__version__, mapper="inspect.eval" if c.scores
                                 is not None else "agentdojo.capture", mapper_version="1",
                                 test_only=True))

@@ -141,6 +141,7 @@ def index_html(corpora: list[Any], counts: list[int]) -> str:
 <meta name="referrer" content="no-referrer">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>agentprov view: {escape(names)}</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="assets/view.css">
 <script src="assets/view.js" defer></script>
 <script src="data/site.js" defer></script>
