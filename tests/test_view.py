@@ -359,3 +359,46 @@ def test_serve_binds_loopback_and_sends_the_policy(made, home, browser):
     finally:
         os.killpg(p.pid, signal.SIGINT)
         p.wait(timeout=10)
+
+
+def test_a_live_corpus_shows_what_each_call_sent_and_a_damaged_capture(tmp_path, cli,
+                                                                       browser):
+    """A working corpus made by the real T0 path (benchmarks/gen_corpus.py: a real scripted
+    AgentDojo session's capture and native log, stored, ledgered and mapped): each model
+    call shows the messages it sent, read from the capture; a byte changed in one stored
+    capture log fails that execution's verification, and says why, and the site is still
+    written."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import gen_corpus
+
+    root = gen_corpus.generate(tmp_path / "live", 2)
+    site = tmp_path / "site"
+    assert cli("view", str(root), "--out", str(site)).code == 0
+    w = Watch(browser, site)
+    w.goto("#/x/0")
+    w.page.wait_for_selector("#steps")
+    first = w.page.locator("#steps .k-model_call").nth(0)
+    assert "sent (2 new message(s) of 2)" in first.inner_text()
+    assert "bill-december-2023.txt" in first.locator(".sent .r-user").inner_text()
+    assert visible(w, "#verdict") == "passed"
+    assert "Can you please pay the bill" in visible(w, "#exec .usertask")
+    # the capture log of the second execution, one byte changed
+    aer = json.loads(sorted((root / "executions").glob("*/aer.json"))[1].read_bytes())
+    cap = next(e for e in aer["header"]["evidence"] if e["role"] == "capture")
+    path = root / cap["path"]
+    data = bytearray(path.read_bytes())
+    data[data.index(b"bill-december")] = ord("B")
+    path.write_bytes(bytes(data))
+    assert cli("view", str(root), "--out", str(site)).code == 0
+    assert w.clean() == []
+    w = Watch(browser, site)
+    w.goto("#/list")
+    w.page.select_option("#f-verify", "failed")
+    assert w.page.locator("#rows tr").count() == 1
+    assert w.page.inner_text("#rows tr a") == aer["header"]["execution_id"]
+    w.page.click("#rows tr a")
+    w.page.wait_for_selector("#evidence")
+    why = visible(w, "#evidence .findings")
+    assert visible(w, "#verdict") == "failed"
+    assert "raw.digest" in why and "capture.chain" in why and cap["sha256"][:2] in why
+    assert w.clean() == []

@@ -82,6 +82,15 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
+def _content_text(content: Any) -> str:
+    """A message's text: a string, or the ``text`` of its parts (OpenAI and Anthropic
+    content lists)."""
+    if isinstance(content, list):
+        return "\n".join(p["text"] if isinstance(p, dict) and isinstance(p.get("text"), str)
+                         else " ".join(_strings(p)) for p in content)
+    return " ".join(_strings(content))
+
+
 def prov_graph(doc: Any) -> dict[str, list[list[str]]]:
     """A PROV-JSON document's nodes (``[id, kind, type]``) and edges (``[relation, from,
     to]``), as the page lists them."""
@@ -135,7 +144,7 @@ def _user_task(aer: dict[str, Any], root: Path) -> str | None:
             native, _ = _read_json(root / str(ev.get("path", "")))
             for m in (native or {}).get("messages") or [] if isinstance(native, dict) else []:
                 if isinstance(m, dict) and m.get("role") == "user":
-                    return " ".join(_strings(m.get("content")))
+                    return _content_text(m.get("content"))
     return None
 
 
