@@ -15,13 +15,15 @@ class Verdicts:
     summary: str
     by_execution: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     corpus: list[dict[str, str]] = field(default_factory=list)
+    ran: bool = True  # False: --no-verify
 
     def of(self, eid: str) -> dict[str, Any]:
         """An execution's verdict: ``failed`` when a finding failed, ``unverified`` when one
         could not be verified, else ``passed``."""
         found = self.by_execution.get(eid, [])
         kinds = {f["kind"] for f in found}
-        verdict = "failed" if "failed" in kinds else ("unverified" if kinds else "passed")
+        verdict = "failed" if "failed" in kinds else ("unverified" if kinds else
+                                                      "passed" if self.ran else "not run")
         return {"verdict": verdict, "findings": found}
 
 

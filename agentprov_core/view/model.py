@@ -166,7 +166,8 @@ def read_corpus(n: int, opened: OpenCorpus, *, verify: bool = True) -> ViewCorpu
 
         v = checks.verdicts(verify_corpus(opened.root), cites(opened.root))
     else:
-        v = checks.Verdicts(result="not run", summary="verify was not run (--no-verify)")
+        v = checks.Verdicts(result="not run", summary="verify was not run (--no-verify)",
+                            ran=False)
     m = opened.manifest if isinstance(opened.manifest, dict) else {}
     block = m.get("restricted")
     if block is None and isinstance(m.get("source_meta"), dict):
