@@ -402,3 +402,23 @@ def test_a_live_corpus_shows_what_each_call_sent_and_a_damaged_capture(tmp_path,
     assert visible(w, "#verdict") == "failed"
     assert "raw.digest" in why and "capture.chain" in why and cap["sha256"][:2] in why
     assert w.clean() == []
+
+
+def test_an_aers_paths_never_lead_outside_the_raw_store(tmp_path):
+    """An AER is untrusted: the site reads and copies only the raw store file its evidence
+    entry names by digest, never a path elsewhere, and never through a link."""
+    from agentprov_core.view.execution import raw_path
+
+    sha = "ab" + "0" * 62
+    root = tmp_path / "c"
+    (root / "raw" / "sha256" / "ab").mkdir(parents=True)
+    good = {"path": f"raw/sha256/ab/{sha}", "sha256": sha}
+    assert raw_path(root, good) == root / good["path"]
+    for bad in ({"path": "../../etc/passwd", "sha256": sha},
+                {"path": f"raw/sha256/ab/../../../{sha}", "sha256": sha},
+                {"path": f"raw/sha256/cd/{sha}", "sha256": sha},
+                {"path": f"raw/sha256/ab/{sha}", "sha256": "ab" + "1" * 62},
+                {"path": f"/raw/sha256/ab/{sha}", "sha256": sha}, "raw", None):
+        assert raw_path(root, bad) is None, bad
+    (root / good["path"]).symlink_to("/etc/passwd")
+    assert raw_path(root, good) is None

@@ -50,7 +50,8 @@ def test_two_real_scripted_campaigns_side_by_side(e2e_cli, tmp_path, browser):
     w.page.wait_for_selector("#rows tr")
     assert w.page.locator("#rows tr").count() == 8
     w.page.select_option("#f-attack", "important_instructions")
-    w.page.select_option("#f-corpus", "complies")
+    ids = w.page.eval_on_selector_all("#f-corpus option", "os => os.map(o => o.value)")
+    w.page.select_option("#f-corpus", next(i for i in ids if "complies" in i))
     w.page.select_option("#f-user_task", "user_task_0")
     w.page.click("#rows tr a")
     w.page.wait_for_selector("#steps")

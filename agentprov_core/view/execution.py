@@ -12,6 +12,7 @@ show. Nothing here trusts the corpus: a file that does not read is said to, neve
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,24 @@ MAX_LOG = 64 << 20
 #: the AER's header fields a page shows as they are
 HEADER_KEYS = ("mode", "source", "started_at", "ended_at", "plan_sha256", "config_digest",
                "instrumentation", "request_modifying")
+
+
+#: an execution id the site reads files for (as the results table's reader accepts one)
+SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+_RAW = re.compile(r"raw/sha256/([0-9a-f]{2})/\1[0-9a-f]{62}")
+
+
+def raw_path(root: Path, ev: Any) -> Path | None:
+    """The stored file an AER's evidence entry names, when its ``path`` is a raw store path
+    (``raw/sha256/ab/ab…``) whose digest is the entry's ``sha256``: an AER is read as
+    untrusted, and its paths never lead the site to read anything else."""
+    if not isinstance(ev, dict):
+        return None
+    rel, sha = ev.get("path"), ev.get("sha256")
+    if not isinstance(rel, str) or not _RAW.fullmatch(rel) or not rel.endswith(f"/{sha}"):
+        return None
+    path = root / rel
+    return None if path.is_symlink() else path
 
 
 def _read_json(path: Path, limit: int = MAX_LOG) -> tuple[Any, str | None]:
@@ -127,8 +146,9 @@ def _injections(aer: dict[str, Any], root: Path) -> dict[str, str]:
             if isinstance(inj, dict):
                 return {str(k): str(v) for k, v in inj.items() if isinstance(v, str) and v}
     for ev in (aer.get("header") or {}).get("evidence") or []:
-        if ev.get("role") == "native_log":
-            native, _ = _read_json(root / str(ev.get("path", "")))
+        path = raw_path(root, ev)
+        if path is not None and ev.get("role") == "native_log":
+            native, _ = _read_json(path)
             if isinstance(native, dict) and isinstance(native.get("injections"), dict):
                 return {str(k): str(v) for k, v in native["injections"].items()
                         if isinstance(v, str) and v}
@@ -140,8 +160,9 @@ def _user_task(aer: dict[str, Any], root: Path) -> str | None:
         if r.get("kind") == "note" and r.get("code") == "agentdojo.user_message":
             return str((r.get("data") or {}).get("text", ""))
     for ev in (aer.get("header") or {}).get("evidence") or []:
-        if ev.get("role") == "native_log":
-            native, _ = _read_json(root / str(ev.get("path", "")))
+        path = raw_path(root, ev)
+        if path is not None and ev.get("role") == "native_log":
+            native, _ = _read_json(path)
             for m in (native or {}).get("messages") or [] if isinstance(native, dict) else []:
                 if isinstance(m, dict) and m.get("role") == "user":
                     return _content_text(m.get("content"))
@@ -168,6 +189,10 @@ def document(root: Path, eid: str, aer_bytes: bytes | None, error: str | None
              ) -> dict[str, Any]:
     """The page's document of execution ``eid`` of the corpus at ``root`` (unscrubbed: the
     site scrubs everything it writes)."""
+    if not SAFE_ID.fullmatch(eid):
+        return {"id": eid, "error": "the index names an execution id that is not a plain "
+                "name: its files are not read", "steps": [], "injections": {}, "header": {},
+                "outcome": {}}
     if aer_bytes is None:
         return {"id": eid, "error": error or "the AER is missing", "steps": [],
                 "injections": {}, "header": {}, "outcome": {}}
@@ -182,11 +207,12 @@ def document(root: Path, eid: str, aer_bytes: bytes | None, error: str | None
     sent: dict[str, list[Any]] = {}
     notes: list[str] = []
     for ev in header.get("evidence") or []:
-        if ev.get("role") == "capture":
-            sent, why = capture_messages(root / str(ev.get("path", "")))
+        path = raw_path(root, ev)
+        if path is not None and ev.get("role") == "capture":
+            sent, why = capture_messages(path)
             if why:
                 notes.append(f"capture log {ev.get('path')}: {why}")
-    prov, why = _read_json(root / "executions" / eid / "prov.json")
+    prov, why = _read_json(root / "executions" / eid / "prov.json")  # eid: a plain name
     return {
         "id": eid, "error": error,
         "header": {**{k: header.get(k) for k in HEADER_KEYS},

@@ -92,11 +92,14 @@ class ViewCorpus:
         import hashlib
 
         from agentprov_core.evidence.executions import Executions
+        from agentprov_core.view.execution import SAFE_ID
 
         path = Executions(self.root).path(e.execution_id, "aer")
         data: bytes | None = None
         error: str | None = None
         try:
+            if not SAFE_ID.fullmatch(e.execution_id):
+                raise OSError("not a plain name")
             data = path.read_bytes()
             if hashlib.sha256(data).hexdigest() != e.aer_sha256:
                 error = ("aer.json is not the file executions.jsonl indexed (its sha256 "
@@ -136,6 +139,8 @@ class ViewCorpus:
         files = {"aer": e.aer_sha256, "sem": e.sem_sha256, "prov": e.prov_sha256 or "",
                  "validation": e.validation_sha256}
         evidence = [ev for ev in doc["header"].get("evidence") or [] if isinstance(ev, dict)]
+        if not SAFE_ID.fullmatch(e.execution_id):
+            files = {}
         return Execution(e.execution_id, row, doc, files, evidence)
 
 

@@ -31,6 +31,7 @@ from typing import Any
 from agentprov_core.base import paths
 from agentprov_core.errors import AgentprovError
 from agentprov_core.view import model, pages, scrub
+from agentprov_core.view.execution import raw_path
 
 MARKER = ".agentprov-view"
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]")
@@ -71,13 +72,23 @@ def check_restricted(vc: model.ViewCorpus, out: Path) -> None:
 
 
 def _script(call: str, *args: Any) -> bytes:
-    body = ", ".join(json.dumps(a, ensure_ascii=False, separators=(",", ":")) for a in args)
-    return f"APV.{call}({body});\n".encode()
+    """A data file: a script handing ``args`` (JSON) to the page's ``APV.<call>``. A string
+    that is not valid Unicode (a lone surrogate a JSON file may hold) is written escaped."""
+    def dumps(ascii_only: bool) -> str:
+        return ", ".join(json.dumps(a, ensure_ascii=ascii_only, separators=(",", ":"))
+                         for a in args)
+
+    try:
+        return f"APV.{call}({dumps(False)});\n".encode()
+    except UnicodeEncodeError:
+        return f"APV.{call}({dumps(True)});\n".encode()
 
 
 def _copy(src: Path, dest: Path) -> dict[str, Any]:
     """A stored file copied into the site (redacted when it holds a key shape)."""
     try:
+        if src.is_symlink():
+            return {"copied": False, "why": "a link, not a stored file"}
         data = src.read_bytes()
     except OSError as exc:
         return {"copied": False, "why": f"cannot be read ({type(exc).__name__})"}
@@ -117,7 +128,8 @@ def build(given: list[Any], out: Path | None = None, *, verify: bool = True) -> 
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         counts = _write(tmp, corpora)
-        (tmp / "index.html").write_text(pages.index_html(corpora, counts), encoding="utf-8")
+        (tmp / "index.html").write_text(pages.index_html(corpora, counts), encoding="utf-8",
+                                        errors="replace")
         (tmp / MARKER).write_text("a site agentprov view wrote; view may replace it\n",
                                   encoding="utf-8")
         if out.exists():
@@ -157,12 +169,14 @@ def _write(site: Path, corpora: list[model.ViewCorpus]) -> list[int]:
                               **_copy(src, site / href)})
             for ev in ex.evidence:
                 sha = str(ev.get("sha256", ""))
-                href = f"raw/{sha}.txt" if re.fullmatch(r"[0-9a-f]{64}", sha) else ""
-                if href and sha not in raw_done:
-                    raw_done[sha] = _copy(vc.root / str(ev.get("path", "")), site / href)
+                src = raw_path(vc.root, ev)
+                href = f"raw/{sha}.txt" if src is not None else ""
+                if src is not None and sha not in raw_done:
+                    raw_done[sha] = _copy(src, site / href)
                 files.append({"name": str(ev.get("role")), "path": str(ev.get("path")),
                               "sha256": sha, "href": href, "format": ev.get("format"),
-                              **raw_done.get(sha, {"copied": False, "why": "not a digest"})})
+                              **raw_done.get(sha, {"copied": False,
+                                                   "why": "not a raw store path"})})
             ex.doc["files"] = files
             ex.doc["n"] = n
             (site / "x" / f"{n}.js").write_bytes(_script("x", n, scrub.doc(ex.doc)))
