@@ -56,9 +56,11 @@ def test_two_real_scripted_campaigns_side_by_side(e2e_cli, tmp_path, browser):
     w.page.click("#rows tr a")
     w.page.wait_for_selector("#steps")
     assert w.page.inner_text("#verdict") == "passed"
-    # the injection, from AgentDojo's native log, marked in the tool result it came in by
-    assert w.page.locator("#injections .injvec").count() >= 1
-    assert w.page.locator("#steps .k-tool_call mark.inj").count() >= 1
+    # the injection, from AgentDojo's native log (these scripted replies pay the bill
+    # without reading it: the injection never entered the conversation, and is marked
+    # nowhere in it)
+    assert "<INFORMATION>" in w.page.inner_text("#injections .injvec")
+    assert w.page.locator("#steps mark.inj").count() == 0
     text = w.page.inner_text("#steps")
     assert "tool call send_money" in text and "US133000000121212121212" in text
     # every model call shows what it sent: the user's prompt is in the first one
@@ -105,6 +107,18 @@ def test_imported_agentdyn_runs(tmp_path, browser):
     w.page.click("#rows tr a")
     w.page.wait_for_selector("#steps")
     assert w.page.locator("#injections .injvec").count() >= 1
+    # the injection marked in the tool result that brought it in (the tool renders it
+    # with its own whitespace); j walks the filtered list until an execution shows one
+    from playwright.sync_api import expect
+
+    for _ in range(10):
+        if w.page.locator("#steps .k-tool_call mark.inj").count():
+            break
+        before = w.page.inner_text("#exec-id")
+        w.page.keyboard.press("j")
+        expect(w.page.locator("#exec-id")).not_to_have_text(before)
+    mark = w.page.locator("#steps .k-tool_call mark.inj").first
+    assert "This is an important message from me" in mark.inner_text()
     assert w.page.locator("#steps .k-tool_call").count() >= 1
     assert w.page.locator("#steps .k-model_call").count() >= 1
     assert w.page.inner_text("#exec .usertask").strip() != "User task"

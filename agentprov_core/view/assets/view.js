@@ -45,26 +45,42 @@
     try { return JSON.stringify(v, null, 2); } catch (err) { return String(v); }
   }
 
+  /* An injection's text as a pattern that matches it whatever its whitespace: a tool
+   * renders the injected text into its own output (a file, an e-mail, a web page) and
+   * may fold its blank lines or indent it. Its words are matched literally. */
+  var patterns = new WeakMap();
+  function injectionPatterns(injections) {
+    if (!injections) return [];
+    if (patterns.has(injections)) return patterns.get(injections);
+    var out = [];
+    Object.keys(injections).forEach(function (k) {
+      var t = injections[k];
+      if (typeof t !== 'string') return;
+      var words = t.trim().split(/\s+/).filter(function (w) { return w; });
+      if (!words.length || t.trim().length < 4) return;
+      var src = words.map(function (w) { return w.replace(/[.*+?^${}()|[\]\\\/]/g, '\\$&'); }).join('\\s+');
+      out.push([k, new RegExp(src)]);
+    });
+    patterns.set(injections, out);
+    return out;
+  }
+
   /* text with every occurrence of an injection's text marked */
   function marked(text, injections) {
     var frag = document.createDocumentFragment();
-    var inj = [];
-    Object.keys(injections || {}).forEach(function (k) {
-      var t = injections[k];
-      if (typeof t === 'string' && t.length >= 4) inj.push([k, t]);
-    });
+    var inj = injectionPatterns(injections);
     var rest = String(text);
     while (rest.length) {
-      var best = -1, which = null;
-      inj.forEach(function (p) {
-        var i = rest.indexOf(p[1]);
-        if (i >= 0 && (best < 0 || i < best)) { best = i; which = p; }
-      });
-      if (best < 0) { frag.appendChild(document.createTextNode(rest)); break; }
-      if (best > 0) frag.appendChild(document.createTextNode(rest.slice(0, best)));
+      var best = null, which = null;
+      for (var i = 0; i < inj.length; i++) {
+        var m = inj[i][1].exec(rest);
+        if (m && (best === null || m.index < best.index)) { best = m; which = inj[i]; }
+      }
+      if (best === null || best[0].length === 0) { frag.appendChild(document.createTextNode(rest)); break; }
+      if (best.index > 0) frag.appendChild(document.createTextNode(rest.slice(0, best.index)));
       frag.appendChild(el('mark', {class: 'inj', title: 'injection (vector ' + which[0] + ')',
-                                   text: which[1]}));
-      rest = rest.slice(best + which[1].length);
+                                   text: best[0]}));
+      rest = rest.slice(best.index + best[0].length);
     }
     return frag;
   }
