@@ -169,7 +169,12 @@ def test_an_execution_shows_its_calls_and_marks_the_injection(made, browser):
     assert re.search(r"[0-9a-f]{64}", visible(w, "#evidence table.files"))
     import hashlib
     assert hashlib.sha256(copied).hexdigest() in visible(w, "#evidence table.files")
-    assert "PROV graph" in visible(w, "#evidence")
+    # the PROV graph drawn: a box per node of the stored prov.json
+    prov = json.loads((site / href.replace("aer.json", "prov.json")).read_bytes())
+    nodes = sum(len(prov.get(k) or {}) for k in ("entity", "activity", "agent"))
+    w.page.click("#prov summary")
+    assert w.page.locator("#prov svg.provsvg g.pnode").count() == nodes > 5
+    assert w.page.locator("#prov svg.provsvg line").count() >= nodes - 1
     assert w.clean() == []
 
 

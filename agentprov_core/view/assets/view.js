@@ -329,13 +329,56 @@
     });
     sec.appendChild(t);
     var g = doc.prov || {nodes: [], edges: []};
-    var prov = el('details', {class: 'prov'}, [el('summary', {text: 'PROV graph: ' + g.nodes.length + ' node(s), ' + g.edges.length + ' edge(s)'})]);
+    var prov = el('details', {class: 'prov', id: 'prov'}, [el('summary', {text: 'PROV graph: ' + g.nodes.length + ' node(s), ' + g.edges.length + ' edge(s)'})]);
+    if (g.nodes.length) prov.appendChild(provSvg(g));
     prov.appendChild(el('ul', {class: 'nodes'}, g.nodes.map(function (n) { return el('li', {text: n[1] + ' ' + n[0] + (n[2] ? ' (' + n[2] + ')' : '')}); })));
     prov.appendChild(el('ul', {class: 'edges'}, g.edges.map(function (e) { return el('li', {text: e[1] + ' —' + e[0] + '→ ' + e[2]}); })));
     sec.appendChild(prov);
     if (doc.ledger) sec.appendChild(el('details', {}, [el('summary', {text: 'ledger entry'}), pre(doc.ledger, null)]));
     (doc.notes || []).forEach(function (n) { sec.appendChild(el('p', {class: 'muted', text: n})); });
     return sec;
+  }
+  /* The PROV graph drawn: agents, activities and entities in three columns, each
+   * relation a line between its two ends, every label set as text. */
+  var SVGNS = 'http://www.w3.org/2000/svg';
+  function svgEl(tag, attrs, text) {
+    var e = document.createElementNS(SVGNS, tag);
+    Object.keys(attrs).forEach(function (k) { e.setAttribute(k, String(attrs[k])); });
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function provSvg(g) {
+    var cols = {agent: 0, activity: 1, entity: 2}, colW = 300, rowH = 26, pad = 10;
+    var at = {}, count = [0, 0, 0];
+    g.nodes.forEach(function (n) {
+      var c = cols[n[1]] === undefined ? 2 : cols[n[1]];
+      at[n[0]] = [pad + c * colW, pad + 20 + count[c] * rowH];
+      count[c] += 1;
+    });
+    var h = pad * 2 + 20 + Math.max.apply(null, count) * rowH;
+    var svg = svgEl('svg', {class: 'provsvg', width: colW * 3, height: h, viewBox: '0 0 ' + (colW * 3) + ' ' + h});
+    ['agents', 'activities', 'entities'].forEach(function (t, i) {
+      svg.appendChild(svgEl('text', {x: pad + i * colW, y: 14, 'font-size': 12, 'font-weight': 'bold'}, t));
+    });
+    g.edges.forEach(function (e) {
+      var a = at[e[1]], b = at[e[2]];
+      if (!a || !b) return;
+      var line = svgEl('line', {x1: a[0] + 120, y1: a[1] + 8, x2: b[0] + 120, y2: b[1] + 8, stroke: '#9aa3b2', 'stroke-width': 1});
+      line.appendChild(svgEl('title', {}, e[1] + ' ' + e[0] + ' ' + e[2]));
+      svg.appendChild(line);
+    });
+    var fills = {agent: '#f3e8fb', activity: '#e7effd', entity: '#e9f6ec'};
+    g.nodes.forEach(function (n) {
+      var p = at[n[0]];
+      var grp = svgEl('g', {class: 'pnode'});
+      grp.appendChild(svgEl('rect', {x: p[0], y: p[1] - 4, width: 240, height: 22, rx: 4, fill: fills[n[1]] || '#eee', stroke: '#8a93a3'}));
+      var label = n[0].replace(/^.*?:/, '');
+      if (label.length > 36) label = '…' + label.slice(-35);
+      grp.appendChild(svgEl('text', {x: p[0] + 6, y: p[1] + 11, 'font-size': 11}, label));
+      grp.appendChild(svgEl('title', {}, n[1] + ' ' + n[0] + (n[2] ? ' (' + n[2] + ')' : '')));
+      svg.appendChild(grp);
+    });
+    return svg;
   }
   function peers(n, cb) {
     load('list', 'data/list.js', function () {
