@@ -266,12 +266,19 @@ def test_a_key_shaped_string_never_reaches_the_site(tmp_path, cli):
     recs = trajectory()
     recs.append(A.ToolCall(function="read_file", arguments={}, result=f"token {KEY} here"))
     root = build(tmp_path / "corpora", "keyed", [Cell("user_task_0", "injection_task_0",
-                                                      records=recs)])
+                                                      model=f"m-{KEY}", records=recs)])
+    m = json.loads((root / "manifest.json").read_text())
+    m["live"]["egress"] = {"target": f"https://api.example/{KEY}"}
+    from agentprov_core.corpus.working import WorkingCorpus
+
+    WorkingCorpus(root).write_manifest(m)
     site = tmp_path / "site"
     assert cli("view", str(root), "--out", str(site)).code == 0
     files = snapshot(site)
     assert files and not [n for n, b in files.items() if KEY.encode() in b]
     assert "token … here" in (site / "x" / "0.js").read_text(encoding="utf-8")
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert "https://api.example/…" in index and "m-…" in index
     copy = next(n for n in files if n.endswith("aer.json.txt"))
     assert b"token \xe2\x80\xa6 here" in files[copy]
 
@@ -427,3 +434,47 @@ def test_an_aers_paths_never_lead_outside_the_raw_store(tmp_path):
         assert raw_path(root, bad) is None, bad
     (root / good["path"]).symlink_to("/etc/passwd")
     assert raw_path(root, good) is None
+
+
+def test_two_corpora_in_one_site_compare_the_same_cell(tmp_path, cli, browser):
+    """``view --corpus A --corpus B``: both overviews, one list, and an execution of A side
+    by side with the same cell's execution in B."""
+    a = build(tmp_path / "corpora", "undefended", [Cell("user_task_0", "injection_task_0",
+                                                        security=True, records=trajectory())])
+    b = build(tmp_path / "corpora", "retried", [Cell("user_task_0", "injection_task_0",
+                                                     security=False, records=trajectory())])
+    site = tmp_path / "site"
+    r = cli("view", "--corpus", str(a), "--corpus", str(b), "--out", str(site))
+    assert r.code == 0, r.err
+    w = Watch(browser, site)
+    w.goto()
+    assert w.page.locator("section.corpus").count() == 2
+    assert "1/1 100.0%" in visible(w, "#corpus-0 table.results")
+    assert "0/1 0.0%" in visible(w, "#corpus-1 table.results")
+    w.goto("#/x/0")
+    w.page.wait_for_selector("#peers a.peer")
+    assert "(retried)" in visible(w, "#peers")
+    w.page.keyboard.press("c")
+    w.page.wait_for_selector("#cmpgrid")
+    heads = w.page.locator("#cmpgrid .cmphead")
+    assert "undefended" in heads.nth(0).inner_text()
+    assert "retried" in heads.nth(1).inner_text()
+    assert w.clean() == []
+
+
+def test_an_aer_of_the_wrong_shape_still_renders(made, cli, browser):
+    """An AER replaced by JSON of another shape: the site is written, the execution is
+    marked failing verification, and its page renders without a page error."""
+    root, site = made
+    aer = sorted((root / "executions").glob("*/aer.json"))[2]
+    aer.write_text(json.dumps({"header": "x", "records": {"kind": "model_call"},
+                               "outcome": ["ok"]}))
+    r = cli("view", str(root), "--out", str(site))
+    assert r.code == 0, r.err
+    w = Watch(browser, site)
+    w.goto("#/x/2")
+    w.page.wait_for_selector("#steps")
+    assert visible(w, "#verdict") == "failed"
+    assert "altered" in visible(w, "#exec-error")
+    assert w.page.locator("#steps .step").count() == 0
+    assert w.clean() == []

@@ -91,6 +91,16 @@ def capture_messages(path: Path) -> tuple[dict[str, list[Any]], str | None]:
     return out, None
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one: an AER is read without trusting
+    its shape (the tools that check it are ``validate`` and ``verify``)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _strings(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
@@ -118,7 +128,7 @@ def prov_graph(doc: Any) -> dict[str, list[list[str]]]:
     if not isinstance(doc, dict):
         return {"nodes": nodes, "edges": edges}
     for kind in ("entity", "activity", "agent"):
-        for nid, attrs in sorted((doc.get(kind) or {}).items()):
+        for nid, attrs in sorted(_obj(doc.get(kind)).items()):
             t = attrs.get("prov:type") if isinstance(attrs, dict) else None
             if isinstance(t, dict):
                 t = t.get("$")
@@ -140,12 +150,12 @@ def prov_graph(doc: Any) -> dict[str, list[list[str]]]:
 
 
 def _injections(aer: dict[str, Any], root: Path) -> dict[str, str]:
-    for r in aer.get("records") or []:
+    for r in map(_obj, _list(aer.get("records"))):
         if r.get("kind") == "note" and r.get("code") == "agentdojo.injections":
-            inj = (r.get("data") or {}).get("injections")
+            inj = _obj(r.get("data")).get("injections")
             if isinstance(inj, dict):
                 return {str(k): str(v) for k, v in inj.items() if isinstance(v, str) and v}
-    for ev in (aer.get("header") or {}).get("evidence") or []:
+    for ev in _list(_obj(aer.get("header")).get("evidence")):
         path = raw_path(root, ev)
         if path is not None and ev.get("role") == "native_log":
             native, _ = _read_json(path)
@@ -156,14 +166,14 @@ def _injections(aer: dict[str, Any], root: Path) -> dict[str, str]:
 
 
 def _user_task(aer: dict[str, Any], root: Path) -> str | None:
-    for r in aer.get("records") or []:
+    for r in map(_obj, _list(aer.get("records"))):
         if r.get("kind") == "note" and r.get("code") == "agentdojo.user_message":
-            return str((r.get("data") or {}).get("text", ""))
-    for ev in (aer.get("header") or {}).get("evidence") or []:
+            return str(_obj(r.get("data")).get("text", ""))
+    for ev in _list(_obj(aer.get("header")).get("evidence")):
         path = raw_path(root, ev)
         if path is not None and ev.get("role") == "native_log":
             native, _ = _read_json(path)
-            for m in (native or {}).get("messages") or [] if isinstance(native, dict) else []:
+            for m in _list(_obj(native).get("messages")):
                 if isinstance(m, dict) and m.get("role") == "user":
                     return _content_text(m.get("content"))
     return None
@@ -174,7 +184,7 @@ def steps(aer: dict[str, Any], sent: dict[str, list[Any]]) -> list[dict[str, Any
     judge's record: an auxiliary call, an intervention) and, for a model call, ``sent``
     (the messages it sent that its previous call had not)."""
     out = []
-    for r in aer.get("records") or []:
+    for r in _list(aer.get("records")):
         if not isinstance(r, dict):
             continue
         s = dict(r)
@@ -203,10 +213,10 @@ def document(root: Path, eid: str, aer_bytes: bytes | None, error: str | None
     except (ValueError, RecursionError) as exc:
         return {"id": eid, "error": f"the AER does not read as JSON ({exc})", "steps": [],
                 "injections": {}, "header": {}, "outcome": {}}
-    header = aer.get("header") or {}
+    header = _obj(aer.get("header"))
     sent: dict[str, list[Any]] = {}
     notes: list[str] = []
-    for ev in header.get("evidence") or []:
+    for ev in _list(header.get("evidence")):
         path = raw_path(root, ev)
         if path is not None and ev.get("role") == "capture":
             sent, why = capture_messages(path)
@@ -216,12 +226,13 @@ def document(root: Path, eid: str, aer_bytes: bytes | None, error: str | None
     return {
         "id": eid, "error": error,
         "header": {**{k: header.get(k) for k in HEADER_KEYS},
-                   "task": header.get("task") or {}, "agent": header.get("agent") or {},
-                   "producer": header.get("producer") or {},
-                   "backend": header.get("backend") or {},
-                   "actors": header.get("actors") or [],
-                   "evidence": header.get("evidence") or []},
-        "outcome": aer.get("outcome") or {},
+                   "task": _obj(header.get("task")), "agent": _obj(header.get("agent")),
+                   "producer": _obj(header.get("producer")),
+                   "backend": _obj(header.get("backend")),
+                   "actors": [a for a in _list(header.get("actors")) if isinstance(a, dict)],
+                   "evidence": [e for e in _list(header.get("evidence"))
+                                if isinstance(e, dict)]},
+        "outcome": _obj(aer.get("outcome")),
         "user_task": _user_task(aer, root),
         "injections": _injections(aer, root),
         "steps": steps(aer, sent),

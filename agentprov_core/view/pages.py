@@ -12,7 +12,7 @@ import json
 from html import escape
 from typing import Any
 
-from agentprov_core.view import plot
+from agentprov_core.view import plot, scrub
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'none'; base-uri 'none'; form-action 'none'")
@@ -104,36 +104,41 @@ def records_html(records: Any, depth: int = 0) -> str:
 
 
 def corpus_html(c: Any, n_exec: int) -> str:
-    t = c.table
+    """One corpus's overview; everything shown from the corpus is redacted
+    (:mod:`agentprov_core.view.scrub`) and escaped."""
+    t = scrub.doc(c.table)
     v = c.verdicts
+    cid = scrub.text(c.opened.corpus_id)
     parts = [f'<section class="corpus" id="corpus-{c.n}"><h2>Corpus '
-             f"<span class=\"cid\">{escape(c.opened.corpus_id)}</span></h2>"]
+             f"<span class=\"cid\">{escape(cid)}</span></h2>"]
     if c.restricted is not None:
+        why = scrub.text(str(c.restricted.get("why") or ""))
         parts.append('<p class="warn">A restricted-use corpus, private: '
-                     f"{escape(str(c.restricted.get('why') or ''))}. Its prompts are collapsed "
+                     f"{escape(why)}. Its prompts are collapsed "
                      "behind a warning on each execution's page.</p>")
-    parts.append(f'<p>{escape(t["state"])} corpus at <code>{escape(str(c.root))}</code>; '
-                 f"{n_exec} execution(s). verify: <span class=\"verdict "
+    parts.append(f'<p>{escape(t["state"])} corpus at <code>{escape(scrub.text(str(c.root)))}'
+                 f"</code>; {n_exec} execution(s). verify: <span class=\"verdict "
                  f"v-{escape(v.result.split()[0])}\">{escape(v.result)}</span></p>")
     parts.append("<h3>Results</h3>" + results_html(t))
     parts.append("<h3>Utility against attack success</h3>"
-                 + plot.svg(t["rows"], f"utility against attack success: {c.opened.corpus_id}"))
-    runrec = c.run_records()
+                 + plot.svg(t["rows"], f"utility against attack success: {cid}"))
+    runrec = scrub.doc(c.run_records())
     parts.append("<h3>Run records</h3>" + (records_html(runrec) if runrec else
                  '<p class="muted">The manifest holds no run records (caps, quality, canary, '
                  "egress): an import corpus, or a run that never started a cell.</p>"))
-    if v.corpus:
+    findings = scrub.doc(v.corpus)
+    if findings:
         parts.append("<h3>verify: the corpus's findings</h3><ul class=\"findings\">"
                      + "".join(f"<li class=\"f-{escape(f['kind'])}\">{escape(f['kind'])}: "
                                f"{escape(f['code'])} at {escape(f['path'])}: "
-                               f"{escape(f['message'])}</li>" for f in v.corpus) + "</ul>")
-    parts.append("<details><summary>Manifest</summary>" + records_html(c.about())
+                               f"{escape(f['message'])}</li>" for f in findings) + "</ul>")
+    parts.append("<details><summary>Manifest</summary>" + records_html(scrub.doc(c.about()))
                  + "</details></section>")
     return "".join(parts)
 
 
 def index_html(corpora: list[Any], counts: list[int]) -> str:
-    names = ", ".join(c.opened.corpus_id for c in corpora)
+    names = scrub.text(", ".join(c.opened.corpus_id for c in corpora))
     body = "".join(corpus_html(c, n) for c, n in zip(corpora, counts, strict=True))
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">

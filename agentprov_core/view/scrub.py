@@ -5,6 +5,7 @@ with :func:`html.escape`, the pages' script builds the DOM with ``textContent`` 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from agentprov_core.base.redaction import key_shape, redact_text
@@ -13,21 +14,39 @@ from agentprov_core.base.redaction import key_shape, redact_text
 MAX_TEXT = 200_000
 
 
+def _shape(value: str) -> str | None:
+    """:func:`key_shape` of any string (one that is not valid Unicode too)."""
+    return key_shape(value.encode("utf-8", "replace"))
+
+
 def text(value: str) -> str:
-    out = redact_text(value) if key_shape(value) else value
+    out = redact_text(value) if _shape(value) else value
     if len(out) > MAX_TEXT:
         out = out[:MAX_TEXT] + f"… [{len(out) - MAX_TEXT} more characters not shown]"
     return out
 
 
 def doc(value: Any) -> Any:
-    """``value`` (JSON values) with every string, keys included, redacted."""
+    """``value`` (JSON values) with every string, keys included, redacted and cut to
+    :data:`MAX_TEXT`. A document whose JSON text holds no key shape and is no longer than
+    that is returned as it is (one scan of its text instead of one per string: JSON
+    escapes no character a key shape is made of)."""
+    try:
+        blob = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return _walk(value)
+    if len(blob) <= MAX_TEXT and _shape(blob) is None:
+        return value
+    return _walk(value)
+
+
+def _walk(value: Any) -> Any:
     if isinstance(value, str):
         return text(value)
     if isinstance(value, dict):
-        return {text(str(k)): doc(v) for k, v in value.items()}
+        return {text(str(k)): _walk(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [doc(v) for v in value]
+        return [_walk(v) for v in value]
     return value
 
 

@@ -39,6 +39,9 @@
     return e;
   }
 
+  function arr(v) { return Array.isArray(v) ? v : []; }
+  function obj(v) { return v && typeof v === 'object' && !Array.isArray(v) ? v : {}; }
+
   function str(v) {
     if (v === null || v === undefined) return 'none';
     if (typeof v === 'string') return v;
@@ -257,7 +260,7 @@
     if (content !== null && content !== undefined && content !== '') {
       box.appendChild(pre(Array.isArray(content) && content.every(function (x) { return typeof x === 'string'; }) ? content.join('\n') : content, doc));
     }
-    var calls = (m && (m.tool_calls || [])) || [];
+    var calls = arr(m && m.tool_calls);
     calls.forEach(function (c) {
       var fn = c.function && typeof c.function === 'object' ? c.function.name : c.function;
       var args = c.function && typeof c.function === 'object' ? c.function.arguments : c.arguments;
@@ -274,7 +277,7 @@
     if (s.aux) head.appendChild(el('span', {class: 'badge aux', text: kind === 'model_call' ? 'auxiliary call: ' + s.actor : 'defence: ' + s.actor}));
     if (kind === 'model_call') {
       head.appendChild(el('span', {class: 'title', text: 'model call ' + s.call_id + ' · ' + str(s.element) + ' · ' + str(s.status) + (s.retries ? ' · ' + s.retries + ' retries' : '')}));
-      var sent = s.sent || [];
+      var sent = arr(s.sent);
       if (sent.length) {
         var msgs = el('div', {class: 'sent'}, [el('div', {class: 'label', text: 'sent (' + sent.length + ' new message(s) of ' + str(s.messages_sent) + ')'})]);
         sent.forEach(function (m) { msgs.appendChild(message(m, doc)); });
@@ -308,11 +311,12 @@
     return box;
   }
   function title(doc) {
-    var t = (doc.header && doc.header.task) || {};
+    var t = obj(obj(doc.header).task);
     return [t.suite, t.user_task_id, t.injection_task_id || 'benign', t.attack || 'no attack', t.defense_id].map(str).join(' · ');
   }
   function evidence(doc) {
     var v = doc.verify || {verdict: 'unverified', findings: []};
+    v.findings = arr(v.findings);
     var sec = el('section', {class: 'evidence', id: 'evidence'}, [el('h3', {text: 'Evidence'})]);
     sec.appendChild(el('p', {}, ['verify: ', el('span', {class: 'verdict v-' + v.verdict, id: 'verdict', text: v.verdict})]));
     if (v.findings.length) {
@@ -321,7 +325,7 @@
       })));
     }
     var t = el('table', {class: 'files'}, [el('tr', {}, ['file', 'stored at', 'sha256', 'bytes'].map(function (h) { return el('th', {text: h}); }))]);
-    (doc.files || []).forEach(function (f) {
+    arr(doc.files).forEach(function (f) {
       var link = f.copied ? el('a', {href: f.href, text: f.name}) : el('span', {text: f.name + ' (not copied: ' + str(f.why) + ')'});
       t.appendChild(el('tr', {}, [el('td', {}, [link, f.redacted ? el('span', {class: 'warn', text: ' redacted copy'}) : null]),
                                   el('td', {text: str(f.path)}), el('td', {class: 'sha', text: str(f.sha256)}),
@@ -391,9 +395,9 @@
   function renderExec(n, doc) {
     var sec = $('exec');
     sec.textContent = '';
-    var o = doc.outcome || {};
-    var h = doc.header || {};
-    var agent = h.agent || {};
+    var o = obj(doc.outcome);
+    var h = obj(doc.header);
+    var agent = obj(h.agent);
     sec.appendChild(el('h2', {}, [el('span', {class: 'eid', id: 'exec-id', text: doc.id}), ' ', el('span', {class: 'muted', text: title(doc)})]));
     if (doc.error) sec.appendChild(el('p', {class: 'bad', id: 'exec-error', text: doc.error}));
     var nav = el('p', {class: 'peers', id: 'peers'}, [el('a', {href: '#/list', text: '← list'})]);
@@ -403,14 +407,14 @@
       nav.appendChild(document.createTextNode(' · compare with another attempt of this cell: '));
       ps.slice(0, 20).forEach(function (p) { nav.appendChild(el('a', {href: '#/cmp/' + n + '/' + p, class: 'peer', text: cell(S.rows[p], 'id') + ' (' + cell(S.rows[p], 'corpus') + ')'})); nav.appendChild(document.createTextNode(' ')); });
     });
-    var issues = (o.issues || []).map(function (i) { return i.code + (i.detail ? ': ' + i.detail : ''); });
+    var issues = arr(o.issues).map(function (i) { return i.code + (i.detail ? ': ' + i.detail : ''); });
     var lvn = o.live_vs_native;
     sec.appendChild(el('section', {class: 'outcome', id: 'outcome'}, [el('h3', {text: 'Outcome'}), kv([
       ['status', o.status], ['session', o.session_status], ['utility', o.utility], ['security (attack succeeded)', o.security],
       ['issues', issues.length ? issues.join('; ') : 'none'],
-      ['live vs native', lvn ? (lvn.checked ? (lvn.agree ? 'agree' : 'disagree: ' + (lvn.differences || []).join('; ')) : 'not checked: ' + str(lvn.reason)) : 'none'],
+      ['live vs native', lvn ? (lvn.checked ? (lvn.agree ? 'agree' : 'disagree: ' + arr(lvn.differences).join('; ')) : 'not checked: ' + str(lvn.reason)) : 'none'],
       ['reason', o.reason], ['model', agent.model], ['endpoint', agent.endpoint_kind], ['mode', h.mode], ['corpus', doc.corpus ? doc.corpus.id : '']])]));
-    var actors = h.actors || [];
+    var actors = arr(h.actors);
     if (actors.length) sec.appendChild(kv(actors.map(function (a) { return ['actor ' + a.id, a.kind + ' ' + a.name]; })));
     var ut = el('section', {class: 'usertask'}, [el('h3', {text: 'User task'})]);
     ut.appendChild(restrictedBox(doc, doc.user_task ? pre(doc.user_task, doc, 'val prompt') : el('p', {class: 'muted', text: 'not recorded apart from the messages below'})));
@@ -421,8 +425,8 @@
       inj.forEach(function (k) { is.appendChild(el('div', {class: 'injvec'}, [el('span', {class: 'fn', text: k}), pre(doc.injections[k], doc)])); });
       sec.appendChild(is);
     }
-    var st = el('section', {class: 'steps', id: 'steps'}, [el('h3', {text: 'Trajectory (' + (doc.steps || []).length + ' record(s))'})]);
-    (doc.steps || []).forEach(function (s, i) { st.appendChild(step(s, i, doc)); });
+    var st = el('section', {class: 'steps', id: 'steps'}, [el('h3', {text: 'Trajectory (' + arr(doc.steps).length + ' record(s))'})]);
+    arr(doc.steps).forEach(function (s, i) { st.appendChild(step(s, i, doc)); });
     sec.appendChild(st);
     sec.appendChild(evidence(doc));
   }
@@ -451,11 +455,11 @@
         sec.appendChild(el('h2', {text: 'Side by side: ' + title(da)}));
         var grid = el('div', {class: 'cmpgrid', id: 'cmpgrid'});
         [[a, da], [b, db]].forEach(function (p) {
-          var o = p[1].outcome || {};
+          var o = obj(p[1].outcome);
           grid.appendChild(el('div', {class: 'cmphead'}, [el('a', {href: '#/x/' + p[0], text: p[1].id}),
-            el('span', {class: 'muted', text: ' ' + (p[1].corpus ? p[1].corpus.id : '') + ' · attempt ' + str((p[1].header.task || {}).attempt) + ' · ' + str(o.status) + ' · utility ' + str(o.utility) + ' · security ' + str(o.security) + ' · verify ' + (p[1].verify || {}).verdict})]));
+            el('span', {class: 'muted', text: ' ' + (p[1].corpus ? p[1].corpus.id : '') + ' · attempt ' + str(obj(obj(p[1].header).task).attempt) + ' · ' + str(o.status) + ' · utility ' + str(o.utility) + ' · security ' + str(o.security) + ' · verify ' + (p[1].verify || {}).verdict})]));
         });
-        var sa = da.steps || [], sb = db.steps || [];
+        var sa = arr(da.steps), sb = arr(db.steps);
         for (var i = 0; i < Math.max(sa.length, sb.length); i++) {
           grid.appendChild(i < sa.length ? step(sa[i], i, da) : el('div', {class: 'step none', text: '(no step ' + (i + 1) + ')'}));
           grid.appendChild(i < sb.length ? step(sb[i], i, db) : el('div', {class: 'step none', text: '(no step ' + (i + 1) + ')'}));
