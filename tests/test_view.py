@@ -387,6 +387,8 @@ def test_a_live_corpus_shows_what_each_call_sent_and_a_damaged_capture(tmp_path,
     site = tmp_path / "site"
     assert cli("view", str(root), "--out", str(site)).code == 0
     w = Watch(browser, site)
+    w.goto()
+    assert re.match(r"quality  scripted: \d+ call\(s\), 0 retries", visible(w, "pre.quality"))
     w.goto("#/x/0")
     w.page.wait_for_selector("#steps")
     first = w.page.locator("#steps .k-model_call").nth(0)

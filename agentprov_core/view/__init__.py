@@ -1,7 +1,7 @@
 """``agentprov view``: a static, self-contained HTML site of one or more corpora (docs/view.md).
 
-May import: ``audit``, ``evidence``, ``corpus``, ``base``, ``errors``; nothing but the
-command line imports it.
+May import: ``audit``, ``evidence``, ``corpus``, ``live`` (the quality line), ``base``,
+``errors``; nothing but the command line imports it.
 
 ``scrub`` makes whatever is shown safe to show (redaction), ``execution`` reads one
 execution into the document its page renders, ``checks`` maps verify's findings to

@@ -103,6 +103,20 @@ def records_html(records: Any, depth: int = 0) -> str:
     return _e(records)
 
 
+def quality_lines(quality: Any) -> list[str]:
+    """The run's quality lines, as ``agentprov run`` prints them
+    (:func:`agentprov_core.live.quality.lines`), from the manifest's ``live.quality``; none
+    when it holds none or not in that form."""
+    from agentprov_core.live.quality import lines
+
+    if not isinstance(quality, dict) or not quality:
+        return []
+    try:
+        return [x.strip() for x in lines(quality)]
+    except (KeyError, TypeError, AttributeError):
+        return []
+
+
 def corpus_html(c: Any, n_exec: int) -> str:
     """One corpus's overview; everything shown from the corpus is redacted
     (:mod:`agentprov_core.view.scrub`) and escaped."""
@@ -123,6 +137,10 @@ def corpus_html(c: Any, n_exec: int) -> str:
     parts.append("<h3>Utility against attack success</h3>"
                  + plot.svg(t["rows"], f"utility against attack success: {cid}"))
     runrec = scrub.doc(c.run_records())
+    qline = quality_lines(runrec.get("quality"))
+    if qline:
+        parts.append("<h3>Quality</h3><pre class=\"quality\">" + escape("\n".join(qline))
+                     + "</pre>")
     parts.append("<h3>Run records</h3>" + (records_html(runrec) if runrec else
                  '<p class="muted">The manifest holds no run records (caps, quality, canary, '
                  "egress): an import corpus, or a run that never started a cell.</p>"))
