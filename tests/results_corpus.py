@@ -2,8 +2,11 @@
 table's tests: each attempt is ledgered by ``Ledger.append``, its AER built from the structs
 of ``agentprov_core.evidence.aer``, its SEM, PROV and validation derived by
 ``agentprov_core.evidence.derive.derive`` and stored by ``Executions.write`` and
-``append_index``. No raw evidence is stored (the results table reads none; ``verify`` would
-fail these corpora for it, which is not what they test).
+``append_index``. No raw evidence is stored or cited (the results table reads none); the
+AERs agree with their ledger entries, so ``verify`` passes these corpora (with a working
+tree's unverified checks), and a test that damages one sees only its damage. A cell's
+``records`` replace the default trajectory (the viewer's tests give model calls, tool calls,
+injections and a defence's records).
 """
 
 from __future__ import annotations
