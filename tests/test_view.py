@@ -174,7 +174,7 @@ def test_an_execution_shows_its_calls_and_marks_the_injection(made, browser):
     nodes = sum(len(prov.get(k) or {}) for k in ("entity", "activity", "agent"))
     w.page.click("#prov summary")
     assert w.page.locator("#prov svg.provsvg g.pnode").count() == nodes > 5
-    assert w.page.locator("#prov svg.provsvg line").count() >= nodes - 1
+    assert w.page.locator("#prov svg.provsvg path").count() >= nodes - 1
     assert w.clean() == []
 
 

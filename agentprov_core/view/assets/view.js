@@ -234,6 +234,7 @@
   function moveCursor(d) {
     if (!S.shown.length) return;
     S.cursor = Math.min(S.shown.length - 1, Math.max(0, S.cursor + d));
+    if (S.cursor >= S.limit) S.limit += 500;  /* the cursor's row is always rendered */
     if (S.current === 'list') {
       renderRows();
       var c = document.querySelector('#rows tr.cursor');
@@ -334,7 +335,7 @@
     sec.appendChild(t);
     var g = doc.prov || {nodes: [], edges: []};
     var prov = el('details', {class: 'prov', id: 'prov'}, [el('summary', {text: 'PROV graph: ' + g.nodes.length + ' node(s), ' + g.edges.length + ' edge(s)'})]);
-    if (g.nodes.length) prov.appendChild(provSvg(g));
+    if (g.nodes.length) prov.appendChild(provSvg(g, encodeURIComponent(String(doc.id))));
     prov.appendChild(el('ul', {class: 'nodes'}, g.nodes.map(function (n) { return el('li', {text: n[1] + ' ' + n[0] + (n[2] ? ' (' + n[2] + ')' : '')}); })));
     prov.appendChild(el('ul', {class: 'edges'}, g.edges.map(function (e) { return el('li', {text: e[1] + ' —' + e[0] + '→ ' + e[2]}); })));
     sec.appendChild(prov);
@@ -351,8 +352,8 @@
     if (text !== undefined) e.textContent = text;
     return e;
   }
-  function provSvg(g) {
-    var cols = {agent: 0, activity: 1, entity: 2}, colW = 300, rowH = 26, pad = 10;
+  function provSvg(g, eid) {
+    var cols = {agent: 0, activity: 1, entity: 2}, colW = 330, rowH = 26, pad = 10;
     var at = {}, count = [0, 0, 0];
     g.nodes.forEach(function (n) {
       var c = cols[n[1]] === undefined ? 2 : cols[n[1]];
@@ -367,7 +368,16 @@
     g.edges.forEach(function (e) {
       var a = at[e[1]], b = at[e[2]];
       if (!a || !b) return;
-      var line = svgEl('line', {x1: a[0] + 120, y1: a[1] + 8, x2: b[0] + 120, y2: b[1] + 8, stroke: '#9aa3b2', 'stroke-width': 1});
+      var d, ya = a[1] + 7, yb = b[1] + 7;
+      if (a[0] === b[0]) {  /* the same column: a curve on its right */
+        var bulge = a[0] + 240 + Math.min(50, 10 + Math.abs(yb - ya) / 6);
+        d = 'M' + (a[0] + 240) + ' ' + ya + ' C' + bulge + ' ' + ya + ' ' + bulge + ' ' + yb + ' ' + (b[0] + 240) + ' ' + yb;
+      } else {  /* from the right side of the left box to the left side of the right one */
+        var l = a[0] < b[0] ? a : b, r = a[0] < b[0] ? b : a;
+        var yl = l[1] + 7, yr = r[1] + 7, mid = (l[0] + 240 + r[0]) / 2;
+        d = 'M' + (l[0] + 240) + ' ' + yl + ' C' + mid + ' ' + yl + ' ' + mid + ' ' + yr + ' ' + r[0] + ' ' + yr;
+      }
+      var line = svgEl('path', {d: d, fill: 'none', stroke: '#9aa3b2', 'stroke-width': 1});
       line.appendChild(svgEl('title', {}, e[1] + ' ' + e[0] + ' ' + e[2]));
       svg.appendChild(line);
     });
@@ -376,7 +386,7 @@
       var p = at[n[0]];
       var grp = svgEl('g', {class: 'pnode'});
       grp.appendChild(svgEl('rect', {x: p[0], y: p[1] - 4, width: 240, height: 22, rx: 4, fill: fills[n[1]] || '#eee', stroke: '#8a93a3'}));
-      var label = n[0].replace(/^.*?:/, '');
+      var label = n[0].replace(/^.*?:/, '').replace(eid + '/', '');
       if (label.length > 36) label = '…' + label.slice(-35);
       grp.appendChild(svgEl('text', {x: p[0] + 6, y: p[1] + 11, 'font-size': 11}, label));
       grp.appendChild(svgEl('title', {}, n[1] + ' ' + n[0] + (n[2] ? ' (' + n[2] + ')' : '')));
