@@ -361,6 +361,12 @@ def test_serve_binds_loopback_and_sends_the_policy(made, home, browser):
         with urllib.request.urlopen(url, timeout=10) as resp:
             assert "script-src 'self'" in resp.headers["Content-Security-Policy"]
             assert resp.headers["X-Content-Type-Options"] == "nosniff"
+        with urllib.request.urlopen(url.replace("index.html", "files/0/aer.json.txt"),
+                                    timeout=10) as resp:
+            assert resp.headers["Content-Type"] == "text/plain; charset=utf-8"
+        import urllib.error
+        with pytest.raises(urllib.error.HTTPError):  # no directory listing
+            urllib.request.urlopen(url.replace("index.html", "raw/"), timeout=10)
         w = Watch(browser, home / "views" / "viewdemo")
         w.goto("#/x/0", base=url)
         w.page.wait_for_selector("#steps")

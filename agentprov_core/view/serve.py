@@ -26,6 +26,11 @@ class Handler(SimpleHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")
         super().end_headers()
 
+    def list_directory(self, path):  # type: ignore[no-untyped-def]
+        """No directory listings: the site's pages link every file they show."""
+        self.send_error(404, "No listing")
+        return None
+
     def log_message(self, format: str, *args: object) -> None:  # quiet: the CLI says where
         return
 
