@@ -110,7 +110,11 @@
     S.asked[key] = true;
     var s = document.createElement('script');
     s.src = src;
-    s.onerror = function () { showError('could not load ' + src); };
+    s.onerror = function () {
+      S.asked[key] = false;
+      S.waiting[key] = [];
+      showError('could not load ' + src + ': the site has no such file');
+    };
     document.head.appendChild(s);
   }
   function done(key) {
@@ -130,8 +134,8 @@
   function loadDoc(n, cb) { load(n, 'x/' + n + '.js', function () { cb(S.docs[n]); }); }
 
   function showError(msg) {
-    var m = document.querySelector('main');
-    m.insertBefore(el('p', {class: 'bad', id: 'load-error', text: msg}), m.firstChild);
+    var sec = S.current ? $(S.current) : null;
+    if (sec) { sec.textContent = ''; sec.appendChild(el('p', {class: 'bad', id: 'load-error', text: msg})); }
   }
 
   /* ------------------------------------------------------------------ routing */
