@@ -318,6 +318,7 @@ def _restrict(root: Path) -> None:
     WorkingCorpus(root).write_manifest(m)
 
 
+@pytest.mark.req("R-25.38")
 def test_a_restricted_corpus_is_viewed_only_under_the_home(tmp_path, cli, home, browser):
     outside = build(tmp_path / "corpora", "harm", [Cell("user_task_0", records=trajectory())])
     _restrict(outside)
