@@ -17,7 +17,7 @@ from agentprov_core.view import plot, scrub
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'none'; base-uri 'none'; form-action 'none'")
 DASH = "-"
-KEYS_HELP = ("j / k or ↓ / ↑: next / previous execution · Enter: open it · / : search · "
+KEYS_HELP = ("j / k (↓ / ↑ in the list): next / previous execution · Enter: open it · / : search · "
              "c: compare with another attempt of the same cell · o: overview · l: list · "
              "Esc: leave the search")
 
