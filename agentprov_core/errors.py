@@ -421,6 +421,20 @@ _reg("stats.usage.compare_corpora", U, "usage",
 _reg("stats.usage.compare_tables", U, "usage",
      "--compare compares the results tables; --tables {tables} is not compared",
      "drop --tables, or run stats on each corpus for its {tables}")
+_reg("view.usage.corpus_needed", U, "usage",
+     "view needs a corpus: give DIR or --corpus DIR (--corpus again for each further corpus)",
+     "name the corpus a run or an import wrote")
+_reg("view.usage.out_in_corpus", U, "usage",
+     "--out {out} is inside the corpus {corpus}: a corpus is evidence and is never written to",
+     "give a directory outside the corpus, or leave --out out ($AGENTPROV_HOME/views/<corpus id>)")
+_reg("view.usage.out_not_a_view", U, "usage",
+     "--out {out} exists and is not a site agentprov view wrote (it has no {marker})",
+     "give a new or empty directory, or the directory of an earlier view, which is replaced")
+_reg("view.refused.restricted", R, "coded",
+     "{corpus} is a restricted-use corpus ({why}): it is viewed only under $AGENTPROV_HOME "
+     "({home}), and {what} {where} is outside it",
+     "keep the corpus and the site under $AGENTPROV_HOME (leave --out out: the site goes to "
+     "$AGENTPROV_HOME/views/<corpus id>)")
 _reg("stats.usage.no_shared_cells", U, "usage",
      "--compare: {a} and {b} share no cell (the same suite, user task, injection task and attack; for an Inspect task the same sample), so no unit pairs and no difference can be given",
      "compare corpora over the same cells, with what you want to compare changed (the defence, the model, live against imported)")

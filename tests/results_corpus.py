@@ -2,8 +2,11 @@
 table's tests: each attempt is ledgered by ``Ledger.append``, its AER built from the structs
 of ``agentprov_core.evidence.aer``, its SEM, PROV and validation derived by
 ``agentprov_core.evidence.derive.derive`` and stored by ``Executions.write`` and
-``append_index``. No raw evidence is stored (the results table reads none; ``verify`` would
-fail these corpora for it, which is not what they test).
+``append_index``. No raw evidence is stored or cited (the results table reads none); the
+AERs agree with their ledger entries, so ``verify`` passes these corpora (with a working
+tree's unverified checks), and a test that damages one sees only its damage. A cell's
+``records`` replace the default trajectory (the viewer's tests give model calls, tool calls,
+injections and a defence's records).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class Cell:
     instrumentation: list[str] = field(default_factory=list)
     scores: list[dict] | None = None  # Inspect: the inspect.score decisions' data
     mapped: bool = True
+    records: list | None = None  # the AER's records (default: one get_balance tool call)
 
 
 def build(base: Path, name: str, cells: list[Cell], source: str = "agentdojo") -> Path:
@@ -76,7 +80,8 @@ def build(base: Path, name: str, cells: list[Cell], source: str = "agentdojo") -
         ledger.append(a)
         if not c.mapped:
             continue
-        records: list = [A.ToolCall(function="get_balance", arguments={}, result="1")]
+        records: list = list(c.records) if c.records is not None else [
+            A.ToolCall(function="get_balance", arguments={}, result="1")]
         for d in c.scores or []:
             records.append(A.Decision(code="inspect.score", text="score", data=d))
         issues = [] if c.agree is not False else [A.Issue(code="map.live_native_disagree")]
@@ -89,7 +94,7 @@ def build(base: Path, name: str, cells: list[Cell], source: str = "agentdojo") -
                         injection_task_id=c.injection_task, attack=attack, cell_key=key,
                         defense_id=c.defence, unit=unit, attempt=tries[unit],
                         repeat=c.repeat),
-            instrumentation=c.instrumentation,
+            instrumentation=c.instrumentation, plan_sha256=PLAN, config_digest=CONFIG,
             producer=A.Producer(version=__version__, mapper="inspect.eval" if c.scores
                                 is not None else "agentdojo.capture", mapper_version="1",
                                 test_only=True))

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "recompute": ("agentprov_core.cli.recompute", "recompute", "Re-derive SEM, PROV and validation from the stored AERs."),
     "verify": ("agentprov_core.cli.verify", "verify", "Re-walk a corpus's capture chains, raw store digests and references."),
     "stats": ("agentprov_core.cli.stats", "stats", "Tables of a corpus's records and executions."),
+    "view": ("agentprov_core.cli.view_cmd", "view", "Write a static HTML site of a corpus: results, executions, evidence."),
     "settings": ("agentprov_core.cli.settings_cmd", "settings", "Read and edit the settings (settings.toml): presets, base URLs, local model facts."),
     "estimate": ("agentprov_core.cli.estimate_cmd", "estimate", "Estimate a run's cost and time at p50 and p90, without a model call."),
     "prices": ("agentprov_core.cli.prices_cmd", "prices", "The dated price table: list, set an override, refresh (network)."),
