@@ -5,8 +5,8 @@
 # refusal, dry-runs the plan, then runs it with the scripted transport: the first run stops
 # at the attack that needs a display name (a config stop, exit 1), and the same command with
 # --model-display-name resumes it to the end; then the corpus tools check what it recorded
-# (validate, recompute, verify, stats) and package refuses to seal it. Every step is a real
-# command.
+# (validate, recompute, verify, stats), view writes it as a static site, and package refuses
+# to seal it. Every step is a real command.
 set -uo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -39,6 +39,9 @@ step validate --corpus "$corpus" --strict || status=1
 step recompute --corpus "$corpus" --dry-run || status=1
 step verify --corpus "$corpus" || status=1
 step stats --corpus "$corpus" --tables counts || status=1
+step stats --corpus "$corpus" --tables results || status=1
+# the corpus as a static site (no server; open its index.html in a browser)
+step view --corpus "$corpus" || status=1
 : > "$work/corpus-spec.toml"
 step package --corpus "$corpus" --corpus-version 0.1.0 --spec "$work/corpus-spec.toml"
 [ $? -eq 5 ] || status=1   # live corpora are not sealed in this build

@@ -79,6 +79,53 @@ def test_two_real_scripted_campaigns_side_by_side(e2e_cli, tmp_path, browser):
     assert w.clean() == []
 
 
+def test_the_readme_demos_campaign(e2e_cli, agentdojo_env, tmp_path, browser):
+    """The campaign ``./dev demo`` runs (scripts/demo.sh): the config stop, the resume with
+    a display name, then ``stats --tables results`` and ``view`` as the demo calls them (the
+    site in its default place, under ``$AGENTPROV_HOME/views/``)."""
+    from agentprov_core.audit.results import Rate
+    from agentprov_core.cli.results_render import rate_text
+    from tests.test_campaign import DEMO, LIVE_DEMO
+
+    corpus = tmp_path / "live-demo"
+    args = ("run", "agentdojo", "--corpus", corpus, "--campaign", "demo", *DEMO,
+            "--llm-script", LIVE_DEMO)
+    assert e2e_cli(*args).code == 1  # the config stop
+    assert e2e_cli(*args, "--model-display-name", "Scripted Model").code == 0
+    r = e2e_cli("stats", "--corpus", corpus, "--tables", "results", "--format", "json")
+    assert r.code == 0, r.err
+    rows = json.loads(r.out)["tables"]["results"]["rows"]
+    r = e2e_cli("view", "--corpus", corpus)
+    assert r.code == 0, r.err
+    index = agentdojo_env.home / "views" / "agentdojo-live-demo" / "index.html"
+    assert r.out.strip() == f"agentprov view: wrote {index}"
+    w = Watch(browser, index.parent)
+    w.goto()
+    shown = w.page.eval_on_selector_all(
+        "table.results tbody tr", "rs => rs.map(r => Array.from(r.cells).map(c => c.textContent))")
+    assert len(shown) == len(rows) >= 1
+    for got, want in zip(shown, rows, strict=True):
+        assert got[:4] == [want["group"][k] for k in ("model", "suite", "attack", "defence")]
+        assert got[5] == rate_text(Rate(**want["utility"]))
+        asr = want["attack_success"]
+        assert got[6] == (rate_text(Rate(**asr)) if asr else "-")
+    # five executions: the four sealed units and the errored first attempt, kept
+    w.goto("#/list")
+    w.page.wait_for_selector("#rows tr")
+    assert w.page.locator("#rows tr").count() == 5
+    w.page.select_option("#f-status", "failed")
+    assert w.page.locator("#rows tr").count() == 1
+    w.page.select_option("#f-status", "ok")
+    w.page.select_option("#f-attack", "important_instructions")
+    w.page.select_option("#f-user_task", "user_task_0")
+    w.page.click("#rows tr a")
+    w.page.wait_for_selector("#steps")
+    text = w.page.inner_text("#steps")
+    assert "tool call" in text
+    assert "<INFORMATION>" in w.page.inner_text("#injections .injvec")
+    assert w.clean() == []
+
+
 def test_imported_agentdyn_runs(tmp_path, browser):
     from tests.test_import_results import extract
 

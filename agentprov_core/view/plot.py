@@ -37,6 +37,12 @@ def points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _tip(p: dict[str, Any]) -> str:
+    u, a = p["u"], p["a"]
+    return (f"{p['label']}: utility {u['successes']}/{u['n']}, attack success "
+            f"{a['successes']}/{a['n']}")
+
+
 def svg(rows: list[dict[str, Any]], title: str) -> str:
     """The plot of a results table's ``rows`` (its JSON form), or a sentence saying why
     there is none."""
@@ -44,8 +50,11 @@ def svg(rows: list[dict[str, Any]], title: str) -> str:
     if not pts:
         return ('<p class="muted">No group has both a utility and an attack success rate '
                 "(no attacked unit counted), so there is nothing to plot.</p>")
-    parts = [f'<svg class="plot" role="img" viewBox="0 0 {W} {H + 18 * len(pts)}" '
-             f'width="{W}" height="{H + 18 * len(pts)}" xmlns="http://www.w3.org/2000/svg">',
+    tips = [_tip(p) for p in pts]
+    # the legend's lines are as wide as they need (about 7 px a character at 12 px)
+    width = max(W, PAD + 18 + 7 * max(len(t) for t in tips) + 8)
+    parts = [f'<svg class="plot" role="img" viewBox="0 0 {width} {H + 18 * len(pts)}" '
+             f'width="{width}" height="{H + 18 * len(pts)}" xmlns="http://www.w3.org/2000/svg">',
              f"<title>{escape(title)}</title>",
              f'<rect x="{PAD}" y="{PAD}" width="{W - 2 * PAD}" height="{H - 2 * PAD}" '
              'fill="#fafafa" stroke="#999"/>']
@@ -72,8 +81,7 @@ def svg(rows: list[dict[str, Any]], title: str) -> str:
         if u.get("low") is not None:
             parts.append(f'<line x1="{cx:.1f}" y1="{_y(u["low"]):.1f}" x2="{cx:.1f}" '
                          f'y2="{_y(u["high"]):.1f}" stroke="{c}" stroke-width="1.5"/>')
-        tip = (f"{p['label']}: utility {u['successes']}/{u['n']}, attack success "
-               f"{a['successes']}/{a['n']}")
+        tip = tips[i]
         parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="{c}">'
                      f"<title>{escape(tip)}</title></circle>")
         ly = H + 4 + 18 * i
