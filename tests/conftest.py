@@ -358,3 +358,16 @@ def fake_identity(digits: str):
         return env_id, {"environment_id": env_id}
 
     return identity
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium for the viewer's tests (tests/view_browser.py); the test is skipped,
+    saying why, when Chromium or playwright is missing."""
+    from tests.view_browser import launched, skip_reason
+
+    why = skip_reason()
+    if why:
+        pytest.skip(why)
+    with launched() as b:
+        yield b

@@ -14,18 +14,9 @@ import pytest
 
 from tests.conftest import child_env
 from tests.test_results_e2e import SCRIPTS, _run
-from tests.view_browser import Watch, launched, skip_reason
+from tests.view_browser import Watch
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def browser():
-    why = skip_reason()
-    if why:
-        pytest.skip(why)
-    with launched() as b:
-        yield b
 
 
 def test_two_real_scripted_campaigns_side_by_side(e2e_cli, tmp_path, browser):

@@ -46,6 +46,30 @@ class Rate(msgspec.Struct, kw_only=True):
     high: float | None
 
 
+#: what a missing figure prints as
+DASH = "-"
+
+
+def percent(x: float | None) -> str:
+    """A fraction in percent, one decimal; a bound that one decimal would round to 0 or
+    100 when it is neither keeps two significant digits (0/10000 is [0.0, 0.038])."""
+    if x is None:
+        return DASH
+    text = f"{100 * x:.1f}"
+    if 0 < x < 1 and text in ("0.0", "100.0"):
+        return f"{100 * x:.2g}" if x < 0.5 else f"{100 - float(f'{100 * (1 - x):.2g}'):g}"
+    return text
+
+
+def rate_text(r: Rate | None) -> str:
+    """``k/n pct% [low, high]``: how ``stats --tables results`` and ``view`` show a rate."""
+    if r is None:
+        return DASH
+    if r.n == 0:
+        return "0/0"
+    return f"{r.successes}/{r.n} {percent(r.rate)}% [{percent(r.low)}, {percent(r.high)}]"
+
+
 class Mean(msgspec.Struct, kw_only=True):
     n: int
     mean: float | None

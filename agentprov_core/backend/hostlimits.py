@@ -27,10 +27,8 @@ def available_memory_mib() -> int | None:
                     return int(line.split()[1]) // 1024
     except OSError:
         pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
-    except (ValueError, OSError, AttributeError):
-        return None
+    gb = physical_memory_gb()
+    return None if gb is None else int(gb * 1e9) // (1 << 20)
 
 
 def cpus() -> int:

@@ -11,31 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from agentprov_core.audit.compare import Comparison, Difference
-from agentprov_core.audit.results import Rate, ResultsTable, Row
+from agentprov_core.audit.results import DASH, Rate, ResultsTable, Row, percent, rate_text
 
 FORMATS = ("text", "json", "tsv", "md")
-DASH = "-"
-
-
-def _pct(x: float | None) -> str:
-    """A fraction in percent, one decimal; a bound that one decimal would round to 0 or
-    100 when it is neither keeps two significant digits (0/10000 is [0.0, 0.038])."""
-    if x is None:
-        return DASH
-    text = f"{100 * x:.1f}"
-    if 0 < x < 1 and text in ("0.0", "100.0"):
-        return f"{100 * x:.2g}" if x < 0.5 else f"{100 - float(f'{100 * (1 - x):.2g}'):g}"
-    return text
-
-
-def rate_text(r: Rate | None) -> str:
-    if r is None:
-        return DASH
-    if r.n == 0:
-        return "0/0"
-    return f"{r.successes}/{r.n} {_pct(r.rate)}% [{_pct(r.low)}, {_pct(r.high)}]"
-
-
 def diff_text(d: Difference | None) -> str:
     if d is None or d.difference is None:
         return DASH
@@ -187,11 +165,11 @@ def render_comparison(c: Comparison, fmt: str) -> str:
                 if dojo:
                     for p, u in ((r.utility, r.utility_unpaired),
                                  (r.attack_success, r.attack_success_unpaired)):
-                        cells += [_pct(p.rate_a) if p else DASH, _pct(p.rate_b) if p else DASH,
+                        cells += [percent(p.rate_a) if p else DASH, percent(p.rate_b) if p else DASH,
                                   diff_text(p), diff_text(u)]
                 if insp:
                     p, u = r.refusal, r.refusal_unpaired
-                    cells += [_pct(p.rate_a) if p else DASH, _pct(p.rate_b) if p else DASH,
+                    cells += [percent(p.rate_a) if p else DASH, percent(p.rate_b) if p else DASH,
                               diff_text(p), diff_text(u)]
                 rows.append(cells)
         text = grid(header, rows, fmt)

@@ -165,15 +165,7 @@ def run(ctx: click.Context, source: str, **options) -> int:
         bound = bound_of(prepared, planning.model_params(req, prepared.source,
                                                          prepared.endpoint))
         consented = consent.decide(prepared, bound=bound)  # step 7: cli.refused.consent (4)
-    from agentprov_core.backend.build import hold
-    from agentprov_core.run import campaign, dryrun
-    from agentprov_core.run.live import prewarm
+    from agentprov_core.run import campaign
 
-    # the preflight probe (a real model), then the campaign (agentprov_core/run/campaign.py),
-    # holding the environment's lock shared throughout: other runs share the environment,
-    # a build or an offline check of it is refused until the run ends
-    prewarm(prepared)
-    with hold(prepared.plan.environment_id, shared=True):
-        with timing.span("check"):
-            checked = dryrun.dry_run(prepared)
-        return campaign.run(checked, consent=consented)
+    # the preflight probe (a real model), then the campaign (agentprov_core/run/campaign.py)
+    return campaign.start(prepared, consented)

@@ -29,6 +29,26 @@ class OpenCorpus:
     def state(self) -> str:
         return "working" if self.working else "sealed"
 
+    @property
+    def restricted(self) -> dict[str, Any] | None:
+        """The manifest's ``restricted`` block (:func:`restricted_block`)."""
+        return restricted_block(self.manifest)
+
+
+def restricted_block(manifest: Any) -> dict[str, Any] | None:
+    """The ``restricted`` block a corpus's manifest records (else the declaration its
+    ``source_meta`` snapshots), or None for a corpus that is not restricted. A block that
+    is not a table still marks the corpus restricted: its text becomes ``why``."""
+    if not isinstance(manifest, dict):
+        return None
+    block = manifest.get("restricted")
+    meta = manifest.get("source_meta")
+    if block is None and isinstance(meta, dict):
+        block = meta.get("restricted")
+    if block is None:
+        return None
+    return block if isinstance(block, dict) else {"why": str(block)}
+
 
 def read_manifest(path: Path) -> Any:
     """The JSON document of a corpus's ``manifest.json``; ``ValueError`` saying why when it

@@ -10,7 +10,6 @@ p50 and p90 (nearest rank over the executions it was made from), with its basis.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -48,14 +47,11 @@ class Stat:
 
 def quantiles(values: list[float]) -> tuple[float, float]:
     """p50 and p90 by nearest rank (the values themselves, never interpolated)."""
-    v = sorted(values)
-    if not v:
+    from agentprov_core.base.ranks import nearest_rank
+
+    if not values:
         return 0.0, 0.0
-
-    def rank(q: float) -> float:
-        return v[max(0, math.ceil(q * len(v)) - 1)]
-
-    return rank(0.5), rank(0.9)
+    return nearest_rank(values, 0.5), nearest_rank(values, 0.9)
 
 
 def family(model: str | None) -> str:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from agentprov_core.registries.presets import ComputeRow, Preset
 
 if TYPE_CHECKING:
@@ -67,14 +69,11 @@ def choose(prepared: Prepared) -> tuple[PresetTime | None, str | None]:
     model_id = o.get("model_id")
     fact = factsmod.resolve(o, ep.name, model_id)["active_params_b"]
     active = fact.value
-    if active is not None:
-        for r in rows:
-            if r.max_active_params_b is None or active <= r.max_active_params_b:
-                return PresetTime(preset, r, active), None
-    last = rows[-1]
-    if last.max_active_params_b is not None:
+    row = msgspec.structs.replace(preset, compute=rows).row_for(active)
+    bound = row.max_active_params_b
+    if bound is not None and (active is None or active > bound):  # above the last row
         size = f"{active:g} B active" if active is not None else "of unknown size"
-        return None, (f"the preset {preset.name}'s time rows end at {last.bound_text()} and "
+        return None, (f"the preset {preset.name}'s time rows end at {row.bound_text()} and "
                       f"this model is {size}: the priors' time is kept (D-826)")
-    return PresetTime(preset, last, active), None
+    return PresetTime(preset, row, active), None
 

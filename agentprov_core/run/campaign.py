@@ -49,6 +49,23 @@ if TYPE_CHECKING:
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
 
 
+def start(prepared: Prepared, consent: dict[str, Any] | None = None) -> int:
+    """A consented run from the preflight on, as ``agentprov run`` and each arm of the
+    sweep start one: the worker prewarmed, then, holding the environment's lock shared
+    throughout (other runs share the environment; a build or an offline check of it is
+    refused until the run ends), the plan checked by the worker (steps 5 and 6,
+    :func:`agentprov_core.run.dryrun.dry_run`) and :func:`run`; its exit code."""
+    from agentprov_core.backend.build import hold
+    from agentprov_core.run import dryrun
+    from agentprov_core.run.live import prewarm
+
+    prewarm(prepared)
+    with hold(prepared.plan.environment_id, shared=True):
+        with timing.span("check"):
+            checked = dryrun.dry_run(prepared)
+        return run(checked, consent=consent)
+
+
 def run(prepared: Prepared, consent: dict[str, Any] | None = None) -> int:
     """Run the prepared campaign (or ``--preflight-only``, the probe alone); its exit code."""
     try:

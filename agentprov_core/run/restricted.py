@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentprov_core.base import paths
+from agentprov_core.corpus.opening import restricted_block
 from agentprov_core.corpus.working import partial_dir
 from agentprov_core.errors import AgentprovError
 from agentprov_core.source import Restricted, SourceMeta
@@ -51,13 +52,9 @@ def manifest_record(restricted: Restricted) -> dict[str, Any]:
 def refuse_package(manifest: dict[str, Any], root: Path) -> None:
     """``agentprov package``: a corpus whose manifest records ``restricted`` is never
     deposited (``package.refused.restricted``, exit 4)."""
-    meta = manifest.get("source_meta")
-    block = manifest.get("restricted")
-    if block is None and isinstance(meta, dict):  # the declaration the manifest snapshots
-        block = meta.get("restricted")
+    block = restricted_block(manifest)
     if block is None:
         return
-    block = block if isinstance(block, dict) else {}
     raise AgentprovError("package.refused.restricted", corpus=root,
                          why=block.get("why") or "a restricted-use corpus, private",
                          holds=block.get("holds") or "restricted evidence",

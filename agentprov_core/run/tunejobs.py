@@ -300,9 +300,7 @@ def run(req: RunRequest, started: float, cell_seconds: Callable[[Any], tuple[flo
 
 def _campaign(prepared: Any, consented: dict[str, Any] | None = None) -> int:
     """One stage's campaign, as ``agentprov run`` runs it after consent."""
-    from agentprov_core.backend.build import hold
-    from agentprov_core.run import campaign, checks, dryrun, units
-    from agentprov_core.run.live import prewarm
+    from agentprov_core.run import campaign, checks, units
 
     checks.check_corpus(prepared)
     prepared = units.read_progress(prepared)
@@ -310,10 +308,7 @@ def _campaign(prepared: Any, consented: dict[str, Any] | None = None) -> int:
         from agentprov_core.live import consent as consentmod
 
         consented = consentmod.decide(prepared)
-    prewarm(prepared)
-    with hold(prepared.plan.environment_id, shared=True):
-        checked = dryrun.dry_run(prepared)
-        return campaign.run(checked, consent=consented)
+    return campaign.start(prepared, consented)
 
 
 def _set_aside(corpus: Path) -> None:

@@ -14,10 +14,11 @@ their measurements here.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import msgspec
+
+from agentprov_core.base.ranks import nearest_rank
 
 REPORT_FORMAT = "agentprov-tune-jobs/0.1"
 #: the share of the best traces per hour an arm must reach to be recommended (D-822)
@@ -46,14 +47,6 @@ class Arm(msgspec.Struct, kw_only=True):
                 and self.timeouts == 0 and self.failed == 0 and self.complete > 0)
 
 
-def quantile(values: list[float], q: float) -> float | None:
-    """The ``q`` quantile of ``values`` (nearest rank), or None when there are none."""
-    if not values:
-        return None
-    s = sorted(values)
-    return s[max(0, math.ceil(q * len(s)) - 1)]
-
-
 def measure(jobs: int, durations: list[float], statuses: list[tuple[str, str | None]],
             wall_s: float, corpus: str, exit_code: int | None, status: str = "measured") -> Arm:
     """An arm from its attempts: each one's seconds, and (status, reason). A timeout is an
@@ -69,8 +62,8 @@ def measure(jobs: int, durations: list[float], statuses: list[tuple[str, str | N
     return Arm(jobs=jobs, status=status, corpus=corpus, cells=len(statuses),
                complete=complete, failed=failed, timeouts=timeouts, wall_s=round(wall_s, 3),
                traces_per_hour=round(tph, 3) if tph is not None else None,
-               seconds_per_cell_p50=_r(quantile(durations, 0.5)),
-               seconds_per_cell_p90=_r(quantile(durations, 0.9)), exit_code=exit_code)
+               seconds_per_cell_p50=_r(nearest_rank(durations, 0.5)),
+               seconds_per_cell_p90=_r(nearest_rank(durations, 0.9)), exit_code=exit_code)
 
 
 def _r(v: float | None) -> float | None:

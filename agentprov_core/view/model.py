@@ -51,7 +51,8 @@ class ViewCorpus:
     opened: OpenCorpus
     table: dict[str, Any]
     verdicts: checks.Verdicts
-    restricted: dict[str, Any] | None
+    ledger: dict[int, Any]  # seq -> the ledger's Attempt
+    index: list[Any]  # executions.jsonl's IndexEntry rows, in order
 
     @property
     def root(self) -> Path:
@@ -60,6 +61,10 @@ class ViewCorpus:
     @property
     def manifest(self) -> dict[str, Any]:
         return self.opened.manifest
+
+    @property
+    def restricted(self) -> dict[str, Any] | None:
+        return self.opened.restricted
 
     def run_records(self) -> dict[str, Any]:
         live = self.manifest.get("live") if isinstance(self.manifest, dict) else None
@@ -74,19 +79,12 @@ class ViewCorpus:
         return {k: m[k] for k in keys if k in m}
 
     def executions(self) -> Iterator[Execution]:
-        from agentprov_core.corpus.ledger import Attempt
-        from agentprov_core.corpus.snapshot import decoded, take
-        from agentprov_core.evidence.executions import INDEX, IndexEntry
-
-        snap = take(self.root)
-        ledger: dict[int, Attempt] = {a.seq: a for _, a in decoded(snap, "ledger.jsonl",
-                                                                    Attempt)}
         seen: set[str] = set()
-        for _, e in decoded(snap, INDEX, IndexEntry):
+        for e in self.index:
             if e.execution_id in seen:
                 continue
             seen.add(e.execution_id)
-            yield self._execution(e, ledger.get(e.ledger_seq))
+            yield self._execution(e, self.ledger.get(e.ledger_seq))
 
     def _execution(self, e: Any, attempt: Any) -> Execution:
         import hashlib
@@ -144,39 +142,33 @@ class ViewCorpus:
         return Execution(e.execution_id, row, doc, files, evidence)
 
 
-def cites(root: Path) -> dict[str, set[str]]:
+def cites(index: list[Any], ledger: dict[int, Any]) -> dict[str, set[str]]:
     """Raw digest -> the executions whose ledger entry cites it (capture and native log)."""
-    from agentprov_core.corpus.ledger import Attempt
-    from agentprov_core.corpus.snapshot import decoded, take
-    from agentprov_core.evidence.executions import INDEX, IndexEntry
-
-    snap = take(root)
-    by_seq: dict[int, list[str]] = {}
-    for _, a in decoded(snap, "ledger.jsonl", Attempt):
-        by_seq[a.seq] = [d for d in (a.capture_sha256, a.native_sha256) if d]
     out: dict[str, set[str]] = {}
-    for _, e in decoded(snap, INDEX, IndexEntry):
-        for d in by_seq.get(e.ledger_seq, []):
-            out.setdefault(d, set()).add(e.execution_id)
+    for e in index:
+        a = ledger.get(e.ledger_seq)
+        for d in (a.capture_sha256, a.native_sha256) if a is not None else ():
+            if d:
+                out.setdefault(d, set()).add(e.execution_id)
     return out
 
 
 def read_corpus(n: int, opened: OpenCorpus, *, verify: bool = True) -> ViewCorpus:
     """Corpus ``n`` of the site: its results table and verify's verdicts."""
     from agentprov_core.audit.results import results_table
+    from agentprov_core.corpus.ledger import Attempt
+    from agentprov_core.corpus.snapshot import decoded, take
+    from agentprov_core.evidence.executions import INDEX, IndexEntry
 
+    snap = take(opened.root)  # the ledger and the index, read once
+    ledger = {a.seq: a for _, a in decoded(snap, "ledger.jsonl", Attempt)}
+    index = [e for _, e in decoded(snap, INDEX, IndexEntry)]
     table = msgspec.to_builtins(results_table(opened))
     if verify:
         from agentprov_core.audit.verification import verify_corpus
 
-        v = checks.verdicts(verify_corpus(opened.root), cites(opened.root))
+        v = checks.verdicts(verify_corpus(opened.root), cites(index, ledger))
     else:
         v = checks.Verdicts(result="not run", summary="verify was not run (--no-verify)",
                             ran=False)
-    m = opened.manifest if isinstance(opened.manifest, dict) else {}
-    block = m.get("restricted")
-    if block is None and isinstance(m.get("source_meta"), dict):
-        block = m["source_meta"].get("restricted")
-    restricted = (block if isinstance(block, dict) else {"why": str(block)}) \
-        if block is not None else None
-    return ViewCorpus(n, opened, table, v, restricted)
+    return ViewCorpus(n, opened, table, v, ledger, index)

@@ -12,34 +12,19 @@ import json
 from html import escape
 from typing import Any
 
+from agentprov_core.audit.results import DASH, Rate, rate_text
 from agentprov_core.view import plot, scrub
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'none'; base-uri 'none'; form-action 'none'")
-DASH = "-"
 KEYS_HELP = ("j / k (↓ / ↑ in the list): next / previous execution · Enter: open it · / : search · "
              "c: compare with another attempt of the same cell · o: overview · l: list · "
              "Esc: leave the search")
 
 
-def _pct(x: float | None) -> str:
-    """A fraction in percent, one decimal, as ``agentprov stats`` prints it
-    (agentprov_core/cli/results_render.py)."""
-    if x is None:
-        return DASH
-    text = f"{100 * x:.1f}"
-    if 0 < x < 1 and text in ("0.0", "100.0"):
-        return f"{100 * x:.2g}" if x < 0.5 else f"{100 - float(f'{100 * (1 - x):.2g}'):g}"
-    return text
-
-
-def rate_text(r: dict[str, Any] | None) -> str:
-    """``k/n pct% [low, high]``, as ``agentprov stats --tables results`` prints a rate."""
-    if not r:
-        return DASH
-    if r["n"] == 0:
-        return "0/0"
-    return f"{r['successes']}/{r['n']} {_pct(r['rate'])}% [{_pct(r['low'])}, {_pct(r['high'])}]"
+def _rate(r: dict[str, Any] | None) -> str:
+    """A rate of the table's JSON form as ``stats --tables results`` prints it."""
+    return rate_text(Rate(**r) if r else None)
 
 
 def _e(v: Any) -> str:
@@ -62,12 +47,12 @@ def results_html(table: dict[str, Any]) -> str:
     for r in rows:
         cells = [r["group"].get(k, "") for k in by] + [str(r["units"])]
         if dojo:
-            cells += [rate_text(r.get("utility")), rate_text(r.get("attack_success"))]
+            cells += [_rate(r.get("utility")), _rate(r.get("attack_success"))]
         if insp:
             score = r.get("score") or {}
             cells += [DASH if r.get("samples") is None else str(r["samples"]),
                       DASH if score.get("mean") is None else f"{score['mean']:.3f}",
-                      rate_text(r.get("refusal"))]
+                      _rate(r.get("refusal"))]
         cells += [", ".join(f"{k} {v}" for k, v in r["left_out"].items()) or DASH,
                   "; ".join(r["flags"]) or DASH]
         out.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
