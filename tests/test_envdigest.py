@@ -1,0 +1,47 @@
+"""The environment digest of every suite, after its tools changed its state: each suite of
+the real AgentDojo environment (and, from their own test files, AgentDyn's and the AutoDojo
+fixture's) is built, every task's ground truth and every one-time-password helper run in it,
+and the worker's digest (``agentprov_dojo.envdigest``) made of it, by
+``tests/envdigest_probe.py`` in the environment's own Python."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from conftest import ROOT, BuiltEnv, child_env
+
+PROBE = ROOT / "tests" / "envdigest_probe.py"
+
+
+def probe_suites(env: BuiltEnv) -> dict[str, dict]:
+    """The probe's report per suite, at the environment's default benchmark version; each
+    suite's digest is checked to be made, stable, and to leave out only pending
+    one-time-password actions (every one of them, each named)."""
+    backend = env.env_id.split("-")[0]
+    cat = json.loads((env.env_dir / "agentprov" / f"catalogue-{backend}.json").read_text())
+    p = subprocess.run([str(env.env_dir / "bin" / "python"), str(PROBE),
+                        cat["default_benchmark_version"]], capture_output=True, text=True,
+                       env=child_env() | {"PYTHONDONTWRITEBYTECODE": "1"}, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = {d["suite"]: d for d in map(json.loads, p.stdout.splitlines())}
+    for name, d in got.items():
+        digest = d["digest"]
+        assert digest["method"] in ("model_dump_json", "model_dump_json_excluding"), (name, d)
+        assert len(digest["sha256"]) == 64 and d["again"] == digest, name
+        assert d["ground_truth_calls"] > 0, name
+        assert all(h["pushed"] == 1 for h in d["helpers"]), (name, d["helpers"])
+        omitted = digest.get("omitted", [])
+        assert len(omitted) == d["pending"], name
+        assert all(".verification_stack[" in o["path"] and o["type"] == "tuple"
+                   for o in omitted), (name, omitted)
+    return got
+
+
+@pytest.mark.slow
+def test_every_agentdojo_suite_digests_whole_after_its_state_changes(agentdojo_env):
+    got = probe_suites(agentdojo_env)
+    assert sorted(got) == ["banking", "slack", "travel", "workspace"]
+    assert {d["digest"]["method"] for d in got.values()} == {"model_dump_json"}
+    assert all(d["helpers"] == [] for d in got.values())
