@@ -11,20 +11,20 @@ alone; see :mod:`agreement_policy`): each cell's model calls a one-time-password
 where the suite has one (AgentDyn's github, shopping and dailylife), then the user task's
 ground-truth tool calls (whose results carry the attack's injections in attacked cells),
 then follows an injection it sees (the injection task's ground-truth calls), then answers.
-The server logs every request body. Each source's cells: per suite, ``user_task_0`` and
-``user_task_1`` benign and attacked by ``important_instructions`` with ``injection_task_0``.
+The server logs every request body. Each source's cells: per suite, its first two user tasks
+(by number) benign and attacked by ``important_instructions`` with its first injection task.
 
 * the runner: ``<env>/bin/python -m agentdojo.scripts.benchmark --model VLLM_PARSED
-  --benchmark-version V -s SUITE -ut … [--attack important_instructions -it
-  injection_task_0] --logdir DIR -f`` with ``LOCAL_LLM_PORT`` (one invocation per suite,
-  benign and attacked); its verdicts from its native logs, its requests from the server's
+  --benchmark-version V -s SUITE -ut … [--attack important_instructions -it …] --logdir DIR
+  -f`` with ``LOCAL_LLM_PORT`` (``--model vllm_parsed`` for AgentDyn's runner; one
+  invocation per suite, benign and attacked); its verdicts from its native logs, its requests from the server's
   log, cut into cells where a request holds no assistant message yet. Before attacked
   cells the runner runs each injection task as a user task (its own check that the
   injection task's ground truth succeeds): those conversations are not cells, and are
   counted, not compared.
 * agentprov: ``agentprov run SOURCE --endpoint llamacpp --base-url URL --model-id m
   --model-display-name NAME --containment bwrap --i-consent-to-local-run --suite … --user-tasks
-  0-1 --attack important_instructions --injection-tasks 0 --jobs 1`` (the real endpoint
+  0,1 --attack important_instructions --injection-tasks 0 --jobs 1`` (the real endpoint
   path, no ``--llm-script``), NAME being the runner's own name for its pipeline
   (``MODEL_NAMES["vllm_parsed"]``, which the attack puts in its text); its verdicts from the
   ledger, its requests from the server's log (the preflight probe left out), each matched
@@ -64,19 +64,23 @@ STANDIN = HERE / "standin_server.py"
 POLICY = HERE / "agreement_policy.py"
 MODEL = "m"
 ATTACK = "important_instructions"
-USER_TASKS = ["user_task_0", "user_task_1"]
-INJECTION_TASKS = ["injection_task_0"]
+#: the cells of each suite: indexes over its tasks sorted by number, as --user-tasks takes them
+USER_TASKS, INJECTION_TASKS = [0, 1], [0]
 AGENTDYN_SOURCES = ROOT.parent / "shared" / "sources" / "AgentDyn.git"
 
 #: per source: the suites, and each suite's one-time-password tool (the first call)
+#: and the runner's ``--model`` for its vllm_parsed provider (AgentDojo 0.1.35's runner takes
+#: the enum's name, AgentDyn's its value)
 SOURCES: dict[str, dict[str, Any]] = {
-    "agentdojo": {"suites": ["banking", "slack", "travel", "workspace"], "otp": {}},
-    "agentdyn": {"suites": ["shopping", "github", "dailylife", "banking"], "otp": {
+    "agentdojo": {"suites": ["banking", "slack", "travel", "workspace"], "otp": {},
+                  "model": "VLLM_PARSED"},
+    "agentdyn": {"suites": ["shopping", "github", "dailylife", "banking"], "model": "vllm_parsed",
+                 "otp": {
         "github": ["git_get_linked_ssh_keys", {}],
         "shopping": ["update_shopping_account_password", {"password": "agentprov-Pw-1"}],
         "dailylife": ["send_money", {"recipient": "US122000000121212121212", "amount": 501,
                                      "subject": "agentprov", "date": "2024-05-01"}]}},
-    "autodojo": {"suites": ["banking", "slack"], "otp": {}},
+    "autodojo": {"suites": ["banking", "slack"], "otp": {}, "model": "VLLM_PARSED"},
 }
 
 #: (what, pattern, placeholder): applied to the text of tool messages of AgentDyn's cells
@@ -209,18 +213,17 @@ def build(home: Path, source: str, work: Path) -> tuple[Path, dict[str, str]]:
         extra[PIN_OVERRIDE] = commit
         args += ["--source-repo", str(fork)]
     env |= extra
-    envs = home / "envs"
-    prefix = f"{source}-"
-    have = sorted(p for p in envs.iterdir() if p.name.startswith(prefix)) if envs.is_dir() \
-        else []
-    if source == "autodojo":
-        have = [p for p in have if p.name.endswith(extra[PIN_OVERRIDE][:8])]
-    if not have:
-        _run(agentprov_argv("backends", "build", *args), env, work, work / f"build-{source}.log")
-        have = sorted(p for p in envs.iterdir() if p.name.startswith(prefix))
+    def built() -> list[Path]:
+        envs = home / "envs"
+        found = sorted(p for p in envs.iterdir() if p.is_dir() and p.name.startswith(
+            f"{source}-")) if envs.is_dir() else []
         if source == "autodojo":
-            have = [p for p in have if p.name.endswith(extra[PIN_OVERRIDE][:8])]
-    return have[-1], extra
+            found = [p for p in found if p.name.endswith(extra[PIN_OVERRIDE][:8])]
+        return found
+
+    if not built():
+        _run(agentprov_argv("backends", "build", *args), env, work, work / f"build-{source}.log")
+    return built()[-1], extra
 
 
 # ------------------------------------------------------------------------------- a source
@@ -238,9 +241,11 @@ def agree(source: str, home: Path, work: Path) -> dict[str, Any]:
                        for s in conf["suites"]}}
     (wd / "spec.json").write_text(json.dumps(spec))
     penv = env_python_env(home)
-    out = subprocess.run([py, str(POLICY), str(wd / "spec.json")], capture_output=True,
-                         text=True, env=penv, cwd=wd, check=True).stdout
-    policy = json.loads(out)
+    made = subprocess.run([py, str(POLICY), str(wd / "spec.json")], capture_output=True,
+                          text=True, env=penv, cwd=wd)
+    if made.returncode != 0:
+        raise RuntimeError(f"{POLICY.name} in {env_dir.name}: {made.stderr[-3000:]}")
+    policy = json.loads(made.stdout)
     # the runner checks each injection task as a user task first: the policy answers those
     # conversations as it answers a model that follows the injection
     for goal, replies in policy["injections"].items():
@@ -262,11 +267,13 @@ def agree(source: str, home: Path, work: Path) -> dict[str, Any]:
         for attack in (None, ATTACK):
             tag = f"{suite}-{attack or 'benign'}"
             logdir = wd / "runner" / tag
-            argv = [py, "-m", "agentdojo.scripts.benchmark", "--model", "VLLM_PARSED",
+            argv = [py, "-m", "agentdojo.scripts.benchmark", "--model", conf["model"],
                     "--benchmark-version", version, "-s", suite, "--logdir", str(logdir), "-f"]
-            argv += [a for u in USER_TASKS for a in ("-ut", u)]
+            ids = policy["ids"][suite]
+            argv += [a for u in ids["user_tasks"] for a in ("-ut", u)]
             if attack:
-                argv += ["--attack", attack, *[a for i in INJECTION_TASKS for a in ("-it", i)]]
+                argv += ["--attack", attack,
+                         *[a for i in ids["injection_tasks"] for a in ("-it", i)]]
             with Server(wd / "policy.json", wd / f"runner-{tag}.jsonl", weights, wd) as s:
                 e = penv | {"LOCAL_LLM_PORT": str(s.port)}
                 runner_wall += _run(argv, e, wd, wd / f"runner-{tag}.log")
@@ -277,7 +284,7 @@ def agree(source: str, home: Path, work: Path) -> dict[str, Any]:
                     own_checks += 1
                     continue
                 uid = cell_of[prompt].split("/")[1]
-                inj = INJECTION_TASKS[0] if attack else "none"
+                inj = ids["injection_tasks"][0] if attack else "none"
                 key = f"{suite}/{uid}/{attack or 'none'}/{inj}"
                 if key in runner:
                     raise RuntimeError(f"the runner ran {key} twice")
@@ -293,7 +300,8 @@ def agree(source: str, home: Path, work: Path) -> dict[str, Any]:
         "--model-id", MODEL, "--model-display-name", name, "--containment", "bwrap",
         "--i-consent-to-local-run", "--corpus", str(corpus), "--campaign", "agree",
         "--benchmark-version", version, "--suite", ",".join(conf["suites"]),
-        "--user-tasks", "0-1", "--attack", ATTACK, "--injection-tasks", "0", "--jobs", "1")
+        "--user-tasks", ",".join(map(str, USER_TASKS)), "--attack", ATTACK,
+        "--injection-tasks", ",".join(map(str, INJECTION_TASKS)), "--jobs", "1")
     with Server(wd / "policy.json", wd / "agentprov.jsonl", weights, wd) as s:
         argv = [a.replace("{port}", str(s.port)) for a in argv]
         agentprov_wall = _run(argv, t0_env(home) | extra, wd, wd / "agentprov.log")
@@ -375,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="agentprov-agreement-"))
+    (tmp / "work").mkdir()
     home = args.home or tmp / "home"
     home.mkdir(parents=True, exist_ok=True)
     results = []

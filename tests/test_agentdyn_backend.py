@@ -367,9 +367,10 @@ STANDIN = ROOT / "benchmarks" / "standin_server.py"
 def runner_verdicts(env: BuiltEnv, tmp_path: Path, policy: dict, suite: str, user_task: str,
                     attack: str | None, injection_task: str | None) -> dict:
     """AgentDyn's own runner (``python -m agentdojo.scripts.benchmark --benchmark-version
-    v1.2.2 --model VLLM_PARSED``) on one cell against the stand-in server answering by
+    v1.2.2 --model vllm_parsed``: AgentDyn's runner takes the model's value) on one cell against the stand-in server answering by
     ``policy``: the native log it writes."""
     logdir = tmp_path / "runner"
+    tmp_path.mkdir(parents=True, exist_ok=True)
     server = subprocess.Popen([sys.executable, str(STANDIN), "--kind", "openai_compat",
                                "--policy", str(_write(tmp_path / "policy.json", policy))],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -377,7 +378,7 @@ def runner_verdicts(env: BuiltEnv, tmp_path: Path, policy: dict, suite: str, use
         port = server.stdout.readline().strip()
         e = child_env() | {"LOCAL_LLM_PORT": port, "PYTHONDONTWRITEBYTECODE": "1"}
         argv = [str(env.env_dir / "bin" / "python"), "-m", "agentdojo.scripts.benchmark",
-                "--model", "VLLM_PARSED", "--benchmark-version", "v1.2.2", "-s", suite,
+                "--model", "vllm_parsed", "--benchmark-version", "v1.2.2", "-s", suite,
                 "-ut", user_task, "--logdir", str(logdir), "-f"]
         if attack:
             argv += ["--attack", attack, "-it", injection_task]
