@@ -31,10 +31,13 @@ The server logs every request body. Each source's cells: per suite, its first tw
   to its cell by the session's capture log, whose recorded bodies must equal the server's.
 
 Normalisations (:data:`NORMALISED`), each for something the benchmark itself makes
-non-deterministic, applied to both sides alike: AgentDyn's tools read the clock and the
-random generator (declared by agentprov as ``agentdyn.art.nondeterministic_tools@1``), so a
-date-time the clock made and a one-time password are replaced by placeholders in the text
-of tool messages. Nothing else is changed.
+non-deterministic, applied to both sides alike, in the text of tool messages only: a
+date-time the tools read from the clock (AgentDojo's and AgentDyn's e-mail, cloud-drive and
+GitHub tools call ``datetime.now()``) becomes ``<clock>``; on AgentDyn, the six digits after
+an ``… OTP is: `` of its one-time-password e-mails (``random.choices``, unseeded; agentprov
+declares both as ``agentdyn.art.nondeterministic_tools@1``) become ``<otp>``. Nothing else
+is changed; the report counts the replacements on each side and the requests that agree
+only once normalised.
 
 Wall time: the runner's invocations for a source, summed, and the one ``agentprov run``.
 """
@@ -83,15 +86,13 @@ SOURCES: dict[str, dict[str, Any]] = {
     "autodojo": {"suites": ["banking", "slack"], "otp": {}, "model": "VLLM_PARSED"},
 }
 
-#: (what, pattern, placeholder): applied to the text of tool messages of AgentDyn's cells
-NORMALISED = {
-    "agentdyn": [
-        ("a date-time read from the clock (datetime.now)",
-         re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?"), "<clock>"),
-        ("a one-time password (random.choices, unseeded)",
-         re.compile(r"(?<![0-9])\d{6}(?![0-9])"), "<otp>"),
-    ],
-}
+#: (what, pattern, replacement): applied to the text of tool messages, on both sides
+CLOCK = ("a date-time read from the clock (datetime.now: AgentDojo's and AgentDyn's e-mail, "
+         "cloud-drive and GitHub tools)",
+         re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?"), "<clock>")
+OTP = ("a one-time password (AgentDyn's send_otp_to_inbox: random.choices, unseeded)",
+       re.compile(r"(OTP[^0-9\n]{0,60}: )\d{6}(?![0-9])"), r"\1<otp>")
+NORMALISED = {"agentdojo": [CLOCK], "autodojo": [CLOCK], "agentdyn": [CLOCK, OTP]}
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -149,7 +150,10 @@ def first_prompt(conv: list[dict[str, Any]]) -> str:
     return next((_text(m) for m in conv[0]["messages"] if m.get("role") == "user"), "")
 
 
-def normalise(source: str, body: dict[str, Any]) -> dict[str, Any]:
+def normalise(source: str, body: dict[str, Any],
+              counts: dict[str, int] | None = None) -> dict[str, Any]:
+    """``body`` with the source's :data:`NORMALISED` rules applied to the text of its tool
+    messages; ``counts`` (by rule) gets the replacements made."""
     rules = NORMALISED.get(source)
     if not rules:
         return body
@@ -161,8 +165,10 @@ def normalise(source: str, body: dict[str, Any]) -> dict[str, Any]:
             p for p in m.get("content") or [] if isinstance(p, dict) and "text" in p]
         for part in parts:
             key = "content" if part is m else "text"
-            for _, pattern, placeholder in rules:
-                part[key] = pattern.sub(placeholder, part[key])
+            for what, pattern, replacement in rules:
+                part[key], n = pattern.subn(replacement, part[key])
+                if counts is not None:
+                    counts[what] = counts.get(what, 0) + n
     return body
 
 
@@ -323,6 +329,8 @@ def agree(source: str, home: Path, work: Path) -> dict[str, Any]:
 
     # (c) the comparison
     rows, problems = [], []
+    replaced: dict[str, dict[str, int]] = {"runner": {}, "agentprov": {}}
+    raw_differ = 0  # request pairs that agree only once normalised
     for key in sorted(set(runner) | set(mine)):
         a, b = runner.get(key), mine.get(key)
         if a is None or b is None:
@@ -332,8 +340,10 @@ def agree(source: str, home: Path, work: Path) -> dict[str, Any]:
         if len(a["requests"]) != len(b["requests"]):
             diffs.append(f"{len(a['requests'])} requests against {len(b['requests'])}")
         for i, (x, y) in enumerate(zip(a["requests"], b["requests"])):
-            diffs += [f"request {i + 1}{d}" for d in
-                      differences(normalise(source, x), normalise(source, y))]
+            found = differences(normalise(source, x, replaced["runner"]),
+                                normalise(source, y, replaced["agentprov"]))
+            raw_differ += not found and x != y
+            diffs += [f"request {i + 1}{d}" for d in found]
         verdicts = (a["utility"], a["security"]) == (b["utility"], b["security"])
         if not verdicts:
             diffs.append(f"verdicts: runner {a['utility']}/{a['security']}, agentprov "
@@ -350,6 +360,7 @@ def agree(source: str, home: Path, work: Path) -> dict[str, Any]:
             "display_name": name, "cells": rows, "runner_wall_s": runner_wall,
             "agentprov_wall_s": agentprov_wall, "runner_own_checks": own_checks,
             "normalised": [w for w, _, _ in NORMALISED.get(source, [])],
+            "replacements": replaced, "agree_only_normalised": raw_differ,
             "problems": problems}
 
 
@@ -400,7 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         print(f"{r['source']}: {len(r['cells'])} cells, {len(r['problems'])} divergence(s); "
               f"the runner's own injection-task checks (not cells): {r['runner_own_checks']}; "
-              f"normalised: {', '.join(r['normalised']) or 'nothing'}")
+              f"requests that agree only once normalised: {r['agree_only_normalised']}; "
+              f"replacements (runner, agentprov): {json.dumps(r['replacements'])}")
     for p in bad:
         print(f"DIVERGENCE {p}")
     return 1 if bad else 0
