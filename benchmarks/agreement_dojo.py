@@ -4,7 +4,7 @@ against the same deterministic loopback server; per cell, the verdicts and every
 body are compared. A divergence exits 1.
 
     python benchmarks/agreement_dojo.py [--home DIR] [--sources agentdojo,agentdyn,autodojo]
-                                        [--json] [--markdown]
+                                        [--json] [--agentprov-arg ARG ...]
 
 The server is ``benchmarks/standin_server.py`` with ``--policy`` (a function of the request
 alone; see :mod:`agreement_policy`): each cell's model calls a one-time-password tool first
@@ -233,7 +233,7 @@ def build(home: Path, source: str, work: Path) -> tuple[Path, dict[str, str]]:
 
 
 # ------------------------------------------------------------------------------- a source
-def agree(source: str, home: Path, work: Path) -> dict[str, Any]:
+def agree(source: str, home: Path, work: Path, more: list[str]) -> dict[str, Any]:
     env_dir, extra = build(home, source, work)
     backend = env_dir.name.split("-")[0]
     cat = json.loads((env_dir / "agentprov" / f"catalogue-{backend}.json").read_text())
@@ -307,7 +307,7 @@ def agree(source: str, home: Path, work: Path) -> dict[str, Any]:
         "--i-consent-to-local-run", "--corpus", str(corpus), "--campaign", "agree",
         "--benchmark-version", version, "--suite", ",".join(conf["suites"]),
         "--user-tasks", ",".join(map(str, USER_TASKS)), "--attack", ATTACK,
-        "--injection-tasks", ",".join(map(str, INJECTION_TASKS)), "--jobs", "1")
+        "--injection-tasks", ",".join(map(str, INJECTION_TASKS)), "--jobs", "1", *more)
     with Server(wd / "policy.json", wd / "agentprov.jsonl", weights, wd) as s:
         argv = [a.replace("{port}", str(s.port)) for a in argv]
         agentprov_wall = _run(argv, t0_env(home) | extra, wd, wd / "agentprov.log")
@@ -391,7 +391,9 @@ def main(argv: list[str] | None = None) -> int:
                     "are reused (built there when absent); default: a new one, removed")
     ap.add_argument("--sources", default=",".join(SOURCES))
     ap.add_argument("--json", action="store_true", help="print the full results as JSON")
-    ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    ap.add_argument("--agentprov-arg", action="append", default=[], metavar="ARG",
+                    help="one more argument for agentprov run (to see the check fail: "
+                         "--agentprov-arg=--temperature=0.5)")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="agentprov-agreement-"))
     (tmp / "work").mkdir()
@@ -401,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for source in args.sources.split(","):
             print(f"agreement: {source} ...", file=sys.stderr, flush=True)
-            results.append(agree(source, home, tmp / "work"))
+            results.append(agree(source, home, tmp / "work", args.agentprov_arg))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
