@@ -33,7 +33,8 @@ The server logs every request body. Each source's cells: per suite, its first tw
 Normalisations (:data:`NORMALISED`), each for something the benchmark itself makes
 non-deterministic, applied to both sides alike, in the text of tool messages only: a
 date-time the tools read from the clock (AgentDojo's and AgentDyn's e-mail, cloud-drive and
-GitHub tools call ``datetime.now()``) becomes ``<clock>``; on AgentDyn, the six digits after
+GitHub tools call ``datetime.now()``: a date-time with microseconds, which the suites' own
+data never holds) becomes ``<clock>``; on AgentDyn, the six digits after
 an ``… OTP is: `` of its one-time-password e-mails (``random.choices``, unseeded; agentprov
 declares both as ``agentdyn.art.nondeterministic_tools@1``) become ``<otp>``. Nothing else
 is changed; the report counts the replacements on each side and the requests that agree
@@ -89,7 +90,7 @@ SOURCES: dict[str, dict[str, Any]] = {
 #: (what, pattern, replacement): applied to the text of tool messages, on both sides
 CLOCK = ("a date-time read from the clock (datetime.now: AgentDojo's and AgentDyn's e-mail, "
          "cloud-drive and GitHub tools)",
-         re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?"), "<clock>")
+         re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}\.\d{6}"), "<clock>")
 OTP = ("a one-time password (AgentDyn's send_otp_to_inbox: random.choices, unseeded)",
        re.compile(r"(OTP[^0-9\n]{0,60}: )\d{6}(?![0-9])"), r"\1<otp>")
 NORMALISED = {"agentdojo": [CLOCK], "autodojo": [CLOCK], "agentdyn": [CLOCK, OTP]}
@@ -184,7 +185,7 @@ def differences(a: Any, b: Any, path: str = "") -> list[str]:
         return out
     if isinstance(a, list) and isinstance(b, list):
         out = [f"{path}: {len(a)} items against {len(b)}"] if len(a) != len(b) else []
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):  # the lengths are said above
             out += differences(x, y, f"{path}[{i}]")
         return out
     return [] if a == b else [f"{path}: {json.dumps(a)[:160]} != {json.dumps(b)[:160]}"]
@@ -339,7 +340,7 @@ def agree(source: str, home: Path, work: Path, more: list[str]) -> dict[str, Any
         diffs = []
         if len(a["requests"]) != len(b["requests"]):
             diffs.append(f"{len(a['requests'])} requests against {len(b['requests'])}")
-        for i, (x, y) in enumerate(zip(a["requests"], b["requests"])):
+        for i, (x, y) in enumerate(zip(a["requests"], b["requests"], strict=False)):
             found = differences(normalise(source, x, replaced["runner"]),
                                 normalise(source, y, replaced["agentprov"]))
             raw_differ += not found and x != y

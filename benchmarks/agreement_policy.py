@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 FINAL = {"content": "I have done what you asked."}
@@ -42,7 +43,7 @@ def number(task_id: str) -> int:
 def main() -> None:
     from agentdojo.task_suite.load_suites import get_suite
 
-    spec = json.loads(open(sys.argv[1], encoding="utf-8").read())
+    spec = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
     out: dict[str, Any] = {"prompts": {}, "injections": {}, "cells": {}, "ids": {}}
     for name, chosen in spec["suites"].items():
         suite = get_suite(spec["benchmark_version"], name)

@@ -449,6 +449,7 @@ def test_otp_tools_before_verifying_are_scored_as_agentdyns_runner_scores_them(a
 
 
 @pytest.mark.slow
+@pytest.mark.req("R-2.7")
 def test_every_agentdyn_suite_digests_after_its_state_changes(agentdyn_env):
     """Every suite's environment, after every task's ground truth and every
     one-time-password helper ran in it, digests without error; the values left out are the

@@ -40,6 +40,7 @@ def probe_suites(env: BuiltEnv) -> dict[str, dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.req("R-2.7")
 def test_every_agentdojo_suite_digests_whole_after_its_state_changes(agentdojo_env):
     got = probe_suites(agentdojo_env)
     assert sorted(got) == ["banking", "slack", "travel", "workspace"]
