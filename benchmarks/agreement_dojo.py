@@ -53,7 +53,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +60,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_backend import agentprov_argv, env_python_env, t0_env  # noqa: E402
-from bench_campaign import ChildServer  # noqa: E402
+from bench_campaign import ChildServer, run_cli  # noqa: E402
 
 ROOT = HERE.parent
 STANDIN = HERE / "standin_server.py"
@@ -110,18 +109,6 @@ class Server(ChildServer):
         if not self.log.exists():
             return []
         return [json.loads(x) for x in self.log.read_text().splitlines()]
-
-
-def _run(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> float:
-    t = time.perf_counter()
-    with open(log, "wb") as f:
-        p = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=f, env=env,
-                           cwd=cwd)
-    wall = time.perf_counter() - t
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(map(str, argv))} exited {p.returncode}:\n"
-                           f"{log.read_text(errors='replace')[-4000:]}")
-    return wall
 
 
 def _text(m: dict[str, Any]) -> str:
@@ -229,7 +216,8 @@ def build(home: Path, source: str, work: Path) -> tuple[Path, dict[str, str]]:
         return found
 
     if not built():
-        _run(agentprov_argv("backends", "build", *args), env, work, work / f"build-{source}.log")
+        run_cli(agentprov_argv("backends", "build", *args), env, str(work),
+                work / f"build-{source}.log")
     return built()[-1], extra
 
 
@@ -283,7 +271,7 @@ def agree(source: str, home: Path, work: Path, more: list[str]) -> dict[str, Any
                          *[a for i in ids["injection_tasks"] for a in ("-it", i)]]
             with Server(wd / "policy.json", wd / f"runner-{tag}.jsonl", weights, wd) as s:
                 e = penv | {"LOCAL_LLM_PORT": str(s.port)}
-                runner_wall += _run(argv, e, wd, wd / f"runner-{tag}.log")
+                runner_wall += run_cli(argv, e, str(wd), wd / f"runner-{tag}.log")
                 convs = conversations(s.requests())
             for conv in convs:
                 prompt = first_prompt(conv)
@@ -311,7 +299,7 @@ def agree(source: str, home: Path, work: Path, more: list[str]) -> dict[str, Any
         "--injection-tasks", ",".join(map(str, INJECTION_TASKS)), "--jobs", "1", *more)
     with Server(wd / "policy.json", wd / "agentprov.jsonl", weights, wd) as s:
         argv = [a.replace("{port}", str(s.port)) for a in argv]
-        agentprov_wall = _run(argv, t0_env(home) | extra, wd, wd / "agentprov.log")
+        agentprov_wall = run_cli(argv, t0_env(home) | extra, str(wd), wd / "agentprov.log")
         served = conversations(s.requests())
     part = corpus.with_name(corpus.name + ".partial")
     ledger = [json.loads(x) for x in (part / "ledger.jsonl").read_text().splitlines()]
@@ -368,8 +356,9 @@ def agree(source: str, home: Path, work: Path, more: list[str]) -> dict[str, Any
 # ------------------------------------------------------------------------------ report
 def markdown(results: list[dict[str, Any]]) -> str:
     out = ["| source | cells (benign + attacked) | requests compared | verdicts agree | "
-           "bodies agree | attacked cells whose model saw an injection | utility / security "
-           "true (runner) | runner wall (s) | agentprov wall (s) | ratio |",
+           "bodies agree | attacked cells whose model saw an injection | utility true / "
+           "security true of attacked (runner) | runner wall (s) | agentprov wall (s) | "
+           "ratio |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         cells = r["cells"]
