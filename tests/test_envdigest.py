@@ -46,3 +46,60 @@ def test_every_agentdojo_suite_digests_whole_after_its_state_changes(agentdojo_e
     assert sorted(got) == ["banking", "slack", "travel", "workspace"]
     assert {d["digest"]["method"] for d in got.values()} == {"model_dump_json"}
     assert all(d["helpers"] == [] for d in got.values())
+
+
+#: run in the environment's Python: the digest's methods on small models of the shapes the
+#: walk meets (a cycle through a dict's tuple, a function in a list, a model pydantic cannot
+#: serialise at all, an object that is no model)
+METHODS = r'''
+import hashlib, json
+from pydantic import BaseModel, model_serializer
+from agentprov_dojo import envdigest
+
+class Account(BaseModel):
+    name: str = "a"
+    stack: dict = {}
+    hooks: list = []
+
+class Env(BaseModel):
+    accounts: list[Account] = [Account()]
+
+class Broken(BaseModel):
+    @model_serializer
+    def ser(self):
+        raise RuntimeError("no")
+
+env = Env()
+whole = envdigest.digest(env)
+env.accounts[0].stack["123456"] = (print, (env,))
+env.accounts[0].hooks.append(len)
+partial = envdigest.digest(env)
+rest = env.model_dump_json(exclude={"accounts": {0: {"stack": {"123456": True},
+                                                     "hooks": {0: True}}}})
+print(json.dumps({"whole": whole, "whole_sha": hashlib.sha256(Env().model_dump_json().encode()).hexdigest(),
+                  "partial": partial, "rest_sha": hashlib.sha256(rest.encode()).hexdigest(),
+                  "broken": envdigest.digest(Broken()), "object": envdigest.digest(object())}))
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-2.7")
+def test_the_digest_methods(agentdojo_env):
+    """Whole when pydantic serialises the environment (the sha256 of its model_dump_json);
+    otherwise without each value it cannot serialise, named by path and type, and the sha256
+    of pydantic's dump of the rest; unavailable, never raising, when no value is to blame;
+    repr for an object that is no model."""
+    p = subprocess.run([str(agentdojo_env.env_dir / "bin" / "python"), "-c", METHODS],
+                       capture_output=True, text=True, timeout=120,
+                       env=child_env() | {"PYTHONDONTWRITEBYTECODE": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout)
+    assert got["whole"] == {"sha256": got["whole_sha"], "method": "model_dump_json"}
+    assert got["partial"] == {"sha256": got["rest_sha"], "method": "model_dump_json_excluding",
+                              "omitted": [{"path": 'accounts[0].stack["123456"]',
+                                           "type": "tuple"},
+                                          {"path": "accounts[0].hooks[0]",
+                                           "type": "builtin_function_or_method"}]}
+    assert got["broken"]["method"] == "unavailable" and got["broken"]["sha256"] is None
+    assert "no value of it is to blame" in got["broken"]["error"]
+    assert got["object"]["method"] == "repr" and len(got["object"]["sha256"]) == 64

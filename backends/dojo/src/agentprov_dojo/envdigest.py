@@ -52,12 +52,13 @@ def digest(env: Any) -> dict[str, Any]:
         except Exception:  # noqa: BLE001 - pydantic's serialisation errors are several types
             pass
         omitted = unserialisable(env)
+        if not omitted or omitted[0][0] == ():
+            raise ValueError("pydantic cannot serialise the environment, and no value of it "
+                             "is to blame")
         data = env.model_dump_json(exclude=_nested([path for path, _, _ in omitted]))
         return {"sha256": _sha(data), "method": EXCLUDING,
                 "omitted": [{"path": text, "type": kind} for _, text, kind in omitted]}
-    except BaseException as exc:  # noqa: BLE001 - the digest never reaches the scoring
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
+    except Exception as exc:  # noqa: BLE001 - the digest never reaches the scoring
         return {"sha256": None, "method": UNAVAILABLE,
                 "error": f"{type(exc).__name__}: {exc}"[:500]}
 
