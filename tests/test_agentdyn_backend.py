@@ -367,8 +367,8 @@ STANDIN = ROOT / "benchmarks" / "standin_server.py"
 def runner_verdicts(env: BuiltEnv, tmp_path: Path, policy: dict, suite: str, user_task: str,
                     attack: str | None, injection_task: str | None) -> dict:
     """AgentDyn's own runner (``python -m agentdojo.scripts.benchmark --benchmark-version
-    v1.2.2 --model vllm_parsed``: AgentDyn's runner takes the model's value) on one cell against the stand-in server answering by
-    ``policy``: the native log it writes."""
+    v1.2.2 --model vllm_parsed``; AgentDyn's runner takes the model's value) on one cell,
+    against the stand-in server answering by ``policy``: the native log it writes."""
     logdir = tmp_path / "runner"
     tmp_path.mkdir(parents=True, exist_ok=True)
     server = subprocess.Popen([sys.executable, str(STANDIN), "--kind", "openai_compat",
