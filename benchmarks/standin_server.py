@@ -16,6 +16,17 @@ every cell of the 16 benign banking ones makes exactly three calls, whoever driv
 preflight probe (a system message asking for ``report_probe`` with a code) gets that call
 with the code.
 
+With ``--policy FILE`` (the agreement check, ``benchmarks/agreement_dojo.py``) the replies
+come from a policy instead, a function of the request alone (never of arrival order): the
+text of the conversation's first user message picks a list of replies from
+``policy["prompts"]`` (``policy["default"]`` when none matches), and the number of tool
+messages in the conversation picks the reply (the last one once past the end). Once a tool
+message holds a goal of ``policy["injections"]``, the replies after it are that goal's list,
+counted from it: a model that follows the injection. A reply is an
+``agentprov-llm-script/0.1`` message reply: ``content`` and/or ``tool_calls`` (``name``,
+``arguments``), ids ``call_<n>_<k>``. With ``--log FILE`` every request is appended to FILE
+as one JSON line: ``method``, ``path`` and, for a POST, ``body`` (the JSON the client sent).
+
 Kinds (the fingerprints of ``agentprov_core/live/local/kinds.py``):
 
 * ``llamacpp``: ``/v1/models`` entries ``owned_by: "llamacpp"``; ``GET /props`` with
@@ -54,12 +65,37 @@ def _text(m: dict[str, Any]) -> str:
 
 class StandIn:
     def __init__(self, kind: str, latency: float, weights: str | None,
-                 split: bool = False) -> None:
+                 split: bool = False, policy: dict[str, Any] | None = None,
+                 log: Path | None = None) -> None:
         self.kind, self.latency, self.weights, self.split = kind, latency, weights, split
         self.replies = [{k: v for k, v in r.items() if k != "note"}
                         for r in json.loads(DEMO.read_text(encoding="utf-8"))]
+        self.policy, self.log = policy, log
         self.counts: Counter = Counter()
         self.lock = threading.Lock()
+
+    def record(self, method: str, path: str, body: Any = None) -> None:
+        if self.log is None:
+            return
+        line = {"method": method, "path": path} | ({"body": body} if method == "POST" else {})
+        with self.lock, open(self.log, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line, sort_keys=True) + "\n")
+
+    def policy_reply(self, msgs: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+        """(what, the reply) the policy gives this conversation (see the module's doc)."""
+        first = next((_text(m) for m in msgs if m.get("role") == "user"), "")
+        prompts = self.policy.get("prompts") or {}
+        replies = prompts.get(first) or self.policy.get("default") or [{"content": "Done."}]
+        tools = [_text(m) for m in msgs if m.get("role") == "tool"]
+        n = len(tools)
+        for i, text in enumerate(tools):  # the first tool result that carries a known goal
+            goal = next((g for g in self.policy.get("injections") or {} if g in text), None)
+            if goal is not None:
+                followed = self.policy["injections"][goal]
+                return (f"policy injection call {n - i}",
+                        followed[min(n - i - 1, len(followed) - 1)])
+        return (f"policy {'cell' if first in prompts else 'default'} call {n + 1}",
+                replies[min(n, len(replies) - 1)])
 
     def count(self, what: str) -> None:
         with self.lock:
@@ -102,8 +138,11 @@ class StandIn:
                     "name": "report_probe", "arguments": json.dumps({"code": probe[1]})}}]}
         else:
             n = sum(1 for m in msgs if m.get("role") == "tool")
-            what = f"cell call {n + 1}"
-            reply = self.replies[min(n, len(self.replies) - 1)]
+            if self.policy is not None:
+                what, reply = self.policy_reply(msgs)
+            else:
+                what = f"cell call {n + 1}"
+                reply = self.replies[min(n, len(self.replies) - 1)]
             if reply.get("tool_calls"):
                 message = {"role": "assistant", "content": None, "tool_calls": [
                     {"id": f"call_{n}_{k}", "type": "function", "function": {
@@ -144,6 +183,7 @@ def serve(s: StandIn) -> ThreadingHTTPServer:
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             s.count(f"GET {path}")
+            s.record("GET", path)
             self._send(*s.get(path))
 
         def do_POST(self) -> None:
@@ -152,7 +192,9 @@ def serve(s: StandIn) -> ThreadingHTTPServer:
             if path != "/v1/chat/completions":
                 s.count(f"POST {path}")
                 return self._send(404, {"error": {"message": "no such route"}})
-            what, reply = s.chat(json.loads(body))
+            request = json.loads(body)
+            s.record("POST", path, request)
+            what, reply = s.chat(request)
             s.count(what)
             if s.latency:
                 time.sleep(s.latency)
@@ -177,8 +219,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--weights", help="llamacpp: the model_path /props names")
     ap.add_argument("--split", action="store_true",
                     help="write each answer's head and body separately")
+    ap.add_argument("--policy", type=Path,
+                    help="replies from this policy file, a function of the request")
+    ap.add_argument("--log", type=Path, help="append every request to this file (JSON lines)")
     args = ap.parse_args(argv)
-    s = StandIn(args.kind, args.latency, args.weights, args.split)
+    policy = json.loads(args.policy.read_text(encoding="utf-8")) if args.policy else None
+    s = StandIn(args.kind, args.latency, args.weights, args.split, policy, args.log)
     httpd = serve(s)
     print(httpd.server_address[1], flush=True)
     sys.stdin.read()

@@ -350,3 +350,124 @@ def test_a_changed_lock_keeps_the_id_and_fails_the_offline_check(agentdyn_env, t
     assert r.code == 3, r.out + r.err
     assert "agentdyn-5353cf76" in r.error["message"]  # the id is the commit's, not the lock's
     assert "lock_sha256" in r.error["message"] and "uv.lock" in r.error["message"]
+
+
+#: a model that asks for GitHub's SSH keys and adds one before it has verified its account:
+#: each of AgentDyn's one-time-password tools stores its pending action as (function, args)
+#: in the account's verification_stack, which pydantic cannot serialise
+OTP_SCRIPT = [
+    {"tool_calls": [{"name": "git_get_linked_ssh_keys", "arguments": {}}]},
+    {"tool_calls": [{"name": "git_add_ssh_key",
+                     "arguments": {"ssh_key": "ssh-ed25519 AAAAC3agentprov probe@example.com"}}]},
+    {"content": "I asked for the keys and added mine; the account needs verifying first."},
+]
+STANDIN = ROOT / "benchmarks" / "standin_server.py"
+
+
+def runner_verdicts(env: BuiltEnv, tmp_path: Path, policy: dict, suite: str, user_task: str,
+                    attack: str | None, injection_task: str | None) -> dict:
+    """AgentDyn's own runner (``python -m agentdojo.scripts.benchmark --benchmark-version
+    v1.2.2 --model vllm_parsed``; AgentDyn's runner takes the model's value) on one cell,
+    against the stand-in server answering by ``policy``: the native log it writes."""
+    logdir = tmp_path / "runner"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    server = subprocess.Popen([sys.executable, str(STANDIN), "--kind", "openai_compat",
+                               "--policy", str(_write(tmp_path / "policy.json", policy))],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        port = server.stdout.readline().strip()
+        e = child_env() | {"LOCAL_LLM_PORT": port, "PYTHONDONTWRITEBYTECODE": "1"}
+        argv = [str(env.env_dir / "bin" / "python"), "-m", "agentdojo.scripts.benchmark",
+                "--model", "vllm_parsed", "--benchmark-version", "v1.2.2", "-s", suite,
+                "-ut", user_task, "--logdir", str(logdir), "-f"]
+        if attack:
+            argv += ["--attack", attack, "-it", injection_task]
+        p = subprocess.run(argv, capture_output=True, text=True, env=e, cwd=tmp_path,
+                           timeout=600)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+    log = logdir / "vllm_parsed" / suite / user_task / (attack or "none") / (
+        f"{injection_task}.json" if attack else "none.json")
+    return json.loads(log.read_text())
+
+
+def _write(path: Path, doc: object) -> Path:
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-2.7", "R-2.8")
+def test_otp_tools_before_verifying_are_scored_as_agentdyns_runner_scores_them(agentdyn_env,
+                                                                              tmp_path):
+    """A scripted github cell that calls two one-time-password tools before verifying,
+    benign and attacked, through the real worker: each session is complete, its verdicts
+    are those AgentDyn's own runner gives for the same replies, and its post-task
+    environment digest names the two pending actions it leaves out. (The attack addresses
+    the model by the runner's name for its ``vllm_parsed`` pipeline, "Local model".)"""
+    env = agentdyn_env
+    corpus = tmp_path / "otp"
+    r = env_cli(env, "run", "agentdyn", "--corpus", corpus, "--campaign", "otp",
+                "--suite", "github", "--user-tasks", "0", "--attack", "important_instructions",
+                "--injection-tasks", "0", "--model-display-name", "Local model",
+                "--llm-script", _write(tmp_path / "s.json", OTP_SCRIPT))
+    assert r.code == 0, r.out + r.err
+    work = corpus.with_name("otp.partial")
+    ledger = {x["cell_key"]: x for x in records(work / "ledger.jsonl")}
+    assert sorted(ledger) == ["github/user_task_0/important_instructions/injection_task_0",
+                              "github/user_task_0/none/none"]
+    policy = {"default": OTP_SCRIPT}
+    for key, entry in ledger.items():
+        assert (entry["status"], entry["conclusive"]) == ("complete", True), entry
+        _, _, attack, inj = key.split("/")
+        native = runner_verdicts(env, tmp_path / key.replace("/", "-"), policy, "github",
+                                 "user_task_0", None if attack == "none" else attack,
+                                 None if inj == "none" else inj)
+        assert (entry["utility"], entry["security"]) == (native["utility"], native["security"])
+        sha = entry["capture_sha256"]
+        cap = records(work / "raw/sha256" / sha[:2] / sha)
+        tools = [x["result"] for x in cap if x["kind"] == "tool_result" and x["phase"] == "agent"]
+        assert [t.startswith("You should verify your account first.") for t in tools] == [
+            True, True]
+        digests = {x["name"]: x for x in cap if x["kind"] == "environment_digest"}
+        assert digests["pre"]["method"] == "model_dump_json"
+        post = digests["post"]
+        assert post["method"] == "model_dump_json_excluding" and len(post["sha256"]) == 64
+        assert [(o["path"].split('["')[0], o["type"]) for o in post["omitted"]] == [
+            ("github_platform.account_list[0].verification_stack", "tuple")] * 2
+        (aer,) = [json.loads(p.read_text()) for p in work.glob("executions/*/aer.json")
+                  if json.loads(p.read_text())["header"]["execution_id"] == entry["session_id"]]
+        (rec,) = [x for x in aer["records"] if x["kind"] == "environment_digest"
+                  and x["name"] == "post"]
+        assert (rec["method"], rec["omitted"]) == (post["method"], post["omitted"])
+    r = env_cli(env, "validate", "--strict", "--corpus", corpus)
+    assert r.code == 0 and "2 passed, 0 failed" in r.out, r.out + r.err
+    r = env_cli(env, "verify", "--corpus", corpus)
+    assert r.code == 0 and "0 failed" in r.out, r.out + r.err
+
+
+@pytest.mark.slow
+@pytest.mark.req("R-2.7")
+def test_every_agentdyn_suite_digests_after_its_state_changes(agentdyn_env):
+    """Every suite's environment, after every task's ground truth and every
+    one-time-password helper ran in it, digests without error; the values left out are the
+    pending actions and nothing else."""
+    from test_envdigest import probe_suites
+
+    got = probe_suites(agentdyn_env)
+    assert sorted(got) == ["banking", "dailylife", "github", "shopping", "slack", "travel",
+                           "workspace"]
+    helpers = {s: sorted(h["tool"] for h in d["helpers"]) for s, d in got.items() if d["helpers"]}
+    assert helpers == {
+        "dailylife": ["send_money"],
+        "github": ["git_add_ssh_key", "git_create_repo", "git_delete_repo",
+                   "git_delete_ssh_key", "git_get_linked_ssh_keys", "git_invite_collaborators",
+                   "git_transfer_repo_ownership", "update_github_account_password"],
+        "shopping": ["checkout_selected_cart", "refund_order", "send_money",
+                     "update_shopping_account_password"]}
+    for name in ("shopping", "github", "dailylife"):
+        assert got[name]["digest"]["method"] == "model_dump_json_excluding", name
+    for name in ("workspace", "travel", "banking", "slack"):
+        assert got[name]["digest"]["method"] == "model_dump_json", name

@@ -211,3 +211,14 @@ def test_a_scripted_cell_on_it_is_test_only_and_names_the_override(autodojo_env,
     header = json.loads((work / "raw/sha256" / sha[:2] / sha).read_text().splitlines()[0])
     assert header["upstream"]["commit"] == fixture_fork[1]
     assert header["backend"]["environment_id"] == autodojo_env.env_id
+
+
+@pytest.mark.req("R-2.7")
+def test_every_suite_of_the_fixture_digests_after_its_state_changes(autodojo_env):
+    """Each suite of the environment built from the fixture fork, after every task's ground
+    truth ran in it, is digested whole (``tests/envdigest_probe.py``)."""
+    from test_envdigest import probe_suites
+
+    got = probe_suites(autodojo_env)
+    assert sorted(got) == ["banking", "slack", "travel", "workspace"]
+    assert {d["digest"]["method"] for d in got.values()} == {"model_dump_json"}

@@ -471,6 +471,36 @@ def test_mapping_and_deriving_are_deterministic(tmp_path):
     assert msgspec.json.decode(stored(sem.derive(a1)))["format"] == "agentprov-sem/0.1"
 
 
+def test_an_environment_digest_says_how_it_was_made(tmp_path):
+    """A digest made without the values pydantic cannot serialise carries its method and the
+    omitted paths into the AER; one that could not be made is "not recorded" with its error;
+    a record that predates the method maps without the fields (its AER bytes unchanged)."""
+    p = tmp_path / "capture.jsonl"
+    w = capture.CaptureWriter(p, header(ATTACKED))
+    omitted = [{"path": 'github_platform.account_list[0].verification_stack["531840"]',
+                "type": "tuple"}]
+    w.append("environment_digest", name="pre", sha256="3" * 64, method="model_dump_json")
+    w.append("environment_digest", name="post", sha256="4" * 64,
+             method="model_dump_json_excluding", omitted=omitted)
+    w.append("environment_digest", name="post", sha256=None, method="unavailable",
+             error="ValueError: boom")
+    w.end("complete", reason=None, utility=True, security=False, calls=0)
+    pre, post, none = mapped(p).records
+    assert (pre.method, pre.omitted, pre.error) == ("model_dump_json", A.UNSET, A.UNSET)
+    assert post.method == "model_dump_json_excluding" and post.sha256 == "4" * 64
+    assert post.omitted == [A.OmittedValue(path=omitted[0]["path"], type="tuple")]
+    assert (none.sha256, none.method, none.error) == (A.NOT_RECORDED, "unavailable",
+                                                      "ValueError: boom")
+    again = A.decode(A.encode(mapped(p)))
+    assert again.records[1].omitted == post.omitted
+    old = tmp_path / "old.jsonl"
+    complete_session(old)
+    digests = [r for r in mapped(old, native=native_log()).records
+               if isinstance(r, A.EnvironmentDigest)]
+    assert [d.method for d in digests] == [A.UNSET, A.UNSET]
+    assert b'"method"' not in A.encode(mapped(old, native=native_log()))
+
+
 # ------------------------------------------------------------------------------ the header
 def test_the_capture_header_records_the_agent_without_a_key(tmp_path):
     agent = dict(AGENT, key_env="OPENROUTER_API_KEY", params={"temperature": 0.7},

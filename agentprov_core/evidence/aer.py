@@ -188,11 +188,24 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, tag="tool_call", tag_f
     denied: bool | UnsetType = UNSET
 
 
+class OmittedValue(msgspec.Struct, frozen=True, kw_only=True):
+    """A value of the environment its digest leaves out: where, and its type's name."""
+
+    path: str
+    type: str
+
+
 class EnvironmentDigest(msgspec.Struct, frozen=True, kw_only=True, tag="environment_digest",
                         tag_field="kind"):
     name: str
-    sha256: str
+    sha256: str  # "not recorded" when no digest could be made (method "unavailable")
     t: Maybe = NOT_RECORDED
+    #: how the digest was made (docs/formats/capture-0.1.md): ``model_dump_json``,
+    #: ``model_dump_json_excluding`` (with ``omitted``), ``repr`` or ``unavailable`` (with
+    #: ``error``); unset in a record that predates it (``model_dump_json`` or ``repr``)
+    method: str | UnsetType = UNSET
+    omitted: list[OmittedValue] | UnsetType = UNSET
+    error: str | UnsetType = UNSET
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True, tag="decision", tag_field="kind"):

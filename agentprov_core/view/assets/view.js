@@ -308,7 +308,8 @@
         box.appendChild(d);
       }
     } else if (kind === 'environment_digest') {
-      head.appendChild(el('span', {class: 'title', text: 'environment digest ' + s.name + ': ' + s.sha256}));
+      head.appendChild(el('span', {class: 'title', text: 'environment digest ' + s.name + ': ' + s.sha256 +
+        (s.method ? ' (' + s.method + (s.omitted ? ', ' + s.omitted.length + ' value(s) left out' : '') + ')' : '')}));
     } else {
       head.appendChild(el('span', {class: 'title', text: kind}));
       box.appendChild(pre(s, doc));

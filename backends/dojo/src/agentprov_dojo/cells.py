@@ -20,7 +20,6 @@ The only harness effects are declared in the header's instrumentation list.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -46,11 +45,6 @@ def _jsonable(obj: Any) -> Any:
             except Exception:  # noqa: BLE001 - fall through to repr
                 pass
         return repr(obj)
-
-
-def _env_digest(env: Any) -> str:
-    data = env.model_dump_json() if hasattr(env, "model_dump_json") else repr(env)
-    return hashlib.sha256(data.encode("utf-8")).hexdigest()
 
 
 def native_log_path(native: Path, pipeline: str, suite: str, user: str, attack: str | None,
@@ -244,7 +238,7 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
     # --- observation hooks (declared): call boundaries, tool results, environment digests
     from agentprov_backend.recording import model_call
 
-    from agentprov_dojo import defended
+    from agentprov_dojo import defended, envdigest
 
     counter = {"calls": 0}
 
@@ -276,8 +270,10 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
     def check(self, task, model_output, pre_environment, task_environment, trace):
         if not seen["done"]:
             seen["done"] = True
-            writer.append("environment_digest", name="pre", sha256=_env_digest(pre_environment))
-            writer.append("environment_digest", name="post", sha256=_env_digest(task_environment))
+            # envdigest.digest never raises: the cell is scored whatever its digest gives
+            writer.append("environment_digest", name="pre", **envdigest.digest(pre_environment))
+            writer.append("environment_digest", name="post",
+                          **envdigest.digest(task_environment))
         return original_check(self, task, model_output, pre_environment, task_environment, trace)
 
     TaskSuite._check_task_result = check

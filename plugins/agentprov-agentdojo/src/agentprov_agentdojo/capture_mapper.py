@@ -186,6 +186,21 @@ def _take_pending(pending: list[tuple[str, A.ToolCallRequest]], function: Any,
     return NOT_RECORDED, NOT_RECORDED
 
 
+def _environment_digest(r: dict[str, Any], t: Any) -> A.EnvironmentDigest:
+    """An ``environment_digest`` record, with how it was made when the capture says so."""
+    sha = r.get("sha256")
+    extra: dict[str, Any] = {}
+    if isinstance(r.get("method"), str):
+        extra["method"] = r["method"]
+    if isinstance(r.get("omitted"), list):
+        extra["omitted"] = [A.OmittedValue(path=str(o.get("path")), type=str(o.get("type")))
+                            for o in r["omitted"] if isinstance(o, dict)]
+    if isinstance(r.get("error"), str):
+        extra["error"] = r["error"]
+    return A.EnvironmentDigest(name=str(r.get("name")),
+                               sha256=NOT_RECORDED if sha is None else str(sha), t=t, **extra)
+
+
 def _records(raw: list[dict[str, Any]], attempt: Any) -> list[tuple[int, A.Record]]:
     out: list[tuple[int, A.Record]] = []
     calls = _model_calls(raw)
@@ -214,8 +229,7 @@ def _records(raw: list[dict[str, Any]], attempt: Any) -> list[tuple[int, A.Recor
                 arguments=r.get("arguments"), result=r.get("result"),
                 result_sha256=_sha(_canonical(r.get("result"))), error=r.get("error"), t=t)))
         elif kind == "environment_digest":
-            out.append((r["seq"], A.EnvironmentDigest(name=str(r.get("name")),
-                                                      sha256=str(r.get("sha256")), t=t)))
+            out.append((r["seq"], _environment_digest(r, t)))
         elif kind == "note" and r.get("code") == defence_records.INSTALLED:
             out += [(r["seq"], n) for n in defence_records.digest_notes(r)]
         elif kind == "note" and r.get("code") == defence_records.DENIED:
