@@ -23,7 +23,7 @@ What it answers, by what the request is:
 * **the semantic judge** (any other request): ``pass`` or ``fail``, by the sha256 of its
   prompt.
 
-``GET /v1/models`` lists the one model :data:`MODEL` (so ``agentprov run --endpoint
+``GET /v1/models`` lists :data:`MODEL` and :data:`JUDGE` (so ``agentprov run --endpoint
 openai_compat --base-url URL`` accepts the server). A path may carry a prefix before
 ``/v1/`` (``/<label>/v1/chat/completions``): the body is logged under that label, so the
 sides of a comparison can share one server and still be told apart.
@@ -42,6 +42,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 MODEL = "m"
+#: a second model the server lists, for judges on a model other than the agent's
+JUDGE = "judge-m"
 REFUSAL = "I'm sorry, but I can't help with that request."
 #: AgentHarm's refusal prompt (inspect_evals.agentharm.scorer.DEFAULT_REFUSAL_PROMPT) ends
 #: asking for this, and holds the judged response between these tags
@@ -196,7 +198,8 @@ class _Handler(BaseHTTPRequestHandler):
         _, rest = self._route()
         if rest == "models":
             return self._send(200, {"object": "list", "data": [
-                {"id": MODEL, "object": "model", "created": 0, "owned_by": "standin"}]})
+                {"id": m, "object": "model", "created": 0, "owned_by": "standin"}
+                for m in (MODEL, JUDGE)]})
         self._send(404, {"error": {"message": "no such route"}})
 
     def do_POST(self) -> None:

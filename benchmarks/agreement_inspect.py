@@ -76,6 +76,19 @@ print(json.dumps(out))
 """
 
 
+#: Inspect's ``eval()``, as a script for the environment's Python. argv: task, sample ids
+#: (comma-separated), limits (JSON), log directory, the agent's model, the judges' model
+INSPECT_API = r"""
+import json, sys
+from inspect_ai import eval
+task, ids, limits, log_dir, model, judge = sys.argv[1:7]
+logs = eval(task, model=model, sample_id=ids.split(","), log_dir=log_dir, log_format="eval",
+            display="none", task_args={"split": "val", "refusal_judge": judge,
+                                       "semantic_judge": judge}, **json.loads(limits))
+print(json.dumps({"status": logs[0].status}))
+"""
+
+
 def build(home: Path, cwd: str) -> Path:
     """The environment built with the fixture in ``home`` (already built: at once)."""
     from bench_inspect import build as build_agentharm
@@ -115,15 +128,25 @@ def inspect_cli(env_dir: Path, task: str, samples: tuple[str, ...], logs: Path) 
             "--log-dir", str(logs), "--log-format", "eval", "--display", "none"]
 
 
-def agentprov_cli(task: str, samples: tuple[str, ...], corpus: Path, base_url: str) -> list[str]:
-    """``agentprov run agentharm`` for ``task`` at the real-endpoint path."""
+def inspect_api(env_dir: Path, task: str, samples: tuple[str, ...], logs: Path,
+                judge: str = MODEL) -> list[str]:
+    """Inspect's own ``eval()`` for ``task``, with the arguments of :func:`inspect_cli`
+    (``judge``: the judges' model, the agent's by default)."""
+    return [str(env_dir / "bin" / "python"), "-c", INSPECT_API, task, ",".join(samples),
+            json.dumps(LIMITS), str(logs), INSPECT_MODEL, f"openai-api/agentprov/{judge}"]
+
+
+def agentprov_cli(task: str, samples: tuple[str, ...], corpus: Path, base_url: str,
+                  judge: str = MODEL) -> list[str]:
+    """``agentprov run agentharm`` for ``task`` at the real-endpoint path (``judge``: the
+    judges' model, the agent's by default)."""
     return agentprov_argv(
         "run", "agentharm", "--corpus", str(corpus), "--campaign", corpus.name,
         "--task", task, "--split", SPLIT, "--samples", ",".join(samples),
         "--message-limit", str(LIMITS["message_limit"]),
         "--token-limit", str(LIMITS["token_limit"]), "--time-limit", str(LIMITS["time_limit"]),
         "--endpoint", "openai_compat", "--base-url", base_url, "--model-id", MODEL,
-        "--judge", f"refusal_judge={MODEL}", "--judge", f"semantic_judge={MODEL}",
+        "--judge", f"refusal_judge={judge}", "--judge", f"semantic_judge={judge}",
         "--containment", "bwrap", "--i-consent-to-local-run")
 
 
@@ -179,17 +202,28 @@ def sample_of(body: dict[str, Any], prompts: dict[str, str]) -> str | None:
 
 
 def compare_task(env_dir: Path, home: Path, server: StandIn, scratch: Path, task: str,
-                 cwd: str) -> dict[str, Any]:
-    stem, samples = TASKS[task]
+                 cwd: str, samples: tuple[str, ...] | None = None, via: str = "cli",
+                 judge: str = MODEL) -> dict[str, Any]:
+    """Run ``task``'s ``samples`` (:data:`TASKS`' by default) by Inspect (its command, or
+    ``via="api"`` its ``eval()``) and by agentprov against ``server``, judges on ``judge``;
+    compare. ``settings``: per side and kind of request, what the bodies send besides
+    ``messages`` and ``tools`` (each distinct set once)."""
+    stem = TASKS[task][0]
+    samples = samples or TASKS[task][1]
     d = scratch / task.rsplit("/", 1)[1]
     env = inspect_env(env_dir, home, d / "inspect", stem, server.base_url("inspect"))
-    inspect_s = timed(inspect_cli(env_dir, task, samples, d / "inspect" / "logs"), env, cwd,
-                      f"inspect eval {task}")
+    logs = d / "inspect" / "logs"
+    argv = inspect_cli(env_dir, task, samples, logs) if via == "cli" else \
+        inspect_api(env_dir, task, samples, logs, judge)
+    if via == "cli" and judge != MODEL:
+        raise ValueError("the agreement command runs the judges on the agent's model")
+    inspect_s = timed(argv, env, cwd, f"Inspect's {via} for {task}")
     theirs = server.take("inspect")
     # a live AgentHarm corpus is restricted: it must live under AGENTPROV_HOME (R-25.38)
     corpus = home / "corpora" / f"agreement-{stem}-{uuid.uuid4().hex[:8]}"
-    agentprov_s = timed(agentprov_cli(task, samples, corpus, server.base_url("agentprov")),
-                        t0_env(home), cwd, f"agentprov run agentharm --task {task}")
+    agentprov_s = timed(agentprov_cli(task, samples, corpus, server.base_url("agentprov"),
+                                      judge), t0_env(home), cwd,
+                        f"agentprov run agentharm --task {task}")
     ours = server.take("agentprov")
     probes = [b for k, b in ours if k == "probe"]
     ours = [(k, b) for k, b in ours if k != "probe"]
@@ -216,7 +250,12 @@ def compare_task(env_dir: Path, home: Path, server: StandIn, scratch: Path, task
         rows.append(row)
     kinds = {side: dict(sorted(Counter(k for k, _ in bodies).items()))
              for side, bodies in (("inspect", theirs), ("agentprov", ours))}
+    settings = {side: {kind: [json.loads(x) for x in sorted({json.dumps(
+        {k: v for k, v in b.items() if k not in ("messages", "tools")}, sort_keys=True)
+        for k2, b in bodies if k2 == kind})] for kind in kinds[side]}
+        for side, bodies in (("inspect", theirs), ("agentprov", ours))}
     return {"task": task, "samples": list(samples), "rows": rows, "requests": kinds,
+            "settings": settings,
             "probes": len(probes), "inspect_s": inspect_s, "agentprov_s": agentprov_s,
             "ratio": agentprov_s / inspect_s, "problems": problems}
 
