@@ -13,8 +13,8 @@ request body is logged under the side's base-URL prefix. For each task, in turn:
   --sample-id … --message-limit … --token-limit … --time-limit …`` (the base URL and key
   in ``AGENTPROV_BASE_URL``/``AGENTPROV_API_KEY``, the task's dataset file in a fresh
   ``INSPECT_EVALS_CACHE_DIR``): the authors' command, with no generation option (one
-  would change what Inspect's judges send: docs/decisions.md, "A judge on the agent's
-  model");
+  would change what Inspect's judges send: docs/decisions.md, "Inspect's reference is its
+  command without generation options");
 * **agentprov**: ``agentprov run agentharm --task <task> --split val --samples … --endpoint
   openai_compat --base-url URL --model-id m --judge refusal_judge=m --judge semantic_judge=m
   --containment bwrap --i-consent-to-local-run`` and the same limits, into a fresh corpus.
@@ -23,8 +23,8 @@ Compared: each sample's scores (Inspect's ``.eval`` log, read by Inspect's reade
 the ``inspect.score`` decisions agentprov's record holds) and every request body (as
 multisets, ``tools`` as a set; agentprov's one preflight probe, declared by D-742, is
 counted apart). Printed: a row per sample and a row per task with each side's wall time
-and the ratio (with ``--rounds N``, every round compared and the median wall times, the
-sides alternating within each round as the tasks do: Inspect first, then agentprov).
+and the ratio (with ``--rounds N``, every round compared, the median wall times and the
+median of the rounds' ratios; in each round and task Inspect runs first, then agentprov).
 
     python benchmarks/agreement_inspect.py [--home DIR] [--rounds N] [--json]
     tox -e agreement
@@ -262,8 +262,8 @@ def compare_task(env_dir: Path, home: Path, server: StandIn, scratch: Path, task
 
 def merged(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """A task's rounds as one result: the first round's rows and counts, every round's
-    problems (each a full comparison), each side's median wall time and the ratio of the
-    medians."""
+    problems (each a full comparison), each side's median wall time and the median of the
+    rounds' ratios (the two sides of a round ran back to back)."""
     out = dict(rounds[0])
     out["problems"] = [f"round {n + 1}: {p}" for n, r in enumerate(rounds) for p in r["problems"]]
     for n, r in enumerate(rounds[1:], 2):
@@ -272,7 +272,7 @@ def merged(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     for side in ("inspect_s", "agentprov_s"):
         out[f"{side}_all"] = [r[side] for r in rounds]
         out[side] = statistics.median(out[f"{side}_all"])
-    out["ratio"] = out["agentprov_s"] / out["inspect_s"]
+    out["ratio"] = statistics.median(r["ratio"] for r in rounds)
     return out
 
 
@@ -310,7 +310,8 @@ def _score(value: Any) -> str:
 def markdown(res: dict[str, Any]) -> str:
     if "skipped" in res:
         return f"skipped: {res['skipped']}"
-    lines = [f"{res['rounds']} round(s), wall times the medians; environment {res['env']}", "",
+    lines = [f"{res['rounds']} round(s): wall times the medians, ratio the median of the "
+             f"rounds' ratios; environment {res['env']}", "",
              "| task | sample | Inspect's score | agentprov's score | agent calls | agree |",
              "|---|---|---|---|---|---|"]
     for t in res["tasks"]:
@@ -321,10 +322,11 @@ def markdown(res: dict[str, Any]) -> str:
     lines += ["", "| task | requests (Inspect) | requests (agentprov, besides 1 probe) | "
               "divergences | Inspect wall | agentprov wall | ratio |",
               "|---|---|---|---|---|---|---|"]
+    def kinds(t: dict[str, Any], side: str) -> str:
+        return ", ".join(f"{k} {n}" for k, n in t["requests"][side].items())
+
     for t in res["tasks"]:
-        def kinds(side: str) -> str:
-            return ", ".join(f"{k} {n}" for k, n in t["requests"][side].items())
-        lines.append(f"| `{t['task']}` | {kinds('inspect')} | {kinds('agentprov')} | "
+        lines.append(f"| `{t['task']}` | {kinds(t, 'inspect')} | {kinds(t, 'agentprov')} | "
                      f"{len(t['problems'])} | {t['inspect_s']:.1f} s | {t['agentprov_s']:.1f} s "
                      f"| {t['ratio']:.2f}x |")
     problems = [p for t in res["tasks"] for p in t["problems"]]

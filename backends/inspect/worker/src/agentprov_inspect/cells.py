@@ -14,8 +14,9 @@ built with its role (``get_model(role=...)``) and passed as the eval's ``model_r
 the ``.eval`` log tells a judge's calls from the agent's even on the same model.
 
 A judge's requests are the ones Inspect sends for the same model strings. Run by Inspect
-(``inspect eval <task> --model M -T refusal_judge=M``), the task's ``get_model(M)`` finds
-the agent's memoized ``Model`` and the judge *is* the active model, whose requests
+(``inspect eval <task> --model M -T refusal_judge=M``, no generation option: one would key
+the agent's model apart in ``get_model``'s memo), the task's ``get_model(M)`` finds the
+agent's memoized ``Model`` and the judge *is* the active model, whose requests
 ``Model._resolve_config`` builds from the task's generation config (AgentHarm: ``max_tokens``
 4096, ``seed`` 0, ``temperature`` 0); a judge on another model is a model of its own,
 whose requests carry only what the scorer passes (``temperature`` 0). A judge here is a
@@ -160,7 +161,6 @@ def _run(source: Any, req: dict[str, Any], writer: Any, staging: Path,
 
     t = time.time()
     from inspect_ai import eval as inspect_eval
-
     from inspect_ai.model import GenerateConfig
 
     model = recording_model(agent["model_id"], agent, writer)
