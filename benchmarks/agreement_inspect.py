@@ -96,12 +96,21 @@ def build(home: Path, cwd: str) -> Path:
     return Path(build_agentharm(home, cwd)["env_dir"])
 
 
+def dataset_file(stem: str) -> Path:
+    """The val split's file of ``stem``, below the dataset's root (the environment's copy,
+    or the task's cache directory)."""
+    return Path(f"agentharm_dataset/AgentHarm/benchmark/{stem}_behaviors_validation.json")
+
+
+def dataset_root(env_dir: Path) -> Path:
+    return env_dir / "agentprov" / "datasets" / "agentharm"
+
+
 def dataset_cache(env_dir: Path, stem: str, into: Path) -> Path:
     """A fresh writable copy of the one dataset file the task reads, laid out where
     inspect_evals looks (as a cell's ``stage_dataset`` makes it)."""
-    rel = Path(f"agentharm_dataset/AgentHarm/benchmark/{stem}_behaviors_validation.json")
-    (into / rel).parent.mkdir(parents=True)
-    shutil.copyfile(env_dir / "agentprov" / "datasets" / "agentharm" / rel, into / rel)
+    (into / dataset_file(stem)).parent.mkdir(parents=True)
+    shutil.copyfile(dataset_root(env_dir) / dataset_file(stem), into / dataset_file(stem))
     return into
 
 
@@ -208,6 +217,8 @@ def compare_task(env_dir: Path, home: Path, server: StandIn, scratch: Path, task
     ``via="api"`` its ``eval()``) and by agentprov against ``server``, judges on ``judge``;
     compare. ``settings``: per side and kind of request, what the bodies send besides
     ``messages`` and ``tools`` (each distinct set once)."""
+    if via == "cli" and judge != MODEL:
+        raise ValueError("the agreement command runs the judges on the agent's model")
     stem = TASKS[task][0]
     samples = samples or TASKS[task][1]
     d = scratch / task.rsplit("/", 1)[1]
@@ -215,8 +226,6 @@ def compare_task(env_dir: Path, home: Path, server: StandIn, scratch: Path, task
     logs = d / "inspect" / "logs"
     argv = inspect_cli(env_dir, task, samples, logs) if via == "cli" else \
         inspect_api(env_dir, task, samples, logs, judge)
-    if via == "cli" and judge != MODEL:
-        raise ValueError("the agreement command runs the judges on the agent's model")
     inspect_s = timed(argv, env, cwd, f"Inspect's {via} for {task}")
     theirs = server.take("inspect")
     # a live AgentHarm corpus is restricted: it must live under AGENTPROV_HOME (R-25.38)
@@ -235,9 +244,7 @@ def compare_task(env_dir: Path, home: Path, server: StandIn, scratch: Path, task
     problems = differences(ours, theirs)
     if len(probes) != 1:
         problems.append(f"agentprov sent {len(probes)} preflight probe(s), 1 expected")
-    records = json.loads((env_dir / "agentprov" / "datasets" / "agentharm" /
-                          f"agentharm_dataset/AgentHarm/benchmark/{stem}_behaviors_validation.json")
-                         .read_text())["behaviors"]
+    records = json.loads((dataset_root(env_dir) / dataset_file(stem)).read_text())["behaviors"]
     prompts = {str(r["id"]): r["prompt"] for r in records if str(r["id"]) in samples}
     rows = []
     for sid in samples:
