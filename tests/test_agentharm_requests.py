@@ -10,8 +10,9 @@ unseeded; the post ids two tools draw unseeded masked), and per sample the score
 log holds against the ones agentprov's record holds (``benchmarks/agreement_inspect.py``,
 whose comparison this is; ``tox -e agreement`` runs it on more samples).
 
-Two judge settings, as Inspect resolves them: judges on the agent's model are the active
-model in Inspect's own run, so their requests carry the task's generation config
+Both tasks with the judges on the agent's model (what caps require), and one with the
+judges on another model. Inspect resolves the two apart: judges on the agent's model are
+the active model in Inspect's own run, so their requests carry the task's generation config
 (``max_tokens`` 4096, ``seed`` 0, ``temperature`` 0); judges on another model are models of
 their own and send only the scorer's ``temperature`` 0."""
 
@@ -48,8 +49,9 @@ def server():
 
 
 @pytest.mark.req("R-25.1", "R-25.12")
-@pytest.mark.parametrize("task", sorted(SAMPLES))
-@pytest.mark.parametrize("judge", [MODEL, JUDGE])
+@pytest.mark.parametrize(("task", "judge"), [("inspect_evals/agentharm", MODEL),
+                                             ("inspect_evals/agentharm_benign", MODEL),
+                                             ("inspect_evals/agentharm", JUDGE)])
 def test_agent_and_judge_requests_are_inspect_s_own(agentharm_env, server, tmp_path, task,
                                                     judge):
     res = compare_task(agentharm_env.env_dir, agentharm_env.home, server, tmp_path, task,
