@@ -13,6 +13,17 @@ Judges reach the task as ``Model`` objects (the AgentHarm task functions take
 built with its role (``get_model(role=...)``) and passed as the eval's ``model_roles``, so
 the ``.eval`` log tells a judge's calls from the agent's even on the same model.
 
+A judge's requests are the ones Inspect sends for the same model strings. Run by Inspect
+(``inspect eval <task> --model M -T refusal_judge=M``, no generation option: one would key
+the agent's model apart in ``get_model``'s memo), the task's ``get_model(M)`` finds the
+agent's memoized ``Model`` and the judge *is* the active model, whose requests
+``Model._resolve_config`` builds from the task's generation config (AgentHarm: ``max_tokens``
+4096, ``seed`` 0, ``temperature`` 0); a judge on another model is a model of its own,
+whose requests carry only what the scorer passes (``temperature`` 0). A judge here is a
+model of its own in either case (its role and recording need one), so a judge on the
+agent's model is given the configuration Inspect resolves for the active model
+(:func:`judge_config`): its request bodies are the runner's, field by field.
+
 Retries: Inspect's are fixed at one per model call (``max_retries=1`` on every model and on
 the eval), and the SDK's own are off (``max_retries=0`` on the client), so a call makes at
 most two wire attempts (D-740's K = 1).
@@ -39,6 +50,8 @@ DECLARED = [
     "recording_transport@1 mode: observe",
     "inspect_retries@1 max_retries: 1 (Inspect), 0 (SDK)",
     "inspect_model@1 provider: openai-api (agent and judges at the agent's endpoint)",
+    "inspect_judges@1 roles: a Model per judge; one on the agent's model configured as the "
+    "active model (the task's generation config), so no request field differs",
 ]
 #: declared too in a scripted cell, whose samples run one at a time: the script's replies
 #: are taken in the order the calls arrive, and concurrent samples would interleave them
@@ -75,6 +88,15 @@ def recording_model(model_id: str, agent: dict[str, Any], writer: Any,
     return get_model(f"openai-api/{SERVICE}/{model_id}", base_url=agent["base_url"],
                      api_key=api_key(agent), config=GenerateConfig(max_retries=1),
                      memoize=False, role=role, http_client=http_client, max_retries=0)
+
+
+def judge_config(agent_model: Any, task: Any, eval_config: Any) -> Any:
+    """The configuration Inspect's ``Model._resolve_config`` gives the active model before a
+    call's own (the model's, then the task's merged with the eval's generation settings,
+    as ``inspect_ai._eval.task.run`` makes the active one), for a judge on the agent's model:
+    resolved as a model of its own (the active one's operational settings merged, then
+    the call's), it makes the requests the active model makes."""
+    return agent_model.config.merge(task.config.merge(eval_config))
 
 
 def sample_ids(source: Any, insp: dict[str, Any], samples: list[dict[str, Any]]) -> list[str]:
@@ -139,20 +161,25 @@ def _run(source: Any, req: dict[str, Any], writer: Any, staging: Path,
 
     t = time.time()
     from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import GenerateConfig
 
     model = recording_model(agent["model_id"], agent, writer)
     judges = {role: recording_model(m, agent, writer, role)
               for role, m in sorted((insp.get("judges") or {}).items())}
     task = source.build_task(insp, judges)
+    # the eval's generation settings: Inspect merges them over the task's
+    generation = {"max_retries": 1, "max_connections": int(insp.get("max_connections") or 4)}
+    for role, m in sorted((insp.get("judges") or {}).items()):
+        if m == agent["model_id"]:
+            judges[role].config = judge_config(model, task, GenerateConfig(**generation))
     timing.emit("cell.inspect_setup", t, session=req["session_id"])  # imports, models, task
     t = time.time()
     limits = insp.get("limits") or {}
     logs = inspect_eval(
         task, model=model, sample_id=ids, epochs=int(insp.get("epochs") or 1),
         message_limit=limits.get("message_limit"), token_limit=limits.get("token_limit"),
-        time_limit=limits.get("time_limit"), max_connections=int(insp.get("max_connections") or 4),
-        max_samples=1 if agent.get("scripted") else None,
-        model_roles=judges, max_retries=1, fail_on_error=False,
+        time_limit=limits.get("time_limit"), max_samples=1 if agent.get("scripted") else None,
+        model_roles=judges, fail_on_error=False, **generation,
         log_dir=str(staging / LOG_DIR), log_format="eval", display="none", score=True)
     timing.emit("cell.inspect_eval", t, session=req["session_id"])
     log = logs[0]
