@@ -50,6 +50,7 @@ from typing import Any
 import agentprov_capture
 import msgspec
 
+from agentprov_core.base import inputfile
 from agentprov_core.corpus import selfdigest
 from agentprov_core.corpus.snapshot import LOCK, Snapshot
 from agentprov_core.errors import AgentprovError
@@ -193,31 +194,29 @@ def raw_rel(digest: str) -> str:
     return f"raw/sha256/{digest[:2]}/{digest}"
 
 
-_O_READ = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-
-
 def _read(path: str) -> bytes:
-    """A file's bytes (plain system calls: at 60,000 files, ``open()`` and ``pathlib`` are
-    a large share of the time)."""
-    fd = os.open(path, _O_READ)
+    """A corpus file's bytes: a regular file, never through a link, a FIFO never waited on
+    (:func:`agentprov_core.base.inputfile.open_regular`). Raises
+    :class:`~agentprov_core.base.inputfile.Missing` or ``Unreadable``."""
+    fd = inputfile.open_regular(path, follow=False)
     try:
-        chunks = []
-        while chunk := os.read(fd, CHUNK):
-            chunks.append(chunk)
+        return inputfile.read_fd(fd, inputfile.MAX_STORED, CHUNK)
     finally:
         os.close(fd)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _hash_file(path: str) -> tuple[str, int]:
-    """``(sha256, size)`` of a file, read in large chunks (hashlib releases the GIL)."""
-    fd = os.open(path, _O_READ)
+    """``(sha256, size)`` of a corpus file (as :func:`_read` opens it), read in large chunks
+    (hashlib releases the GIL)."""
+    fd = inputfile.open_regular(path, follow=False)
     h = hashlib.sha256()
     size = 0
     try:
         while chunk := os.read(fd, CHUNK):
             h.update(chunk)
             size += len(chunk)
+    except OSError as exc:
+        raise inputfile.Unreadable(f"cannot be read ({exc.strerror or exc})") from None
     finally:
         os.close(fd)
     return h.hexdigest(), size
@@ -228,7 +227,11 @@ def _run_batch(fn: Callable[[str, Any], Any], base: str, items: list[Any]) -> li
 
 
 def _hash_item(_base: str, item: tuple[str, str]) -> tuple[str, int]:
-    return _hash_file(item[1])
+    """``_hash_file`` of ``item``'s path; ``(why, -1)`` when it cannot be read."""
+    try:
+        return _hash_file(item[1])
+    except inputfile.Unreadable as exc:
+        return str(exc), -1
 
 
 def _use_processes(root: Path) -> bool:
@@ -425,9 +428,11 @@ def _check_attempt(base: str, item: tuple[int, Any]) -> dict[str, Any]:
         rel = raw_rel(e.native_sha256)
         try:
             got, size = _hash_file(base + rel)
-        except FileNotFoundError:
+        except inputfile.Missing:
             fail("raw.missing", rel, f"{where} names it as the native log; the raw store "
                                      "does not hold it")
+        except inputfile.Unreadable as exc:
+            fail("raw.not_a_file", rel, f"{where} names it as the native log; it {exc}")
         else:
             if got != e.native_sha256:
                 fail("raw.digest", rel, f"its sha256 is {got}, not its name: the file was "
@@ -438,9 +443,12 @@ def _check_attempt(base: str, item: tuple[int, Any]) -> dict[str, Any]:
     rel = raw_rel(e.capture_sha256)
     try:
         data = _read(base + rel)
-    except FileNotFoundError:
+    except inputfile.Missing:
         fail("raw.missing", rel, f"{where} names it as the capture log; the raw store does "
                                  "not hold it")
+        return out
+    except inputfile.Unreadable as exc:
+        fail("raw.not_a_file", rel, f"{where} names it as the capture log; it {exc}")
         return out
     got = hashlib.sha256(data).hexdigest()
     verified.append((e.capture_sha256, len(data)))
@@ -648,8 +656,11 @@ def _check_execution(base: str, item: tuple[int, Any, Any]) -> dict[str, Any]:
                 kept[name] = data
             else:
                 got, size = _hash_file(base + rel)
-        except FileNotFoundError:
+        except inputfile.Missing:
             fail("executions.missing", rel, f"{where} names it; it does not exist")
+            continue
+        except inputfile.Unreadable as exc:
+            fail("executions.not_a_file", rel, f"{where} names it; it {exc}")
             continue
         hashed.append(size)
         if got != want:
@@ -1029,6 +1040,9 @@ class _Verifier:
                             yield rel, f.path
 
         for (rel, _), (got, size) in runner.map(_hash_item, self.base, unchecked(), heavy=False):
+            if size < 0:
+                self.fail("raw.unexpected", rel, f"not a content-addressed file: it {got}")
+                continue
             self.hashed(size)
             name = rel.rsplit("/", 1)[1]
             if got != name:
@@ -1148,8 +1162,11 @@ class _Verifier:
         rel = f"preflight/sha256/{sha[:2]}/{sha}"
         try:
             data = _read(self.base + rel)
-        except FileNotFoundError:
+        except inputfile.Missing:
             self.fail("preflight.missing", rel, f"{where} names it; preflight/ does not hold it")
+            return
+        except inputfile.Unreadable as exc:
+            self.fail("preflight.not_a_file", rel, f"{where} names it; it {exc}")
             return
         self.hashed(len(data))
         got = hashlib.sha256(data).hexdigest()

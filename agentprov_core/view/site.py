@@ -28,7 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from agentprov_core.base import paths
+from agentprov_core.base import inputfile, paths
 from agentprov_core.errors import AgentprovError
 from agentprov_core.view import model, pages, scrub
 from agentprov_core.view.execution import raw_path
@@ -87,11 +87,9 @@ def _script(call: str, *args: Any) -> bytes:
 def _copy(src: Path, dest: Path) -> dict[str, Any]:
     """A stored file copied into the site (redacted when it holds a key shape)."""
     try:
-        if src.is_symlink():
-            return {"copied": False, "why": "a link, not a stored file"}
-        data = src.read_bytes()
-    except OSError as exc:
-        return {"copied": False, "why": f"cannot be read ({type(exc).__name__})"}
+        data = inputfile.read_bytes(src, inputfile.MAX_STORED, follow=False)
+    except inputfile.Unreadable as exc:
+        return {"copied": False, "why": f"not copied: it {exc}"}
     shown, redacted = scrub.raw_bytes(data)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_bytes(shown)
