@@ -598,6 +598,9 @@ _reg("cli.usage.settings_file", U, "usage",
 _reg("cli.usage.stats_corpus", U, "usage",
      "--stats-corpus {path}: {what}",
      "name at most 16 corpus directories (each holding a manifest.json), or drop --stats-corpus")
+_reg("cli.usage.prices_file", U, "usage",
+     "{path}: {field}: {what}",
+     "correct the file, or remove it: agentprov prices set writes the overrides anew, prices refresh --allow-network the list (docs/estimates.md)")
 _reg("cli.usage.estimate_option", U, "usage",
      "{option} belongs to agentprov run: an estimate runs nothing and prints its own plan",
      "drop the option (agentprov run --dry-run prints the plan)")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 
@@ -30,6 +31,14 @@ DIRNAME = "executions"
 FILES = ("aer", "sem", "prov", "validation")
 
 
+#: The largest count an index line may hold: beyond any run (10^15 tokens, or 31,000 years
+#: in milliseconds), and exact as a float, so the estimate's arithmetic never overflows.
+MAX_COUNT = 10**15
+#: A count: a non-negative integer of at most :data:`MAX_COUNT`; a line holding another is
+#: not in the form T0 writes, and is refused where it is read.
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+
+
 class IndexCounts(msgspec.Struct, kw_only=True):
     """What an execution cost, counted from its AER when it is mapped, so that
     ``agentprov estimate --stats-corpus`` reads the index and never every AER. The judges'
@@ -38,13 +47,13 @@ class IndexCounts(msgspec.Struct, kw_only=True):
     session's, from the AER's ``started_at`` to ``ended_at``, None when either is not
     recorded."""
 
-    agent_calls: int
-    judge_calls: int = 0
-    agent_input_tokens: int | None = None
-    agent_output_tokens: int | None = None
-    judge_input_tokens: int | None = None
-    judge_output_tokens: int | None = None
-    duration_ms: int | None = None
+    agent_calls: Count
+    judge_calls: Count = 0
+    agent_input_tokens: Count | None = None
+    agent_output_tokens: Count | None = None
+    judge_input_tokens: Count | None = None
+    judge_output_tokens: Count | None = None
+    duration_ms: Count | None = None
 
 
 class IndexEntry(msgspec.Struct, kw_only=True):
