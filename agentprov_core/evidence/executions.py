@@ -180,15 +180,17 @@ def counts_of(aer) -> IndexCounts:
 
     def total(cs, field: str) -> int | None:
         values = [getattr(c.usage, field) for c in cs if c.reply is not None]
-        if any(not isinstance(v, int) or isinstance(v, bool) for v in values):
-            return None
-        return sum(values)
+        if any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in values):
+            return None  # a count no API reports (a hostile worker's, a damaged log's)
+        n = sum(values)
+        return n if n <= MAX_COUNT else None
 
     duration = None
     try:
         start = datetime.fromisoformat(str(h.started_at).replace("Z", "+00:00"))
         end = datetime.fromisoformat(str(h.ended_at).replace("Z", "+00:00"))
         duration = max(0, round((end - start).total_seconds() * 1000))
+        duration = duration if duration <= MAX_COUNT else None
     except (TypeError, ValueError):
         pass
     return IndexCounts(agent_calls=len(agent), judge_calls=len(judged),
