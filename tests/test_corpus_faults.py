@@ -168,3 +168,24 @@ def test_the_index_order_is_free_and_documented(cli, corpus):
     assert after.code == before.code == 0 and after.out == before.out
     page = (ROOT / "docs" / "corpus-tools.md").read_text(encoding="utf-8")
     assert "The order of `executions.jsonl` is free" in page
+
+
+@pytest.mark.req("R-27.4")
+@pytest.mark.parametrize("name", ["executions.jsonl", "ledger.jsonl"])
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_an_appended_file_that_is_not_a_file_is_refused_at_once(cli, corpus, tmp_path, name,
+                                                                 kind):
+    """The index or the ledger replaced by a FIFO (a read would wait for ever) or a
+    directory: every corpus tool answers at once, naming it, and writes nothing."""
+    p = corpus / name
+    p.unlink()
+    if kind == "fifo":
+        os.mkfifo(p)
+    else:
+        p.mkdir()
+    before = snapshot(corpus)
+    for tool in (*TOOLS, ("view", "--no-verify", "--out", tmp_path / "site")):
+        r = cli(*tool, corpus)
+        assert r.code in (1, 3) and "Traceback" not in r.err, (tool, r.code, r.err)
+        assert name in r.out + r.err, (tool, r.out, r.err)
+    assert snapshot(corpus) == before

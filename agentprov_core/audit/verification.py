@@ -1208,7 +1208,11 @@ def _ledger_has_attempts(root: Path) -> bool:
     from agentprov_core.corpus.ledger import Attempt
 
     try:
-        with open(root / "ledger.jsonl", "rb") as f:
+        fd = inputfile.open_regular(root / "ledger.jsonl", follow=False)
+    except inputfile.Unreadable:
+        return False
+    try:
+        with os.fdopen(fd, "rb") as f:
             first = f.readline(1 << 20)
         msgspec.json.decode(first, type=Attempt)
     except (OSError, msgspec.DecodeError, RecursionError):
