@@ -352,7 +352,8 @@ class Fuzz:
         root = d / "corpora" / self.pristine.name
         shutil.copytree(self.pristine, root, symlinks=True)
         entries = [p for p in root.rglob("*") if p.name != ".lock"]
-        target = rng.choice(entries)
+        top = [p for p in entries if p.parent == root]  # half the damage at the top level
+        target = rng.choice(top if rng.random() < 0.5 else entries)
         rel = target.relative_to(root).as_posix()
         k = rng.randrange(5)
         if k == 0:

@@ -205,7 +205,7 @@ class _Reader:
         try:
             data = inputfile.read_bytes(self.root / rel, inputfile.MAX_STORED, follow=False)
         except inputfile.Unreadable as exc:
-            self.damaged.append(f"{rel}: cannot be read: it {exc}")
+            self.damaged.append(f"{rel}: cannot be read ({exc})")
             return None
         if hashlib.sha256(data).hexdigest() != sha:
             self.damaged.append(f"{rel}: its sha256 is not the aer_sha256 executions.jsonl "
