@@ -36,6 +36,7 @@ corpora and the output paths.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -82,10 +83,8 @@ def snapshot(*dirs: Path) -> dict[str, tuple]:
                 continue
             if stat.S_ISDIR(st.st_mode):
                 out[str(p)] = ("dir",)
-                try:
+                with contextlib.suppress(OSError):
                     stack.extend(p / n for n in os.listdir(p))
-                except OSError:
-                    pass
             elif stat.S_ISREG(st.st_mode):
                 try:
                     with open(p, "rb") as f:

@@ -16,11 +16,18 @@ import pytest
 from conftest import make_marker, snapshot
 from test_corpus_tools import build_corpus
 from test_endpoints_consent import env_id
-from test_estimate import estimate, marked  # noqa: F401 - a fixture
+from test_estimate import estimate
 
 UNIT = "banking/user_task_0/none/none|none|r0"
 COUNTS = {"agent_calls": 4, "judge_calls": 0, "agent_input_tokens": 900,
           "agent_output_tokens": 90, "duration_ms": 2000}
+
+
+@pytest.fixture
+def marked(home: Path) -> Path:
+    """A home with the AgentDojo environment's marker (an estimate reads its identity)."""
+    make_marker(home, env_id())
+    return home
 
 
 def stats_corpus(root: Path, **counts: object) -> Path:
