@@ -65,7 +65,7 @@ SCRIPT = ROOT / "examples" / "scripts" / "live-demo.json"
 CELLS = 16
 
 sys.path.insert(0, str(HERE))
-from benchutil import child_env, load_avg  # noqa: E402
+from benchutil import child_env, load_avg, write_between  # noqa: E402
 
 from agentprov_core.testing.procs import workers_of  # noqa: E402
 
@@ -307,15 +307,6 @@ def markdown(trials: list[Trial], info: dict[str, str], lengths: dict[int, float
     return "\n".join(head + rows) + "\n"
 
 
-def write(results: str) -> None:
-    text = DOC.read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{DOC}: the result markers are missing")
-    before, rest = text.split(BEGIN, 1)
-    DOC.write_text(f"{before}{BEGIN}\n\n{results}\n{END}{rest.split(END, 1)[1]}",
-                   encoding="utf-8")
-
-
 def build(home: Path) -> None:
     r = cli(home, "backends", "build", "agentdojo", timeout=1800)
     if r.returncode != 0:
@@ -387,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(trials, info, lengths)
     print(text)
     if args.write:
-        write(text)
+        write_between(DOC, BEGIN, END, text)
         print(f"wrote the results of {DOC.relative_to(ROOT)}", file=sys.stderr)
     failed = any(t.result.get(k) for t in trials for k in
                  ("lost", "twice", "unmapped", "indexed_twice", "validate_failed",

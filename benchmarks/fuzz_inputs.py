@@ -63,7 +63,7 @@ REFUSALS = (2, 3, 4, 5)
 
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))
-from benchutil import child_env, load_avg  # noqa: E402
+from benchutil import child_env, load_avg, write_between  # noqa: E402
 
 
 # ------------------------------------------------------------------ what a run left
@@ -548,15 +548,6 @@ def markdown(outcomes: list[Outcome], info: dict[str, str]) -> str:
     return "\n".join(head + rows) + "\n"
 
 
-def write(results: str) -> None:
-    text = DOC.read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{DOC}: the fuzz markers are missing")
-    before, rest = text.split(BEGIN, 1)
-    DOC.write_text(f"{before}{BEGIN}\n\n{results}\n{END}{rest.split(END, 1)[1]}",
-                   encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--inputs", type=int, default=960, help="inputs in all [960]")
@@ -598,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(outcomes, info)
     print(text)
     if args.write:
-        write(text)
+        write_between(DOC, BEGIN, END, text)
         print(f"wrote the fuzz results of {DOC.relative_to(ROOT)}", file=sys.stderr)
     return 1 if any(o.problem for o in outcomes) else 0
 

@@ -170,6 +170,18 @@ def _has_surrogate(value: Any) -> bool:
     return False
 
 
+def output_dir(option: str, path: str | Path, fix: str) -> None:
+    """:func:`check_output` of the directory an option names, as its usage error
+    (``cli.usage.option_value``, exit 2: the option, the path, what is wrong, ``fix``)."""
+    from agentprov_core.errors import AgentprovError
+
+    try:
+        check_output(path, directory=True)
+    except Unreadable as exc:
+        raise AgentprovError("cli.usage.option_value", option=option, value=str(path),
+                             what=f"{exc}; {fix}") from None
+
+
 def check_output(path: str | Path, *, directory: bool) -> None:
     """Refuse an output path before anything is written to it: a component longer than
     :data:`NAME_MAX`, a symbolic link (dangling, a loop, or any: an output is never

@@ -147,17 +147,24 @@ def defences_reset(name: str | None) -> None:
     """Remove defence NAME's toggle from the overlay (its registry value holds again), or
     without NAME the whole overlay: repairs an overlay a hand edit broke."""
     from agentprov_core.base import paths
+    from agentprov_core.registries import defences
+
+    _reset(paths.defence_registry(), "defences", name, defences)
+
+
+def _reset(base, table: str, name: str | None, module) -> None:
+    """``registry TABLE reset [NAME]`` of the registry file ``base`` (``module`` reads it
+    and its overlay). Only the result's overlay is checked: the command repairs it."""
     from agentprov_core.registries import overlay
-    from agentprov_core.registries.defences import read_file, read_overlay
     from agentprov_core.registries.edit import reset_overlay
 
-    base = paths.defence_registry()
     over = overlay.path_of(base)
     if name is None:
-        click.echo(reset_overlay(over, "defences", None, lambda text: None))
+        click.echo(reset_overlay(over, table, None, lambda text: None))
         return
-    own, _ = read_file(base)
-    click.echo(reset_overlay(over, "defences", name, lambda text: read_overlay(over, text, own)))
+    own, _ = module.read_file(base)
+    click.echo(reset_overlay(over, table, name,
+                             lambda text: module.read_overlay(over, text, own)))
 
 
 def _checked_parts(with_overlay: bool = True):
@@ -221,14 +228,6 @@ def parts_set_status(name: str, status: str) -> None:
 def parts_reset(name: str | None) -> None:
     """Remove part NAME's live status from the overlay (its registry value holds again), or
     without NAME the whole overlay: repairs an overlay a hand edit broke."""
-    from agentprov_core.registries import overlay
-    from agentprov_core.registries.edit import reset_overlay
-    from agentprov_core.registries.parts import parts_file, read_file, read_overlay
+    from agentprov_core.registries import parts as module
 
-    base = parts_file()
-    over = overlay.path_of(base)
-    if name is None:
-        click.echo(reset_overlay(over, "parts", None, lambda text: None))
-        return
-    own, _ = read_file(base)
-    click.echo(reset_overlay(over, "parts", name, lambda text: read_overlay(over, text, own)))
+    _reset(module.parts_file(), "parts", name, module)

@@ -139,12 +139,8 @@ def sweep_dir(req: RunRequest, key: str) -> tuple[Path, bool]:
     given = req.options.get("tune_out")
     if given:
         d = Path(given).expanduser().absolute()
-        try:
-            inputfile.check_output(d, directory=True)
-        except inputfile.Unreadable as exc:
-            raise AgentprovError("cli.usage.option_value", option="--tune-out", value=str(d),
-                                 what=f"{exc}; give a new directory, or the one an earlier "
-                                      "run of the same sweep wrote") from None
+        inputfile.output_dir("--tune-out", d, "give a new directory, or the one an earlier "
+                                              "run of the same sweep wrote")
         held = _read_json(d / SWEEP_FILE)
         if held is not None and held.get("key") != key:
             raise AgentprovError("cli.usage.option_value", option="--tune-out", value=str(d),

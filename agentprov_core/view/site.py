@@ -50,12 +50,7 @@ def check_out(out: Path, corpora: list[Any]) -> None:
     """Refuse an ``out`` inside a corpus (or holding one), and an existing non-empty
     directory view did not write; before either, a path no directory can be made at
     (:func:`agentprov_core.base.inputfile.check_output`)."""
-    try:
-        inputfile.check_output(out, directory=True)
-    except inputfile.Unreadable as exc:
-        raise AgentprovError("cli.usage.option_value", option="--out", value=str(out),
-                             what=f"{exc}; give a new directory, or one an earlier view "
-                                  "wrote") from None
+    inputfile.output_dir("--out", out, "give a new directory, or one an earlier view wrote")
     o = out.resolve()
     for c in corpora:
         r = c.root.resolve()
