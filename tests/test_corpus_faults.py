@@ -76,6 +76,42 @@ def test_an_attempt_whose_capture_log_stayed_empty_maps_to_an_execution_verify_p
     assert r.code == 0, [f for f in doc["findings"] if f["kind"] == "failed"]
     assert doc["result"] == "passed with unverified checks"
     assert doc["counts"]["executions"] == 6
+    from agentprov_core.corpus.working import WorkingCorpus
+    from agentprov_core.run import mappings
+
+    wc = WorkingCorpus(corpus)
+    assert mappings.unrepairable(wc, wc.attempts()) == []  # nothing for a re-run to name
+
+
+def test_an_execution_an_earlier_build_wrote_without_the_digests_is_named_by_the_run(
+        cli, corpus):
+    """A corpus an earlier agentprov mapped in that window holds an AER whose digests are
+    'not recorded': ``verify`` fails it, and since an execution is written once the run
+    cannot repair it; what a run reads of the corpus before any new work names it (never a
+    silent exit 0 over a corpus that fails verify)."""
+    import msgspec
+
+    from agentprov_core.corpus.working import WorkingCorpus
+    from agentprov_core.run import mappings
+
+    store, ledger = RawStore(corpus / "raw"), Ledger(corpus / "ledger.jsonl")
+    attempt = Attempt(seq=len(ledger.read()), invocation="2099cb0463c1",
+                      unit="banking/user_task_1/none/none|none|r0",
+                      cell_key="banking/user_task_1/none/none", defence="none", repeat=0,
+                      attempt=2, session_id="s-00eeabcdef012345",
+                      started_at="2026-11-29T10:53:00.000000Z",
+                      ended_at="2026-11-29T10:53:01.000000Z", status="aborted",
+                      conclusive=False, capture_sha256=store.put_bytes(b""),
+                      capture_records=0, plan_sha256=PLAN, config_digest=CONFIG)
+    ledger.append(attempt)
+    # mapped as an earlier build did: no digests from the ledger line
+    earlier = msgspec.structs.replace(attempt, plan_sha256="", config_digest="")
+    live_mapping.map_attempt(corpus, earlier, MANIFEST, mapped_at="2026-11-29T10:53:02.000000Z")
+    v = cli("verify", "--corpus", corpus, "--format", "json")
+    assert v.code == 1 and any(f["code"] == "executions.aer" and "plan_sha256" in f["message"]
+                               for f in json.loads(v.out)["findings"])
+    wc = WorkingCorpus(corpus)
+    assert mappings.unrepairable(wc, wc.attempts()) == ["s-00eeabcdef012345"]
 
 
 # ------------------------------------------------------------ entries that are not files
