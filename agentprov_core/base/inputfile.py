@@ -1,11 +1,16 @@
-"""Reading a file a user names (``--plan``, ``--llm-script``, ``--env-file``, a registry, a
-corpus's manifest) without trusting it: a regular file only (a FIFO, a device or a
-directory would block or never end), at most :data:`MAX_BYTES`, and nested at most
-:data:`MAX_DEPTH` levels deep before any parser recurses into it (Python's parsers, and
-msgspec's, raise ``RecursionError`` at about a thousand levels).
+"""Reading a file a user names (``--plan``, ``--llm-script``, ``--env-file``, a registry or
+its overlay, settings, a preset, prices, an import's result file) or a corpus holds (its
+manifest, index, ledger, stored logs and executions) without trusting it: a regular file
+only, checked by ``fstat`` after a non-blocking open (a FIFO, a device or a directory would
+block or never end), and for a corpus's own files by ``lstat`` first, a link never followed
+(:func:`open_regular`); at most :data:`MAX_BYTES` (:data:`MAX_STORED` for a stored file);
+decoded as UTF-8 and strict JSON (:func:`load_json`); nested at most :data:`MAX_DEPTH`
+levels deep before any parser recurses into it (Python's parsers, and msgspec's, raise
+``RecursionError`` at about a thousand levels). And the one check of a path an output is
+written to, before anything is (:func:`check_output`, :func:`output_dir`).
 
-Each reader raises :class:`Unreadable` with what is wrong; its caller turns that into its
-own usage error naming the file, the field and the fix."""
+Each reader raises :class:`Unreadable` (:class:`Missing` when there is no file) with what
+is wrong; its caller turns that into its own error naming the file, the field and the fix."""
 
 from __future__ import annotations
 
