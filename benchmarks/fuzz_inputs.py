@@ -3,7 +3,7 @@ generated at random, each run through the real CLI in a subprocess, and three co
 must be 0: exits 70 (or a traceback), hangs (no answer within ``--timeout`` seconds), and
 refusals (exit 2, 3, 4 or 5) that wrote anything.
 
-    python benchmarks/fuzz_inputs.py                        # 960 inputs, seed from the clock
+    python benchmarks/fuzz_inputs.py                        # 1000 inputs, seed from the clock
     python benchmarks/fuzz_inputs.py --inputs 120 --seed 7  # fewer, reproducible
     python benchmarks/fuzz_inputs.py --write                # and rewrite docs/faults.md's table
     tox -e fuzz [-- --write]                                # the same in a fresh environment
@@ -26,7 +26,9 @@ The surfaces (each gets an equal share of the inputs, drawn with the seeded
   huge numbers, nesting, not UTF-8, a FIFO, a link), then ``import agentdojo``; a
   ``DIR.partial`` left behind must hold a manifest and a ledger;
 * ``outputs`` and ``values``: ``view --out`` and ``--tune-out`` paths no directory can be
-  made at, ``--tune-jobs``, ``--preset`` and price values of every shape.
+  made at, ``--tune-jobs``, ``--preset`` and price values of every shape;
+* ``plans``: a ``--plan`` file or an ``--llm-script`` mutated or not a file, then ``run
+  --dry-run``.
 
 A refusal is checked against a snapshot (type, size and digest of every entry, read with
 ``lstat``, a FIFO never opened) of the directories the command could write: the home, the
@@ -102,6 +104,15 @@ def snapshot(*dirs: Path) -> dict[str, tuple]:
 SURROGATE = '"\\ud800"'
 NUMBERS = ["-1", "-0", "0", "1", "1.5", "1e400", "-1e400", "10" + "0" * 400, "-" + "9" * 40,
            "NaN", "Infinity", "true", "null", '"1"', "[]", "{}", "9" * 5000]
+PLAN = """[plan]
+format = "agentprov-run-plan/0.1"
+backend = "agentdojo"
+suites = ["banking"]
+user_tasks = "0-1"
+injection_tasks = "0"
+attacks = ["important_instructions"]
+benign = "include"
+"""
 TEXTS = ["", " ", "1_0", "+1", "-0", "01", " 1", "1 ", "1, 2", "1,,2", "0x10", "1e3", "١٢",
          "\u00a0" + "1", "1" * 30, "a", "-", ".", "..", "/", "1.", ".5", "0.15", "∞", "NaN",
          "x" * 300, "\t", "1;2", "%s", "{}", "$HOME"]
@@ -471,8 +482,31 @@ class Fuzz:
                      "--corpus", str(d / "corpora" / "e"), "--campaign", "e", "--endpoint",
                      "llamacpp", "--model-id", "m", "--preset", v], [home, d / "corpora"])
 
+    def plans(self) -> Case:
+        rng = self.rng
+        d, home = self.fresh()
+        path = d / ("plan.toml" if rng.random() < 0.5 else "script.json")
+        good = (PLAN if path.suffix == ".toml" else
+                (ROOT / "examples" / "scripts" / "live-demo.json").read_text(encoding="utf-8"))
+        if rng.random() < 0.25:
+            what = f"{path.name} " + not_a_file(rng, path)
+        elif path.suffix == ".toml" and rng.random() < 0.5:
+            path.write_text(good.replace('"0-1"', rnd_value(rng).replace("[", "[ ", 1)))
+            what = "plan value"
+        else:
+            path.write_bytes(mutate_text(rng, good))
+            what = f"{path.name} mutated"
+        args = ["run", "agentdojo", "--dry-run", "--corpus", str(d / "corpora" / "c"),
+                "--campaign", "c"]
+        if path.suffix == ".toml":
+            args += ["--plan", str(path), "--llm-script",
+                     str(ROOT / "examples" / "scripts" / "live-demo.json")]
+        else:
+            args += ["--suite", "banking", "--user-tasks", "0", "--llm-script", str(path)]
+        return Case("plans", what, args, [home, d / "corpora"])
+
     SURFACES = ("prices", "price_values", "stats_corpus", "settings_presets", "overlay",
-                "corpus", "imports", "outputs", "values")
+                "corpus", "imports", "outputs", "values", "plans")
 
     # -------------------------------------------------------------- running
     def run(self, case: Case) -> Outcome:
@@ -550,7 +584,7 @@ def markdown(outcomes: list[Outcome], info: dict[str, str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--inputs", type=int, default=960, help="inputs in all [960]")
+    ap.add_argument("--inputs", type=int, default=1000, help="inputs in all [1000]")
     ap.add_argument("--seed", type=int, help="the random seed (default: the clock)")
     ap.add_argument("--timeout", type=float, default=60.0,
                     help="seconds before an input counts as a hang [60]")
