@@ -90,3 +90,27 @@ def test_a_torn_ledger_line_whose_execution_exists_keeps_that_file_out(tmp_path,
     assert "torn" in rep["kept_out"][0]["why"]
     assert rep["imported"] == 0
     assert snapshot(root) == before
+
+
+def test_a_corpus_whose_ledger_is_a_fifo_is_refused_at_once(tmp_path, corpora, cli):
+    """The ledger (or index) an import would read replaced by a FIFO: refused at once
+    (exit 3, naming it), never waited on, and nothing is written."""
+    import os
+
+    logs = tmp_path / "logs"
+    _put(logs, "local/shopping/user_task_0/none/none.json", _result())
+    corpus = corpora / "f"
+    assert cli("import", "agentdojo", logs, "--corpus", corpus).code == 0
+    _put(logs, "local/shopping/user_task_1/none/none.json", _result(user="user_task_1"))
+    root = Path(f"{corpus}.partial")
+    for name in ("ledger.jsonl", "executions.jsonl"):
+        saved = (root / name).read_bytes()
+        (root / name).unlink()
+        os.mkfifo(root / name)
+        before = snapshot(root)
+        r = cli("import", "agentdojo", logs, "--corpus", corpus)
+        assert (r.code, r.error["error"]) == (3, "cli.environment.corpus"), r.err
+        assert name in r.error["message"]
+        assert snapshot(root) == before
+        (root / name).unlink()
+        (root / name).write_bytes(saved)

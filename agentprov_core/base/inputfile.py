@@ -175,6 +175,22 @@ def _has_surrogate(value: Any) -> bool:
     return False
 
 
+def stored_lines(path: str | Path) -> list[bytes]:
+    """The lines of a corpus's appended file ``path`` (its index or ledger; none when it
+    does not exist), read as a stored file: one that is not a regular file is
+    ``cli.environment.corpus`` (exit 3), never waited on."""
+    from agentprov_core.errors import AgentprovError
+
+    try:
+        return read_bytes(path, MAX_STORED, follow=False).split(b"\n")
+    except Missing:
+        return []
+    except Unreadable as exc:
+        p = Path(path)
+        raise AgentprovError("cli.environment.corpus", corpus=p.parent,
+                             what=f"its {p.name} {exc}") from None
+
+
 def output_dir(option: str, path: str | Path, fix: str) -> None:
     """:func:`check_output` of the directory an option names, as its usage error
     (``cli.usage.option_value``, exit 2: the option, the path, what is wrong, ``fix``)."""

@@ -24,6 +24,7 @@ from typing import Annotated
 
 import msgspec
 
+from agentprov_core.base import inputfile
 from agentprov_core.evidence.canonical import sha256
 
 INDEX = "executions.jsonl"
@@ -93,11 +94,9 @@ class Executions:
 
     def entries(self) -> list[IndexEntry]:
         """The index, in order; a torn last line (a write cut short) is skipped."""
-        if not self.index_path.exists():
-            return []
         out = []
         dec = msgspec.json.Decoder(IndexEntry)
-        for line in self.index_path.read_bytes().split(b"\n"):
+        for line in inputfile.stored_lines(self.index_path):
             if line.strip():
                 try:
                     out.append(dec.decode(line))
