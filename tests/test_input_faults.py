@@ -116,6 +116,26 @@ def test_a_damaged_prices_file_is_refused_by_every_reader_and_never_replaced(
     assert snapshot(marked) == before and list(corpora.iterdir()) == []
 
 
+@pytest.mark.req("R-9.25")
+@pytest.mark.parametrize("kind", ["directory", "fifo", "dangling-link"])
+def test_prices_refresh_never_replaces_what_is_not_its_file(cli, home, kind):
+    """``prices refresh`` rewrites a damaged list (it is the list's repair), but a
+    directory, a FIFO or a link where the list belongs is refused before the network is
+    asked, and stays as it was."""
+    path = home / "prices-openrouter.json"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(home / "nowhere")
+    before = snapshot(home)
+    env = {"AGENTPROV_TEST_PRICES_URL": "http://127.0.0.1:9/api/v1"}  # never reached
+    r = cli("prices", "refresh", "--allow-network", env=env)
+    refused(r, "cli.usage.prices_file", str(path))
+    assert snapshot(home) == before
+
+
 @pytest.mark.req("R-9.24")
 @pytest.mark.parametrize("value", ["1_0", "+1", "-0", "1e3", " 1", "1 ", "0x1", "١"])
 def test_prices_set_reads_a_price_strictly(cli, home, value):

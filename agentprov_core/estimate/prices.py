@@ -230,7 +230,20 @@ def lookup(endpoint: str, model: str | None, *, local: bool = False,
     return None
 
 
+def _writable(path: Path) -> None:
+    """Refuse a prices file's place that holds a directory, a FIFO or a link (it would be
+    replaced, or the write would fail half-way): checked before anything is fetched."""
+    from agentprov_core.base import inputfile
+
+    try:
+        inputfile.check_output(path, directory=False)
+    except inputfile.Unreadable as exc:
+        raise AgentprovError("cli.usage.prices_file", path=path, field="(the file)",
+                             what=str(exc)) from None
+
+
 def _write(path: Path, doc: dict[str, Any]) -> None:
+    _writable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -287,6 +300,7 @@ def refresh(*, transport: Any = None) -> tuple[list[Price], str]:
     ``cli.environment.prices_fetch`` (exit 3) when it cannot be read."""
     import httpx
 
+    _writable(refreshed_file())
     url = models_url()
     try:
         with httpx.Client(timeout=20.0, transport=transport, follow_redirects=False) as c:
