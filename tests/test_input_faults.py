@@ -218,3 +218,32 @@ def test_an_empty_preset_is_refused_not_taken_as_none(cli, home, corpora, script
                 "--campaign", "c", "--containment", "vm")
         refused(r, "cli.usage.option_value", "--preset", "empty")
     assert snapshot(home) == before and list(corpora.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["long-name", "under-a-file", "fifo", "dangling-link"])
+def test_a_corpus_path_no_directory_can_be_made_at_is_refused_before_anything(
+        cli, home, tmp_path, kind):
+    """``--corpus DIR`` of ``run`` and ``import``: its working tree ``DIR.partial`` must be
+    a directory or makeable (a link to a directory is followed); otherwise exit 2, naming
+    the option, before anything is written."""
+    from test_import_results import _put, _result
+
+    logs = tmp_path / "logs"
+    _put(logs, "local/shopping/user_task_0/none/none.json", _result())
+    outs = tmp_path / "outs"
+    outs.mkdir()
+    corpus = {"long-name": outs / ("c" * 300), "under-a-file": outs / "file" / "c",
+              "fifo": outs / "fifo", "dangling-link": outs / "dang"}[kind]
+    (outs / "file").write_text("x")
+    if kind == "fifo":
+        os.mkfifo(outs / "fifo.partial")
+    if kind == "dangling-link":
+        (outs / "dang.partial").symlink_to(outs / "nowhere")
+    make_marker(home, env_id())
+    before = snapshot(outs), snapshot(home)
+    for args in (("import", "agentdojo", logs), ("run", "agentdojo", "--dry-run", "--campaign",
+                                                 "c", "--suite", "banking", "--user-tasks",
+                                                 "0", "--endpoint", "llamacpp",
+                                                 "--model-id", "m")):
+        refused(cli(*args, "--corpus", corpus), "cli.usage.option_value", "--corpus")
+    assert (snapshot(outs), snapshot(home)) == before

@@ -191,24 +191,25 @@ def stored_lines(path: str | Path) -> list[bytes]:
                              what=f"its {p.name} {exc}") from None
 
 
-def output_dir(option: str, path: str | Path, fix: str) -> None:
+def output_dir(option: str, path: str | Path, fix: str, *, links: bool = False) -> None:
     """:func:`check_output` of the directory an option names, as its usage error
     (``cli.usage.option_value``, exit 2: the option, the path, what is wrong, ``fix``)."""
     from agentprov_core.errors import AgentprovError
 
     try:
-        check_output(path, directory=True)
+        check_output(path, directory=True, links=links)
     except Unreadable as exc:
         raise AgentprovError("cli.usage.option_value", option=option, value=str(path),
                              what=f"{exc}; {fix}") from None
 
 
-def check_output(path: str | Path, *, directory: bool) -> None:
+def check_output(path: str | Path, *, directory: bool, links: bool = False) -> None:
     """Refuse an output path before anything is written to it: a component longer than
-    :data:`NAME_MAX`, a symbolic link (dangling, a loop, or any: an output is never
-    written through one), an existing entry of the other kind (a file, FIFO or device
-    where a directory is wanted, or the reverse), or a path under something that is not a
-    directory. An absent ``path`` under an existing directory passes (it is created)."""
+    :data:`NAME_MAX`, a symbolic link (dangling, a loop, or, unless ``links``, any: an
+    output that is replaced is never replaced through one), an existing entry of the other
+    kind (a file, FIFO or device where a directory is wanted, or the reverse), or a path
+    under something that is not a directory. An absent ``path`` under an existing directory
+    passes (it is created)."""
     p = Path(path)
     for part in p.parts:
         if len(os.fsencode(part)) > NAME_MAX:
@@ -222,7 +223,12 @@ def check_output(path: str | Path, *, directory: bool) -> None:
         raise _oserror(exc) from None
     if st is not None:
         if stat.S_ISLNK(st.st_mode):
-            raise Unreadable("is a symbolic link; an output is never written through one")
+            if not links:
+                raise Unreadable("is a symbolic link; an output is never written through one")
+            try:
+                st = os.stat(p)
+            except OSError:
+                raise Unreadable("is a symbolic link to nothing (dangling, or a loop)") from None
         if directory and not stat.S_ISDIR(st.st_mode):
             raise Unreadable("exists and is not a directory")
         if not directory and not stat.S_ISREG(st.st_mode):

@@ -39,7 +39,7 @@ from typing import Any
 import msgspec
 
 from agentprov_core.corpus.ledger import Attempt
-from agentprov_core.corpus.working import WorkingCorpus, now, partial_dir, unit_key
+from agentprov_core.corpus.working import WorkingCorpus, check_path, now, partial_dir, unit_key
 from agentprov_core.errors import IMPORT_FINDINGS, AgentprovError
 from agentprov_core.mapping import ImportRefused
 
@@ -252,9 +252,7 @@ class Importer:
     def run(self) -> Summary:
         root = self.wc.root
         self.pool = None
-        if root.exists() and not root.is_dir():
-            raise AgentprovError("corpus.environment.not_a_corpus", corpus=root,
-                                 what="it is a file, not a directory")
+        check_path(root)
         self._check_corpus()
         created = not root.exists()
         self.wc.lock()
