@@ -25,8 +25,8 @@ The surfaces (each gets an equal share of the inputs, drawn with the seeded
 * ``import``: AgentDojo result files mutated (a field of another type, a lone surrogate,
   huge numbers, nesting, not UTF-8, a FIFO, a link), then ``import agentdojo``; a
   ``DIR.partial`` left behind must hold a manifest and a ledger;
-* ``outputs`` and ``values``: ``view --out`` and ``--tune-out`` paths no directory can be
-  made at, ``--tune-jobs``, ``--preset`` and price values of every shape;
+* ``outputs`` and ``values``: ``view --out``, ``--tune-out`` and ``--corpus`` paths no
+  directory can be made at, ``--tune-jobs``, ``--preset`` and price values of every shape;
 * ``plans``: a ``--plan`` file or an ``--llm-script`` mutated or not a file, then ``run
   --dry-run``.
 
@@ -104,6 +104,14 @@ def snapshot(*dirs: Path) -> dict[str, tuple]:
 SURROGATE = '"\\ud800"'
 NUMBERS = ["-1", "-0", "0", "1", "1.5", "1e400", "-1e400", "10" + "0" * 400, "-" + "9" * 40,
            "NaN", "Infinity", "true", "null", '"1"', "[]", "{}", "9" * 5000]
+IMPORT_RESULT = {
+    "suite_name": "shopping", "pipeline_name": "local", "user_task_id": "user_task_0",
+    "injection_task_id": None, "attack_type": None, "injections": {},
+    "messages": [{"role": "user", "content": [{"type": "text", "content": "hi"}]},
+                 {"role": "assistant", "content": [{"type": "text", "content": "ok"}],
+                  "tool_calls": None}],
+    "error": None, "utility": True, "security": False, "duration": 1.0,
+    "agentdojo_package_version": "0.1.35"}
 PLAN = """[plan]
 format = "agentprov-run-plan/0.1"
 backend = "agentdojo"
@@ -404,14 +412,7 @@ class Fuzz:
         rng = self.rng
         d, home = self.fresh()
         logs = d / "logs"
-        base = {"suite_name": "shopping", "pipeline_name": "local", "user_task_id": "user_task_0",
-                "injection_task_id": None, "attack_type": None, "injections": {},
-                "messages": [{"role": "user", "content": [{"type": "text", "content": "hi"}]},
-                             {"role": "assistant", "content": [{"type": "text",
-                                                                "content": "ok"}],
-                              "tool_calls": None}],
-                "error": None, "utility": True, "security": False, "duration": 1.0,
-                "agentdojo_package_version": "0.1.35"}
+        base = IMPORT_RESULT
         good = logs / "local/shopping/user_task_0/none/none.json"
         good.parent.mkdir(parents=True)
         good.write_text(json.dumps(base))
@@ -458,7 +459,15 @@ class Fuzz:
         else:
             out = outs / "file"
             out.write_text("x")
-        if rng.random() < 0.5:
+        pick = rng.random()
+        if pick < 0.25:
+            logs = d / "logs" / "local/shopping/user_task_0/none"
+            logs.mkdir(parents=True)
+            (logs / "none.json").write_text(json.dumps(IMPORT_RESULT))
+            return Case("outputs", f"import --corpus {out.name[:20]}",
+                        ["import", "agentdojo", str(d / "logs"), "--corpus", str(out)],
+                        [home, outs])
+        if pick < 0.6:
             root = d / "corpora" / self.pristine.name
             shutil.copytree(self.pristine, root, symlinks=True)
             return Case("outputs", f"view --out {out.name[:20]}",
