@@ -114,3 +114,20 @@ def test_a_corpus_whose_ledger_is_a_fifo_is_refused_at_once(tmp_path, corpora, c
         assert snapshot(root) == before
         (root / name).unlink()
         (root / name).write_bytes(saved)
+
+
+def test_a_corpus_whose_manifest_is_a_fifo_is_refused_not_rewritten(tmp_path, corpora, cli):
+    import os
+
+    logs = tmp_path / "logs"
+    _put(logs, "local/shopping/user_task_0/none/none.json", _result())
+    corpus = corpora / "m"
+    assert cli("import", "agentdojo", logs, "--corpus", corpus).code == 0
+    root = Path(f"{corpus}.partial")
+    (root / "manifest.json").unlink()
+    os.mkfifo(root / "manifest.json")
+    before = snapshot(root)
+    r = cli("import", "agentdojo", logs, "--corpus", corpus)
+    assert (r.code, r.error["error"]) == (3, "cli.environment.corpus"), r.err
+    assert "manifest.json" in r.error["message"]
+    assert snapshot(root) == before

@@ -81,7 +81,7 @@ class WorkingCorpus:
     @classmethod
     def peek(cls, corpus: str | Path) -> WorkingCorpus | None:
         root = partial_dir(corpus)
-        return cls(root) if (root / "manifest.json").is_file() else None
+        return cls(root) if os.path.lexists(root / "manifest.json") else None
 
     def manifest(self) -> dict[str, Any]:
         """The manifest, refused (``cli.environment.corpus``, exit 3) when it is no JSON

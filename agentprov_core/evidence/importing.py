@@ -230,7 +230,7 @@ class Importer:
     def _check_corpus(self) -> dict[str, Any]:
         """The manifest of the corpus (``{}`` when there is none yet), refused
         (``import.refused.corpus``) unless it is an import of this source by this mapper."""
-        if not (self.wc.root / "manifest.json").is_file():
+        if not os.path.lexists(self.wc.root / "manifest.json"):
             return {}
         m = self.wc.manifest()
         if m.get("mode") != "import":
