@@ -20,7 +20,8 @@ line and its execution, which a kill at a random moment rarely hits: T0 runs wit
 test-only fault ``AGENTPROV_TEST_KILL_T0=ledger:N`` (N drawn from 1 to 16) and kills itself
 there. ``--empty-trials`` more aim at the window where a cell has created its staged
 ``capture.jsonl`` and not yet written the header: the script watches the staging directory
-and kills the worker the moment it sees an empty capture log (a trial in which the campaign
+and kills the worker, with its process group (the forkserver and the cells: a cell that
+outlived it would write the header after all), the moment it sees an empty capture log (a trial in which the campaign
 ends first, or whose kill left no empty log ledgered, is a miss, drawn again). Then the same
 command runs again until it exits 0 (at most ``--max-reruns`` times).
 Counted per trial:
@@ -195,9 +196,8 @@ def trial(home: Path, work: Path, script: Path, jobs: int, length: float, n: int
         polls += 1
         if t.target == "empty" and empty_capture(part):
             t.at_s = round(time.monotonic() - start, 3)
-            for w in workers_of(t0.pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(w, signal.SIGKILL)
+            for w in workers_of(t0.pid):  # with its cells: none writes the header after
+                kill_group(w)
             break
         time.sleep(0.01 if t.target != "empty" else 0)
     if t.target == "ledger":
