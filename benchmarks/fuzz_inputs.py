@@ -237,7 +237,10 @@ class Fuzz:
         from agentprov_core.plugins import source_entry
 
         home.mkdir(parents=True, exist_ok=True)
-        make_marker(home, environments.environment_id(source_entry("agentdojo").source.meta))
+        env_id = environments.environment_id(source_entry("agentdojo").source.meta)
+        make_marker(home, env_id)
+        # the environment's lock file, as its build leaves it (a run takes it shared)
+        (home / "envs" / f"{env_id}.lock").touch()
         return home
 
     def fresh(self) -> tuple[Path, Path]:
@@ -369,7 +372,7 @@ class Fuzz:
         d, home = self.fresh()
         root = d / "corpora" / self.pristine.name
         shutil.copytree(self.pristine, root, symlinks=True)
-        entries = [p for p in root.rglob("*") if p.name != ".lock"]
+        entries = sorted(p for p in root.rglob("*") if p.name != ".lock")  # a stable order
         top = [p for p in entries if p.parent == root]  # half the damage at the top level
         target = rng.choice(top if rng.random() < 0.5 else entries)
         rel = target.relative_to(root).as_posix()
@@ -536,7 +539,8 @@ class Fuzz:
         took = time.monotonic() - start
         text = err.decode("utf-8", "replace")
         if code == 70 or "Traceback" in text:
-            return Outcome(case.surface, case.what, code, took, "exit 70: " + text[-300:])
+            return Outcome(case.surface, case.what, code, took,
+                           f"exit 70: {' '.join(case.args[:3])}: " + text[-600:])
         if code in REFUSALS:
             after = snapshot(*case.watch)
             if after != before:

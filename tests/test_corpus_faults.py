@@ -146,6 +146,14 @@ def capture_as_fifo(root: Path) -> str:
     return e.capture_sha256
 
 
+def capture_as_link_loop(root: Path) -> str:
+    e = Ledger(root / "ledger.jsonl").read()[0]
+    p = RawStore(root / "raw").path(e.capture_sha256)
+    p.unlink()
+    p.symlink_to(p)
+    return e.capture_sha256
+
+
 def executions_as_file(root: Path) -> str:
     shutil.rmtree(root / "executions")
     (root / "executions").write_text("not a directory\n")
@@ -159,7 +167,7 @@ def raw_as_file(root: Path) -> str:
 
 
 DAMAGE = {f.__name__: f for f in (aer_as_directory, aer_as_fifo, aer_as_link, capture_as_fifo,
-                                  executions_as_file, raw_as_file)}
+                                  capture_as_link_loop, executions_as_file, raw_as_file)}
 
 
 @pytest.mark.req("R-27.4")

@@ -220,7 +220,8 @@ class Run:
         d = self.root / DIRNAME
         if d.is_dir():
             with os.scandir(d) as it:
-                orphans = sorted(e.name for e in it if e.is_dir() and e.name not in seen)
+                orphans = sorted(e.name for e in it
+                                 if e.is_dir(follow_symlinks=False) and e.name not in seen)
             for name in orphans:
                 if snap.held:  # being written: its index line comes after its files
                     continue

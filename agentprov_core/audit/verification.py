@@ -1014,12 +1014,13 @@ class _Verifier:
 
         def unchecked() -> Iterator[tuple[str, str]]:
             for top in sorted(os.scandir(base), key=lambda d: d.name):
-                if top.name != "sha256" or not top.is_dir():
+                if top.name != "sha256" or not top.is_dir(follow_symlinks=False):
                     self.fail("raw.unexpected", f"raw/{top.name}",
                               "the raw store holds only raw/sha256/<2 hex>/<sha256>")
                     continue
                 for sub in sorted(os.scandir(top.path), key=lambda d: d.name):
-                    if not sub.is_dir() or not re.fullmatch(r"[0-9a-f]{2}", sub.name):
+                    if not sub.is_dir(follow_symlinks=False) \
+                            or not re.fullmatch(r"[0-9a-f]{2}", sub.name):
                         self.fail("raw.unexpected", f"raw/sha256/{sub.name}",
                                   "the raw store holds only raw/sha256/<2 hex>/<sha256>")
                         continue
@@ -1030,9 +1031,10 @@ class _Verifier:
                             self.add("unverified", "raw.temporary", rel,
                                      "a temporary file of a store cut short (T0 died or the "
                                      "disk filled); nothing names it")
-                        elif not HEX64.fullmatch(f.name) or not f.is_file():
+                        elif not HEX64.fullmatch(f.name) or not f.is_file(follow_symlinks=False):
                             self.fail("raw.unexpected", rel,
-                                      "not a content-addressed file (its name is not a sha256)")
+                                      "not a content-addressed file (its name is not a sha256, "
+                                      "or it is a link, a directory, a FIFO: not a file)")
                         elif f.name[:2] != sub.name:
                             self.fail("raw.misplaced", rel,
                                       f"a file named {f.name} belongs in raw/sha256/{f.name[:2]}")
@@ -1152,7 +1154,8 @@ class _Verifier:
                       "preflight/ holds no ledger: nothing names its logs")
         store = root / "sha256"
         for sub in sorted(os.scandir(store), key=lambda d: d.name) if store.is_dir() else ():
-            for f in sorted(os.scandir(sub.path), key=lambda d: d.name) if sub.is_dir() else ():
+            for f in sorted(os.scandir(sub.path), key=lambda d: d.name) if sub.is_dir(
+                    follow_symlinks=False) else ():
                 if f.name not in named and not f.name.startswith(".put-"):
                     self.add("unverified", "preflight.unreferenced",
                              f"preflight/sha256/{sub.name}/{f.name}",
