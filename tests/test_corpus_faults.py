@@ -138,20 +138,24 @@ def aer_as_link(root: Path) -> str:
     return "aer.json"
 
 
-def capture_as_fifo(root: Path) -> str:
-    e = Ledger(root / "ledger.jsonl").read()[0]
-    p = RawStore(root / "raw").path(e.capture_sha256)
+def _first_capture(root: Path) -> Path:
+    """The first ledger entry's stored capture log, removed (the caller puts what it
+    wants in its place)."""
+    p = RawStore(root / "raw").path(Ledger(root / "ledger.jsonl").read()[0].capture_sha256)
     p.unlink()
+    return p
+
+
+def capture_as_fifo(root: Path) -> str:
+    p = _first_capture(root)
     os.mkfifo(p)
-    return e.capture_sha256
+    return p.name
 
 
 def capture_as_link_loop(root: Path) -> str:
-    e = Ledger(root / "ledger.jsonl").read()[0]
-    p = RawStore(root / "raw").path(e.capture_sha256)
-    p.unlink()
+    p = _first_capture(root)
     p.symlink_to(p)
-    return e.capture_sha256
+    return p.name
 
 
 def executions_as_file(root: Path) -> str:
