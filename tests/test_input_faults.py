@@ -78,6 +78,24 @@ def test_stats_corpus_manifest_or_index_that_is_not_a_file(cli, marked, corpora,
     refused(r, "cli.usage.stats_corpus", str(root), name)
 
 
+@pytest.mark.parametrize("figures, field", [
+    ({"agent_calls": [-5, 9]}, "agent_calls"), ({"duration_s": [1, "x"]}, "duration_s"),
+    ({"agent_input_tokens": [1]}, "agent_input_tokens"), ({"n": -4}, "n must"),
+    ({"agent_calls": [True, 9]}, "agent_calls")])
+def test_priors_figures_are_checked_before_any_arithmetic(tmp_path, figures, field):
+    from agentprov_core.errors import AgentprovError
+    from agentprov_core.estimate import cellstats
+
+    row = {"benchmark": "agentdyn", "suite": "*", "attack": "*", "family": "*",
+           "defence": "*", "agent_calls": [5, 9], "n": 4} | figures
+    path = tmp_path / "priors.json"
+    path.write_text(json.dumps({"format": "agentprov-priors/0.1", "rows": [row]}))
+    with pytest.raises(AgentprovError) as e:
+        cellstats.load_priors(path)
+    assert e.value.code == "cli.usage.registry_file"
+    assert e.value.params["location"] == f"{path} rows[0]" and field in e.value.params["what"]
+
+
 # ------------------------------------------------------------------ prices
 BAD_PRICES = {
     "rows": ('{"format": "agentprov-price-overrides/0.1", "prices": [1, "a", null]}', "prices[0]"),

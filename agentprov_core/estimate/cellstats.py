@@ -9,6 +9,7 @@ p50 and p90 (nearest rank over the executions it was made from), with its basis.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ import msgspec
 from agentprov_core.base import inputfile, paths
 from agentprov_core.corpus.opening import read_manifest
 from agentprov_core.errors import AgentprovError
-from agentprov_core.evidence.executions import IndexCounts
+from agentprov_core.evidence.executions import MAX_COUNT, IndexCounts
 
 PRIORS_FORMAT = "agentprov-priors/0.1"
 #: at most this many ``--stats-corpus`` (R-9.2)
@@ -116,14 +117,36 @@ def load_priors(path: Path | None = None) -> Priors | None:
         raise AgentprovError("cli.usage.registry_file", location=str(path),
                              what=f'format must be "{PRIORS_FORMAT}"')
     rows = {}
-    for r in doc.get("rows") or []:
+    for i, r in enumerate(doc.get("rows") or []):
         try:
             rows[(r["benchmark"], r["suite"], r["attack"], r["family"], r["defence"])] = r
         except (KeyError, TypeError):
             raise AgentprovError("cli.usage.registry_file", location=str(path),
                                  what="a row needs benchmark, suite, attack, family and "
                                       "defence") from None
+        bad = _bad_prior(r)
+        if bad:
+            raise AgentprovError("cli.usage.registry_file", location=f"{path} rows[{i}]",
+                                 what=bad)
     return Priors(rows=rows, doc=doc)
+
+
+def _bad_prior(row: dict[str, Any]) -> str | None:
+    """What is wrong with a priors row's figures (each field a [p50, p90] pair of
+    non-negative finite numbers, ``n`` a non-negative integer), checked before any
+    arithmetic; None when nothing is."""
+    def count(v: Any) -> bool:
+        return (isinstance(v, int | float) and not isinstance(v, bool)
+                and math.isfinite(v) and 0 <= v <= MAX_COUNT)
+
+    for f in FIELDS:
+        if f in row and not (isinstance(row[f], list) and len(row[f]) == 2
+                             and all(count(v) for v in row[f])):
+            return f"{f} must be [p50, p90], two numbers from 0 to {MAX_COUNT:.0e}"
+    n = row.get("n", 0)
+    if not (isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_COUNT):
+        return "n must be a whole number of executions, 0 or more"
+    return None
 
 
 # --------------------------------------------------------------------------- corpora
