@@ -598,6 +598,9 @@ _reg("cli.usage.settings_file", U, "usage",
 _reg("cli.usage.stats_corpus", U, "usage",
      "--stats-corpus {path}: {what}",
      "name at most 16 corpus directories (each holding a manifest.json), or drop --stats-corpus")
+_reg("cli.usage.prices_file", U, "usage",
+     "{path}: {field}: {what}",
+     "correct the file, or remove it: agentprov prices set writes the overrides anew, prices refresh --allow-network the list (docs/estimates.md)")
 _reg("cli.usage.estimate_option", U, "usage",
      "{option} belongs to agentprov run: an estimate runs nothing and prints its own plan",
      "drop the option (agentprov run --dry-run prints the plan)")
@@ -631,10 +634,10 @@ REGISTER_CODES: dict[str, str] = {
 #: with the file's name and what is wrong (the field, never a value of it: a value may hold
 #: a key); the other files are imported, and the import exits 1.
 IMPORT_FINDINGS: dict[str, str] = {
-    "import.file.malformed": "the file is not a well-formed result (not UTF-8, not JSON, nested too deeply, a field missing or of the wrong type): restore it from its source, or leave it out",
+    "import.file.malformed": "the file is not a well-formed result (not UTF-8, not JSON, nested too deeply, a field missing or of the wrong type, a string that is not valid Unicode such as a lone surrogate \\ud800): restore it from its source, or leave it out",
     "import.file.other_format": "the file is not a result of the importer's layout and format (another path, another JSON document, another kind of file): import only the runner's result files",
     "import.file.path_mismatch": "the file's name and its content name different cells (suite, user task, attack or injection task): restore the file or its name as the runner wrote them",
-    "import.file.duplicate_cell": "the corpus already holds this cell of this configuration, from a file with other bytes: an import keeps one file per cell (import the other one into a corpus of its own)",
+    "import.file.duplicate_cell": "the corpus already holds this cell of this configuration, from a file with other bytes, or holds its execution while its ledger line is torn: an import keeps one file per cell and writes an execution once (import the other one into a corpus of its own)",
     "import.file.unreadable": "the file or directory cannot be read, or is larger than 16 MiB",
     "import.file.not_regular": "a link, FIFO, socket or device: only regular files are read, and a link is never followed",
     "import.file.unsafe_name": "a part of its name is not a plain name (not printable, longer than 200 characters, or a key-shaped string): rename it as the runner names it",

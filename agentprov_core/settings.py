@@ -182,13 +182,17 @@ def check_value(key: Key, value: Any, *, from_text: bool = False) -> Any:
 
 # ------------------------------------------------------------------ reading and writing
 def _text(p: Path) -> str | None:
+    """The settings file's text (None when there is none); one that is not a regular UTF-8
+    file (a directory, a FIFO, over 16 MiB) is ``cli.usage.settings_file``."""
+    from agentprov_core.base import inputfile
+
     try:
-        return p.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        return inputfile.read_text(p)
+    except inputfile.Missing:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
+    except inputfile.Unreadable as exc:
         raise AgentprovError("cli.usage.settings_file", location=str(p),
-                             what=f"cannot be read ({exc})") from None
+                             what=f"cannot be read: it {exc}") from None
 
 
 def _document(p: Path):

@@ -80,3 +80,14 @@ def load_avg() -> str:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
         return "?"
+
+
+def write_between(doc: Path, begin: str, end: str, results: str) -> None:
+    """Replace what lies between the markers ``begin`` and ``end`` of ``doc`` with
+    ``results`` (a generated table of a page the rest of which is written by hand)."""
+    text = doc.read_text(encoding="utf-8")
+    if begin not in text or end not in text:
+        raise SystemExit(f"{doc}: the result markers are missing")
+    before, rest = text.split(begin, 1)
+    doc.write_text(f"{before}{begin}\n\n{results}\n{end}{rest.split(end, 1)[1]}",
+                   encoding="utf-8")

@@ -2,7 +2,7 @@
 campaign, then the same command re-run until it exits 0; what the corpus holds afterwards.
 
     python benchmarks/faults_kill.py                       # 20 + 10 trials at --jobs 1 and 4
-    python benchmarks/faults_kill.py --trials 5 --window-trials 2 --seed 7   # fewer, reproducible
+    python benchmarks/faults_kill.py --trials 5 --window-trials 2 --empty-trials 2 --seed 7
     python benchmarks/faults_kill.py --write               # and rewrite docs/faults.md's table
     tox -e faults [-- --write]                             # the same in a fresh environment
 
@@ -18,7 +18,12 @@ the span later moments are drawn over to its length), until ``--trials`` kills h
 (at most four times as many draws). ``--window-trials`` more aim at the narrowest window, between an attempt's ledger
 line and its execution, which a kill at a random moment rarely hits: T0 runs with the
 test-only fault ``AGENTPROV_TEST_KILL_T0=ledger:N`` (N drawn from 1 to 16) and kills itself
-there. Then the same command runs again until it exits 0 (at most ``--max-reruns`` times).
+there. ``--empty-trials`` more aim at the window where a cell has created its staged
+``capture.jsonl`` and not yet written the header: the script watches the staging directory
+and kills the worker, with its process group (the forkserver and the cells: a cell that
+outlived it would write the header after all), the moment it sees an empty capture log (a trial in which the campaign
+ends first, or whose kill left no empty log ledgered, is a miss, drawn again). Then the same
+command runs again until it exits 0 (at most ``--max-reruns`` times).
 Counted per trial:
 
 * units lost: units of the plan with no conclusive attempt whose logs are intact;
@@ -61,7 +66,7 @@ SCRIPT = ROOT / "examples" / "scripts" / "live-demo.json"
 CELLS = 16
 
 sys.path.insert(0, str(HERE))
-from benchutil import child_env, load_avg  # noqa: E402
+from benchutil import child_env, load_avg, write_between  # noqa: E402
 
 from agentprov_core.testing.procs import workers_of  # noqa: E402
 
@@ -109,6 +114,8 @@ def state(part: Path) -> dict[str, int]:
     staged = {p.name for p in (part / "staging").glob("s-*")} if (part / "staging").is_dir() \
         else set()
     return {"ledgered": len(ledger), "ledger_torn": ledger_torn, "index_torn": index_torn,
+            "empty_capture": sum(1 for e in ledger if e.get("capture_sha256")
+                                 and e.get("capture_records") == 0),
             "unmapped": sum(1 for e in ledger if e.get("capture_sha256")
                             and e["status"] != "quarantined" and e["session_id"] not in indexed),
             "staged_unledgered": len(staged - ledgered)}
@@ -168,12 +175,11 @@ def calibrate(home: Path, work: Path, script: Path, jobs: int) -> float:
 
 
 def trial(home: Path, work: Path, script: Path, jobs: int, length: float, n: int,
-          rng: random.Random, max_reruns: int, window: bool) -> Trial:
+          rng: random.Random, max_reruns: int, window: str) -> Trial:
     corpus = work / f"t{n}-j{jobs}"
     part = corpus.with_name(corpus.name + ".partial")
     args = run_args(corpus, script, jobs)
-    t = Trial(jobs, "ledger" if window else rng.choice(["t0", "worker"]),
-              round(rng.uniform(0, length), 2))
+    t = Trial(jobs, window or rng.choice(["t0", "worker"]), round(rng.uniform(0, length), 2))
     env = child_env(str(home))
     if t.target == "ledger":  # T0 kills itself after its Nth ledger line
         t.at_s = rng.randint(1, CELLS)
@@ -182,10 +188,18 @@ def trial(home: Path, work: Path, script: Path, jobs: int, length: float, n: int
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
     seen: set[int] = set()
     start = time.monotonic()
-    deadline = start + (t.at_s if t.target != "ledger" else 600)
+    deadline = start + (t.at_s if t.target in ("t0", "worker") else 600)
+    polls = 0
     while time.monotonic() < deadline and t0.poll() is None:
-        seen.update(workers_of(t0.pid))
-        time.sleep(0.01)
+        if t.target != "empty" or polls % 200 == 0:  # the empty window is watched closely
+            seen.update(workers_of(t0.pid))
+        polls += 1
+        if t.target == "empty" and empty_capture(part):
+            t.at_s = round(time.monotonic() - start, 3)
+            for w in workers_of(t0.pid):  # with its cells: none writes the header after
+                kill_group(w)
+            break
+        time.sleep(0.01 if t.target != "empty" else 0)
     if t.target == "ledger":
         t.missed = t0.poll() != -signal.SIGKILL
     elif t0.poll() is not None:
@@ -202,6 +216,8 @@ def trial(home: Path, work: Path, script: Path, jobs: int, length: float, n: int
         t.missed = not victims
     t.first_exit = t0.wait(timeout=600)
     t.left = state(part)
+    if t.target == "empty":  # landed only when an empty capture log was ledgered
+        t.missed = not t.left.get("empty_capture")
     while t.reruns < max_reruns:
         t.reruns += 1
         r = cli(home, *args)
@@ -218,9 +234,22 @@ def trial(home: Path, work: Path, script: Path, jobs: int, length: float, n: int
 
 
 # ------------------------------------------------------------------ the report
+def empty_capture(part: Path) -> bool:
+    """Whether a session staged in ``part`` has an empty ``capture.jsonl`` right now."""
+    try:
+        with os.scandir(part / "staging") as it:
+            for d in it:
+                with contextlib.suppress(OSError):
+                    if os.stat(os.path.join(d.path, "capture.jsonl")).st_size == 0:
+                        return True
+    except OSError:
+        pass
+    return False
+
+
 def report_trial(t: Trial, n: int) -> None:
     bad = {k: v for k, v in t.result.items() if k != "detail" and v}
-    at = f"line {t.at_s:.0f}" if t.target == "ledger" else f"{t.at_s:.2f}s"
+    at = f"line {t.at_s:.0f}" if t.target == "ledger" else f"{t.at_s:.3f}s"
     print(f"jobs {t.jobs} trial {n}: {t.target} at {at}{' (missed)' if t.missed else ''}, "
           f"exit {t.first_exit}, left { {k: v for k, v in t.left.items() if v} }, re-runs "
           f"{t.rerun_exits}" + (f"; FAULT {bad} {t.result.get('detail', '')}" if bad else ""),
@@ -243,11 +272,15 @@ def markdown(trials: list[Trial], info: dict[str, str], lengths: dict[int, float
                    f"{sum(t.target == 'worker' and not t.missed for t in ts)}")
     row("T0 killed right after its Nth ledger line (the fault)",
         lambda ts: sum(t.target == "ledger" and not t.missed for t in ts))
+    row("the worker killed while a staged capture log was empty",
+        lambda ts: sum(t.target == "empty" and not t.missed for t in ts))
     row("draws whose target was gone (a miss: drawn again)", lambda ts: sum(t.missed for t in ts))
     row("kills that left a session staged, never ledgered",
         lambda ts: sum(t.left.get("staged_unledgered", 0) > 0 for t in ts))
     row("kills that left a ledgered attempt without an execution",
         lambda ts: sum(t.left.get("unmapped", 0) > 0 for t in ts))
+    row("kills that left an empty capture log ledgered",
+        lambda ts: sum(t.left.get("empty_capture", 0) > 0 for t in ts))
     row("kills that left a torn ledger or index line",
         lambda ts: sum(t.left.get("ledger_torn", 0) + t.left.get("index_torn", 0) > 0
                        for t in ts))
@@ -263,7 +296,8 @@ def markdown(trials: list[Trial], info: dict[str, str], lengths: dict[int, float
     row("trials whose re-runs never exited 0",
         lambda ts: sum(t.rerun_exits[-1:] != [0] for t in ts))
     head = [f"Measured on {info['date']} by `python benchmarks/faults_kill.py --trials "
-            f"{info['trials']} --window-trials {info['window_trials']} --seed {info['seed']}` "
+            f"{info['trials']} --window-trials {info['window_trials']} --empty-trials "
+            f"{info['empty_trials']} --jobs {info['jobs']} --seed {info['seed']}` "
             f"in {info['took']} s.", "",
             f"- machine: `nproc` {os.cpu_count()}; load average (1, 5, 15 min) before: "
             f"{info['load_before']}; after: {info['load_after']}",
@@ -271,15 +305,6 @@ def markdown(trials: list[Trial], info: dict[str, str], lengths: dict[int, float
             f"- kill moments drawn over the undisturbed campaign's length, shortened to the "
             f"quickest run a miss saw ({info['draw_over']} at the end)", ""]
     return "\n".join(head + rows) + "\n"
-
-
-def write(results: str) -> None:
-    text = DOC.read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{DOC}: the result markers are missing")
-    before, rest = text.split(BEGIN, 1)
-    DOC.write_text(f"{before}{BEGIN}\n\n{results}\n{END}{rest.split(END, 1)[1]}",
-                   encoding="utf-8")
 
 
 def build(home: Path) -> None:
@@ -296,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="kills at a random moment per jobs value [20]")
     ap.add_argument("--window-trials", type=int, default=10,
                     help="T0 killed after a ledger line, per jobs value [10]")
+    ap.add_argument("--empty-trials", type=int, default=10,
+                    help="the worker killed while a staged capture log is empty, per jobs "
+                         "value [10]")
     ap.add_argument("--jobs", default="1,4", help="jobs values [1,4]")
     ap.add_argument("--seed", type=int, help="the random seed (default: the clock)")
     ap.add_argument("--latency", type=float, default=0.1,
@@ -310,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(seed)
     info = {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "seed": str(seed),
             "trials": str(args.trials), "window_trials": str(args.window_trials),
+            "empty_trials": str(args.empty_trials), "jobs": args.jobs,
             "load_before": load_avg(), "latency": str(args.latency)}
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True).stdout.strip()
@@ -332,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         trials = []
         for j in jobs:
             n = 0
-            for window, wanted in ((False, args.trials), (True, args.window_trials)):
+            for window, wanted in (("", args.trials), ("ledger", args.window_trials),
+                                   ("empty", args.empty_trials)):
                 landed = drawn = 0
                 while landed < wanted and drawn < 4 * wanted:  # a miss draws again
                     t = trial(home, work, script, j, draw_over[j], n, rng, args.max_reruns,
@@ -348,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(trials, info, lengths)
     print(text)
     if args.write:
-        write(text)
+        write_between(DOC, BEGIN, END, text)
         print(f"wrote the results of {DOC.relative_to(ROOT)}", file=sys.stderr)
     failed = any(t.result.get(k) for t in trials for k in
                  ("lost", "twice", "unmapped", "indexed_twice", "validate_failed",

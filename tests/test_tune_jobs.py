@@ -26,7 +26,7 @@ def test_the_values_are_whole_distinct_numbers_within_the_host_maximum(monkeypat
     from agentprov_core.run import tunejobs
 
     monkeypatch.setattr(hostlimits, "max_jobs", lambda: 8)
-    assert tunejobs.parse_values("4, 1,2") == [1, 2, 4]
+    assert tunejobs.parse_values("4,1,2") == [1, 2, 4]
     for text, what in (("1,0", "0 is not a number of jobs"), ("1,2,1", "1 is given twice"),
                        ("1,x", "'x' is not a whole number"), ("1,,2", "an empty value"),
                        ("2.5", "'2.5' is not a whole number"), ("-1", "'-1' is not a whole"),

@@ -38,6 +38,8 @@ from typing import Any
 
 import msgspec
 
+from agentprov_core.base import inputfile
+
 NOT_RECORDED = "not recorded"
 #: the reasons a unit is left out, most telling first
 REASONS = ("aer_damaged", "live_native_disagree", "outcome_not_recorded", "unmapped",
@@ -201,9 +203,9 @@ class _Reader:
                                 "directory name T0 writes")
             return None
         try:
-            data = (self.root / rel).read_bytes()
-        except OSError as exc:
-            self.damaged.append(f"{rel}: cannot be read ({exc.strerror or exc})")
+            data = inputfile.read_bytes(self.root / rel, inputfile.MAX_STORED, follow=False)
+        except inputfile.Unreadable as exc:
+            self.damaged.append(f"{rel}: cannot be read ({exc})")
             return None
         if hashlib.sha256(data).hexdigest() != sha:
             self.damaged.append(f"{rel}: its sha256 is not the aer_sha256 executions.jsonl "

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentprov_core.base import inputfile
 from agentprov_core.errors import AgentprovError
 
 REPORT_FORMAT = "agentprov-validate-report/0.1"
@@ -110,11 +111,13 @@ class Run:
                     failed |= self.report(eid, FILE_TIER[name], rel(p.name),
                                           "exists, but the index records no PROV graph")
                 continue
-            if not p.is_file():
+            try:
+                data = inputfile.read_bytes(p, inputfile.MAX_STORED, follow=False)
+            except inputfile.Unreadable as exc:
                 failed |= self.report(eid, FILE_TIER[name], rel(p.name),
-                                      f"missing (the index records sha256 {expected})")
+                                      f"{'missing' if isinstance(exc, inputfile.Missing) else exc}"
+                                      f" (the index records sha256 {expected})")
                 continue
-            data = p.read_bytes()
             actual = sha256(data)
             if actual != expected:
                 failed |= self.report(eid, FILE_TIER[name], rel(p.name),
@@ -217,7 +220,8 @@ class Run:
         d = self.root / DIRNAME
         if d.is_dir():
             with os.scandir(d) as it:
-                orphans = sorted(e.name for e in it if e.is_dir() and e.name not in seen)
+                orphans = sorted(e.name for e in it
+                                 if e.is_dir(follow_symlinks=False) and e.name not in seen)
             for name in orphans:
                 if snap.held:  # being written: its index line comes after its files
                     continue

@@ -50,6 +50,7 @@ from typing import Any
 import agentprov_capture
 import msgspec
 
+from agentprov_core.base import inputfile
 from agentprov_core.corpus import selfdigest
 from agentprov_core.corpus.snapshot import LOCK, Snapshot
 from agentprov_core.errors import AgentprovError
@@ -193,31 +194,29 @@ def raw_rel(digest: str) -> str:
     return f"raw/sha256/{digest[:2]}/{digest}"
 
 
-_O_READ = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-
-
 def _read(path: str) -> bytes:
-    """A file's bytes (plain system calls: at 60,000 files, ``open()`` and ``pathlib`` are
-    a large share of the time)."""
-    fd = os.open(path, _O_READ)
+    """A corpus file's bytes: a regular file, never through a link, a FIFO never waited on
+    (:func:`agentprov_core.base.inputfile.open_regular`). Raises
+    :class:`~agentprov_core.base.inputfile.Missing` or ``Unreadable``."""
+    fd = inputfile.open_regular(path, follow=False)
     try:
-        chunks = []
-        while chunk := os.read(fd, CHUNK):
-            chunks.append(chunk)
+        return inputfile.read_fd(fd, inputfile.MAX_STORED, CHUNK)
     finally:
         os.close(fd)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _hash_file(path: str) -> tuple[str, int]:
-    """``(sha256, size)`` of a file, read in large chunks (hashlib releases the GIL)."""
-    fd = os.open(path, _O_READ)
+    """``(sha256, size)`` of a corpus file (as :func:`_read` opens it), read in large chunks
+    (hashlib releases the GIL)."""
+    fd = inputfile.open_regular(path, follow=False)
     h = hashlib.sha256()
     size = 0
     try:
         while chunk := os.read(fd, CHUNK):
             h.update(chunk)
             size += len(chunk)
+    except OSError as exc:
+        raise inputfile.Unreadable(f"cannot be read ({exc.strerror or exc})") from None
     finally:
         os.close(fd)
     return h.hexdigest(), size
@@ -228,7 +227,11 @@ def _run_batch(fn: Callable[[str, Any], Any], base: str, items: list[Any]) -> li
 
 
 def _hash_item(_base: str, item: tuple[str, str]) -> tuple[str, int]:
-    return _hash_file(item[1])
+    """``_hash_file`` of ``item``'s path; ``(why, -1)`` when it cannot be read."""
+    try:
+        return _hash_file(item[1])
+    except inputfile.Unreadable as exc:
+        return str(exc), -1
 
 
 def _use_processes(root: Path) -> bool:
@@ -425,9 +428,11 @@ def _check_attempt(base: str, item: tuple[int, Any]) -> dict[str, Any]:
         rel = raw_rel(e.native_sha256)
         try:
             got, size = _hash_file(base + rel)
-        except FileNotFoundError:
+        except inputfile.Missing:
             fail("raw.missing", rel, f"{where} names it as the native log; the raw store "
                                      "does not hold it")
+        except inputfile.Unreadable as exc:
+            fail("raw.not_a_file", rel, f"{where} names it as the native log; it {exc}")
         else:
             if got != e.native_sha256:
                 fail("raw.digest", rel, f"its sha256 is {got}, not its name: the file was "
@@ -438,9 +443,12 @@ def _check_attempt(base: str, item: tuple[int, Any]) -> dict[str, Any]:
     rel = raw_rel(e.capture_sha256)
     try:
         data = _read(base + rel)
-    except FileNotFoundError:
+    except inputfile.Missing:
         fail("raw.missing", rel, f"{where} names it as the capture log; the raw store does "
                                  "not hold it")
+        return out
+    except inputfile.Unreadable as exc:
+        fail("raw.not_a_file", rel, f"{where} names it as the capture log; it {exc}")
         return out
     got = hashlib.sha256(data).hexdigest()
     verified.append((e.capture_sha256, len(data)))
@@ -648,8 +656,11 @@ def _check_execution(base: str, item: tuple[int, Any, Any]) -> dict[str, Any]:
                 kept[name] = data
             else:
                 got, size = _hash_file(base + rel)
-        except FileNotFoundError:
+        except inputfile.Missing:
             fail("executions.missing", rel, f"{where} names it; it does not exist")
+            continue
+        except inputfile.Unreadable as exc:
+            fail("executions.not_a_file", rel, f"{where} names it; it {exc}")
             continue
         hashed.append(size)
         if got != want:
@@ -1003,12 +1014,13 @@ class _Verifier:
 
         def unchecked() -> Iterator[tuple[str, str]]:
             for top in sorted(os.scandir(base), key=lambda d: d.name):
-                if top.name != "sha256" or not top.is_dir():
+                if top.name != "sha256" or not top.is_dir(follow_symlinks=False):
                     self.fail("raw.unexpected", f"raw/{top.name}",
                               "the raw store holds only raw/sha256/<2 hex>/<sha256>")
                     continue
                 for sub in sorted(os.scandir(top.path), key=lambda d: d.name):
-                    if not sub.is_dir() or not re.fullmatch(r"[0-9a-f]{2}", sub.name):
+                    if not sub.is_dir(follow_symlinks=False) \
+                            or not re.fullmatch(r"[0-9a-f]{2}", sub.name):
                         self.fail("raw.unexpected", f"raw/sha256/{sub.name}",
                                   "the raw store holds only raw/sha256/<2 hex>/<sha256>")
                         continue
@@ -1019,9 +1031,10 @@ class _Verifier:
                             self.add("unverified", "raw.temporary", rel,
                                      "a temporary file of a store cut short (T0 died or the "
                                      "disk filled); nothing names it")
-                        elif not HEX64.fullmatch(f.name) or not f.is_file():
+                        elif not HEX64.fullmatch(f.name) or not f.is_file(follow_symlinks=False):
                             self.fail("raw.unexpected", rel,
-                                      "not a content-addressed file (its name is not a sha256)")
+                                      "not a content-addressed file (its name is not a sha256, "
+                                      "or it is a link, a directory, a FIFO: not a file)")
                         elif f.name[:2] != sub.name:
                             self.fail("raw.misplaced", rel,
                                       f"a file named {f.name} belongs in raw/sha256/{f.name[:2]}")
@@ -1029,6 +1042,9 @@ class _Verifier:
                             yield rel, f.path
 
         for (rel, _), (got, size) in runner.map(_hash_item, self.base, unchecked(), heavy=False):
+            if size < 0:
+                self.fail("raw.unexpected", rel, f"not a content-addressed file: it {got}")
+                continue
             self.hashed(size)
             name = rel.rsplit("/", 1)[1]
             if got != name:
@@ -1138,7 +1154,8 @@ class _Verifier:
                       "preflight/ holds no ledger: nothing names its logs")
         store = root / "sha256"
         for sub in sorted(os.scandir(store), key=lambda d: d.name) if store.is_dir() else ():
-            for f in sorted(os.scandir(sub.path), key=lambda d: d.name) if sub.is_dir() else ():
+            for f in sorted(os.scandir(sub.path), key=lambda d: d.name) if sub.is_dir(
+                    follow_symlinks=False) else ():
                 if f.name not in named and not f.name.startswith(".put-"):
                     self.add("unverified", "preflight.unreferenced",
                              f"preflight/sha256/{sub.name}/{f.name}",
@@ -1148,8 +1165,11 @@ class _Verifier:
         rel = f"preflight/sha256/{sha[:2]}/{sha}"
         try:
             data = _read(self.base + rel)
-        except FileNotFoundError:
+        except inputfile.Missing:
             self.fail("preflight.missing", rel, f"{where} names it; preflight/ does not hold it")
+            return
+        except inputfile.Unreadable as exc:
+            self.fail("preflight.not_a_file", rel, f"{where} names it; it {exc}")
             return
         self.hashed(len(data))
         got = hashlib.sha256(data).hexdigest()
@@ -1191,7 +1211,11 @@ def _ledger_has_attempts(root: Path) -> bool:
     from agentprov_core.corpus.ledger import Attempt
 
     try:
-        with open(root / "ledger.jsonl", "rb") as f:
+        fd = inputfile.open_regular(root / "ledger.jsonl", follow=False)
+    except inputfile.Unreadable:
+        return False
+    try:
+        with os.fdopen(fd, "rb") as f:
             first = f.readline(1 << 20)
         msgspec.json.decode(first, type=Attempt)
     except (OSError, msgspec.DecodeError, RecursionError):

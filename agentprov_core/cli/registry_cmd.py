@@ -1,7 +1,9 @@
 """``agentprov registry``: list the registries, and toggle defences and part statuses in the
-overlay (``$AGENTPROV_HOME/registry/``) read over them. Every command checks the whole
-registry first (keys, types, suites against the sources' catalogues, part names against the
-installed plugins) and writes nothing when it is invalid."""
+overlay (``$AGENTPROV_HOME/registry/``) read over them. Every command checks both registries
+and their overlays first (keys, types, suites against the sources' catalogues, part names
+against the installed plugins) and writes nothing when one is invalid; the one exception is
+the overlay a command writes, which it repairs: a toggle rewrites its own entry whole and
+checks the result, and ``reset [NAME]`` removes an entry or the whole overlay."""
 
 from __future__ import annotations
 
@@ -32,9 +34,10 @@ def _suites_of(backend: str) -> set[str] | None:
     return {s.name for src in found for s in src.catalogue().suites}
 
 
-def _checked_defences():
+def _checked_defences(with_overlay: bool = True):
     """The defence registry checked whole: its path, its overlay's, its own entries and
-    the entries as the overlay toggles them."""
+    the entries as the overlay toggles them (its own again when ``with_overlay`` is false:
+    a toggle checks the overlay it writes as it will be)."""
     from agentprov_core.backend import defassets
     from agentprov_core.base import paths
     from agentprov_core.registries import overlay
@@ -44,7 +47,7 @@ def _checked_defences():
     own = load_registry(base, suites_of=_suites_of)
     defassets.load(base)
     over = overlay.path_of(base)
-    return base, over, own, load_registry(base, over)
+    return base, over, own, load_registry(base, over) if with_overlay else own
 
 
 @defences.command("list")
@@ -99,7 +102,8 @@ def _toggle(name: str, enabled: bool) -> None:
     from agentprov_core.registries.defences import REGISTRY_FORMAT, read_overlay
     from agentprov_core.registries.edit import set_overlay
 
-    base, over, own, entries = _checked_defences()
+    base, over, own, entries = _checked_defences(with_overlay=False)
+    _checked_parts()  # the other registry and its overlay: nothing is written when invalid
     by_name = {e.name: e for e in entries}
     if name not in by_name:
         raise AgentprovError("cli.usage.registry_unknown_entry", kind="defence", name=name,
@@ -137,7 +141,33 @@ def parts() -> None:
     """The parts registry (registry/parts.toml)."""
 
 
-def _checked_parts():
+@defences.command("reset")
+@click.argument("name", required=False)
+def defences_reset(name: str | None) -> None:
+    """Remove defence NAME's toggle from the overlay (its registry value holds again), or
+    without NAME the whole overlay: repairs an overlay a hand edit broke."""
+    from agentprov_core.base import paths
+    from agentprov_core.registries import defences
+
+    _reset(paths.defence_registry(), "defences", name, defences)
+
+
+def _reset(base, table: str, name: str | None, module) -> None:
+    """``registry TABLE reset [NAME]`` of the registry file ``base`` (``module`` reads it
+    and its overlay). Only the result's overlay is checked: the command repairs it."""
+    from agentprov_core.registries import overlay
+    from agentprov_core.registries.edit import reset_overlay
+
+    over = overlay.path_of(base)
+    if name is None:
+        click.echo(reset_overlay(over, table, None, lambda text: None))
+        return
+    own, _ = module.read_file(base)
+    click.echo(reset_overlay(over, table, name,
+                             lambda text: module.read_overlay(over, text, own)))
+
+
+def _checked_parts(with_overlay: bool = True):
     from agentprov_core.plugins import manager
     from agentprov_core.registries import overlay
     from agentprov_core.registries.parts import check_names, load, parts_file, read_file
@@ -155,7 +185,7 @@ def _checked_parts():
             provided.setdefault(e.plugin.distribution, []).append(n)
     check_names(base, text, own, set(sources), provided)
     over = overlay.path_of(base)
-    return base, over, own, load(base, over)
+    return base, over, own, load(base, over) if with_overlay else own
 
 
 @parts.command("list")
@@ -182,7 +212,8 @@ def parts_set_status(name: str, status: str) -> None:
     from agentprov_core.registries.edit import set_overlay
     from agentprov_core.registries.parts import PARTS_FORMAT, read_overlay
 
-    base, over, own, entries = _checked_parts()
+    base, over, own, _ = _checked_parts(with_overlay=False)
+    _checked_defences()  # the other registry and its overlay: nothing is written when invalid
     if name not in own:
         raise AgentprovError("cli.usage.registry_unknown_entry", kind="part", name=name,
                              registry=paths.display(base), known=", ".join(sorted(own)))
@@ -190,3 +221,13 @@ def parts_set_status(name: str, status: str) -> None:
                           own[name].live_status, lambda text: read_overlay(over, text, own))
     click.echo(f"part {name}: live status {status}" + ("" if changed else " (unchanged)")
                + f" in {paths.display(over)} (over {paths.display(base)})")
+
+
+@parts.command("reset")
+@click.argument("name", required=False)
+def parts_reset(name: str | None) -> None:
+    """Remove part NAME's live status from the overlay (its registry value holds again), or
+    without NAME the whole overlay: repairs an overlay a hand edit broke."""
+    from agentprov_core.registries import parts as module
+
+    _reset(module.parts_file(), "parts", name, module)

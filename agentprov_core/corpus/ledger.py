@@ -58,11 +58,10 @@ class Ledger:
         self.torn = False
 
     def read(self) -> list[Attempt]:
-        if not self.path.exists():
-            return []
+        from agentprov_core.base import inputfile
+
         out = []
-        raw = self.path.read_bytes()
-        lines = raw.split(b"\n")
+        lines = inputfile.stored_lines(self.path)
         for i, line in enumerate(lines):
             if not line.strip():
                 continue

@@ -157,8 +157,29 @@ class Snapshot:
                 "mapped is in progress, not missing")
 
 
+def _check_regular(root: Path) -> None:
+    """Refuse a corpus whose appended files are there and are not regular files (a FIFO
+    would never end a read, a directory cannot be read): ``corpus.environment.not_a_corpus``
+    (exit 3), naming the entry."""
+    import stat
+
+    from agentprov_core.errors import AgentprovError
+
+    for rel in APPENDED:
+        try:
+            mode = os.lstat(root / rel).st_mode
+        except OSError:
+            continue  # absent: each reader says what that means
+        if not stat.S_ISREG(mode):
+            kind = ("a directory" if stat.S_ISDIR(mode) else "a symbolic link"
+                    if stat.S_ISLNK(mode) else "a FIFO, socket or device")
+            raise AgentprovError("corpus.environment.not_a_corpus", corpus=root,
+                                 what=f"its {rel} is {kind}, not the file a run appends to")
+
+
 def take(root: Path) -> Snapshot:
     """Fix how much of each appended file is read (see the module docstring)."""
+    _check_regular(root)
     held = lock_held(root)
     ends = {rel: _end(root / rel, complete=True) for rel in APPENDED}
     if held or lock_held(root):

@@ -42,6 +42,18 @@ def partial_dir(corpus: str | Path) -> Path:
     return p if p.name.endswith(".partial") else p.with_name(p.name + ".partial")
 
 
+def check_path(corpus: str | Path) -> None:
+    """``--corpus DIR``: its working tree ``DIR.partial`` can be made, or is a directory (a
+    link to one is followed); refused before anything starts otherwise
+    (``cli.usage.option_value``, exit 2): a name over 255 bytes, a path under a file, a
+    dangling link or a loop."""
+    from agentprov_core.base import inputfile
+
+    inputfile.output_dir("--corpus", partial_dir(corpus),
+                         "give a corpus directory DIR (its working tree is DIR.partial) "
+                         "under directories, each name at most 255 bytes", links=True)
+
+
 def unit_key(cell_key: str, defence: str, repeat: int) -> str:
     """A unit's name (the ledger's ``unit``); with the unit digest, its identity."""
     return f"{cell_key}|{defence}|r{repeat}"
@@ -69,7 +81,7 @@ class WorkingCorpus:
     @classmethod
     def peek(cls, corpus: str | Path) -> WorkingCorpus | None:
         root = partial_dir(corpus)
-        return cls(root) if (root / "manifest.json").is_file() else None
+        return cls(root) if os.path.lexists(root / "manifest.json") else None
 
     def manifest(self) -> dict[str, Any]:
         """The manifest, refused (``cli.environment.corpus``, exit 3) when it is no JSON

@@ -9,7 +9,7 @@ p50 and p90 (nearest rank over the executions it was made from), with its basis.
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,9 +18,10 @@ from typing import Any
 
 import msgspec
 
-from agentprov_core.base import paths
+from agentprov_core.base import inputfile, paths
+from agentprov_core.corpus.opening import read_manifest
 from agentprov_core.errors import AgentprovError
-from agentprov_core.evidence.executions import IndexCounts
+from agentprov_core.evidence.executions import MAX_COUNT, IndexCounts
 
 PRIORS_FORMAT = "agentprov-priors/0.1"
 #: at most this many ``--stats-corpus`` (R-9.2)
@@ -106,24 +107,46 @@ def load_priors(path: Path | None = None) -> Priors | None:
     when the file is there but malformed)."""
     path = path or priors_file()
     try:
-        doc = json.loads(path.read_bytes())
-    except FileNotFoundError:
+        doc = inputfile.load_json(inputfile.read_bytes(path))
+    except inputfile.Missing:
         return None
-    except (ValueError, RecursionError) as exc:
+    except inputfile.Unreadable as exc:
         raise AgentprovError("cli.usage.registry_file", location=str(path),
-                             what=f"is not JSON ({exc})") from None
+                             what=str(exc)) from None
     if not isinstance(doc, dict) or doc.get("format") != PRIORS_FORMAT:
         raise AgentprovError("cli.usage.registry_file", location=str(path),
                              what=f'format must be "{PRIORS_FORMAT}"')
     rows = {}
-    for r in doc.get("rows") or []:
+    for i, r in enumerate(doc.get("rows") or []):
         try:
             rows[(r["benchmark"], r["suite"], r["attack"], r["family"], r["defence"])] = r
         except (KeyError, TypeError):
             raise AgentprovError("cli.usage.registry_file", location=str(path),
                                  what="a row needs benchmark, suite, attack, family and "
                                       "defence") from None
+        bad = _bad_prior(r)
+        if bad:
+            raise AgentprovError("cli.usage.registry_file", location=f"{path} rows[{i}]",
+                                 what=bad)
     return Priors(rows=rows, doc=doc)
+
+
+def _bad_prior(row: dict[str, Any]) -> str | None:
+    """What is wrong with a priors row's figures (each field a [p50, p90] pair of
+    non-negative finite numbers, ``n`` a non-negative integer), checked before any
+    arithmetic; None when nothing is."""
+    def count(v: Any) -> bool:
+        return (isinstance(v, int | float) and not isinstance(v, bool)
+                and math.isfinite(v) and 0 <= v <= MAX_COUNT)
+
+    for f in FIELDS:
+        if f in row and not (isinstance(row[f], list) and len(row[f]) == 2
+                             and all(count(v) for v in row[f])):
+            return f"{f} must be [p50, p90], two numbers from 0 to {MAX_COUNT:.0e}"
+    n = row.get("n", 0)
+    if not (isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_COUNT):
+        return "n must be a whole number of executions, 0 or more"
+    return None
 
 
 # --------------------------------------------------------------------------- corpora
@@ -204,25 +227,35 @@ def read_corpora(dirs: Iterable[str]) -> CorpusStats:
     dec = msgspec.json.Decoder(IndexRow)
     for d in dirs:
         root = _corpus_root(d)
-        manifest = root / "manifest.json"
         try:
-            m = json.loads(manifest.read_bytes())
-        except (OSError, ValueError, RecursionError):
-            m = None
+            m = read_manifest(root / "manifest.json")
+        except ValueError as exc:
+            raise AgentprovError("cli.usage.stats_corpus", path=d,
+                                 what=f"is not a corpus: its manifest.json {exc}") from None
         if not isinstance(m, dict) or not isinstance(m.get("source"), str):
             raise AgentprovError("cli.usage.stats_corpus", path=d,
                                  what="is not a corpus (no manifest.json naming its source)")
         source = m["source"]
-        index = root / INDEX
-        if not index.is_file():
+        try:
+            data = inputfile.read_bytes(root / INDEX, inputfile.MAX_STORED, follow=False)
+        except inputfile.Missing:
             continue
-        for line in index.read_bytes().split(b"\n"):
+        except inputfile.Unreadable as exc:
+            raise AgentprovError("cli.usage.stats_corpus", path=d,
+                                 what=f"its {INDEX} {exc}") from None
+        lines = data.split(b"\n")
+        for n, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 e = dec.decode(line)
-            except (msgspec.DecodeError, RecursionError):
-                continue  # a torn last line
+            except (msgspec.DecodeError, RecursionError) as exc:
+                if n == len(lines):
+                    continue  # a torn last line: a run cut short
+                raise AgentprovError(
+                    "cli.usage.stats_corpus", path=d,
+                    what=f"{INDEX} line {n} is not an index line T0 writes ({exc}); "
+                         "agentprov verify says what is damaged") from None
             stats.executions += 1
             if e.counts is None or not e.execution_observed:
                 stats.without_counts += e.counts is None

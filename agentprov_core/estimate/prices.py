@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import re
 from decimal import Decimal, InvalidOperation
@@ -42,7 +43,10 @@ OPENROUTER_MODELS = "https://openrouter.ai/api/v1/models"
 TEST_URL_VARIABLE = "AGENTPROV_TEST_PRICES_URL"
 #: the highest price accepted, USD per million tokens (a typo guard, far above any list)
 MAX_PRICE = Decimal(100_000)
+#: the largest prices file read (overrides, or the refreshed list: about 400 models)
+MAX_FILE = 16 * 1024 * 1024
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_PRICE = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 
 
 class Price(msgspec.Struct, frozen=True, kw_only=True):
@@ -76,14 +80,20 @@ class Price(msgspec.Struct, frozen=True, kw_only=True):
 
 
 # ------------------------------------------------------------------------- validation
-def parse_price(option: str, raw: str) -> Decimal:
-    """A price given on the command line: a finite decimal from 0 to :data:`MAX_PRICE`
-    (``cli.usage.option_value``, exit 2, naming the option)."""
+def parse_price(option: str, raw: str | float) -> Decimal:
+    """A price: a finite decimal from 0 to :data:`MAX_PRICE` (``cli.usage.option_value``,
+    exit 2, naming the option). Text, as given on the command line, is digits with at most
+    one decimal point, nothing else: no sign, exponent, underscore or space (Python would
+    read ``1_0`` as 10 and ``-0`` as 0); a TOML table's number is taken as it is."""
+    what = "a number of USD per million tokens, digits and a decimal point only, such as 0.15"
+    if isinstance(raw, bool) or (isinstance(raw, str) and not _PRICE.fullmatch(raw)):
+        raise AgentprovError("cli.usage.option_value", option=option, value=str(raw)[:40],
+                             what=what)
     try:
-        value = Decimal(str(raw).strip())
+        value = Decimal(raw if isinstance(raw, str) else str(raw))
     except InvalidOperation:
         raise AgentprovError("cli.usage.option_value", option=option, value=str(raw)[:40],
-                             what="a number of USD per million tokens, such as 0.15") from None
+                             what=what) from None
     if not value.is_finite():
         raise AgentprovError("cli.usage.option_value", option=option, value=str(raw)[:40],
                              what="must be a finite number")
@@ -158,32 +168,47 @@ def shipped() -> list[Price]:
     return out
 
 
-def _read_json(path: Path, fmt: str) -> dict[str, Any] | None:
+def _read(path: Path, fmt: str, origin: str) -> list[Price]:
+    """The prices of the file ``path`` (none when it does not exist). A file that is not
+    one, or holds a row that is not a price, is ``cli.usage.prices_file`` (exit 2) naming
+    the file and the field: never skipped, nor silently replaced by the next ``set``."""
+    from agentprov_core.base import inputfile
+
+    def bad(field: str, what: str) -> AgentprovError:
+        return AgentprovError("cli.usage.prices_file", path=path, field=field, what=what)
+
     try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (ValueError, RecursionError):
-        return None  # a damaged file of ours is no file: the next set or refresh rewrites it
-    return data if isinstance(data, dict) and data.get("format") == fmt else None
-
-
-def _rows(data: dict[str, Any] | None, origin: str) -> list[Price]:
+        data = inputfile.load_json(inputfile.read_bytes(path, MAX_FILE))
+    except inputfile.Missing:
+        return []
+    except inputfile.Unreadable as exc:
+        raise bad("(the file)", str(exc)) from None
+    if not isinstance(data, dict) or data.get("format") != fmt:
+        raise bad("format", f'must be "{fmt}"')
+    rows = data.get("prices", [])
+    if not isinstance(rows, list):
+        raise bad("prices", "must be a list of prices")
     out = []
-    for row in (data or {}).get("prices") or []:
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or "origin" in row:
+            raise bad(f"prices[{i}]", "must be an object of endpoint, model, input, output, "
+                                      "as_of, source and an optional note")
         try:
-            out.append(msgspec.convert(dict(row, origin=origin), Price))
-        except (msgspec.ValidationError, TypeError):
-            continue
+            p = msgspec.convert(dict(row, origin=origin), Price)
+        except msgspec.ValidationError as exc:
+            raise bad(f"prices[{i}]", str(exc)) from None
+        if not all(math.isfinite(v) and 0 <= v <= MAX_PRICE for v in (p.input, p.output)):
+            raise bad(f"prices[{i}]", f"input and output must be from 0 to {MAX_PRICE:,}")
+        out.append(p)
     return out
 
 
 def overrides() -> list[Price]:
-    return _rows(_read_json(overrides_file(), OVERRIDES_FORMAT), "override")
+    return _read(overrides_file(), OVERRIDES_FORMAT, "override")
 
 
 def refreshed() -> list[Price]:
-    return _rows(_read_json(refreshed_file(), REFRESHED_FORMAT), "refresh")
+    return _read(refreshed_file(), REFRESHED_FORMAT, "refresh")
 
 
 def every() -> list[Price]:
@@ -205,7 +230,20 @@ def lookup(endpoint: str, model: str | None, *, local: bool = False,
     return None
 
 
+def _writable(path: Path) -> None:
+    """Refuse a prices file's place that holds a directory, a FIFO or a link (it would be
+    replaced, or the write would fail half-way): checked before anything is fetched."""
+    from agentprov_core.base import inputfile
+
+    try:
+        inputfile.check_output(path, directory=False)
+    except inputfile.Unreadable as exc:
+        raise AgentprovError("cli.usage.prices_file", path=path, field="(the file)",
+                             what=str(exc)) from None
+
+
 def _write(path: Path, doc: dict[str, Any]) -> None:
+    _writable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -262,6 +300,7 @@ def refresh(*, transport: Any = None) -> tuple[list[Price], str]:
     ``cli.environment.prices_fetch`` (exit 3) when it cannot be read."""
     import httpx
 
+    _writable(refreshed_file())
     url = models_url()
     try:
         with httpx.Client(timeout=20.0, transport=transport, follow_redirects=False) as c:

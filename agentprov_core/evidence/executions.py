@@ -20,14 +20,24 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 
+from agentprov_core.base import inputfile
 from agentprov_core.evidence.canonical import sha256
 
 INDEX = "executions.jsonl"
 DIRNAME = "executions"
 FILES = ("aer", "sem", "prov", "validation")
+
+
+#: The largest count an index line may hold: beyond any run (10^15 tokens, or 31,000 years
+#: in milliseconds), and exact as a float, so the estimate's arithmetic never overflows.
+MAX_COUNT = 10**15
+#: A count: a non-negative integer of at most :data:`MAX_COUNT`; a line holding another is
+#: not in the form T0 writes, and is refused where it is read.
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
 
 
 class IndexCounts(msgspec.Struct, kw_only=True):
@@ -38,13 +48,13 @@ class IndexCounts(msgspec.Struct, kw_only=True):
     session's, from the AER's ``started_at`` to ``ended_at``, None when either is not
     recorded."""
 
-    agent_calls: int
-    judge_calls: int = 0
-    agent_input_tokens: int | None = None
-    agent_output_tokens: int | None = None
-    judge_input_tokens: int | None = None
-    judge_output_tokens: int | None = None
-    duration_ms: int | None = None
+    agent_calls: Count
+    judge_calls: Count = 0
+    agent_input_tokens: Count | None = None
+    agent_output_tokens: Count | None = None
+    judge_input_tokens: Count | None = None
+    judge_output_tokens: Count | None = None
+    duration_ms: Count | None = None
 
 
 class IndexEntry(msgspec.Struct, kw_only=True):
@@ -84,11 +94,9 @@ class Executions:
 
     def entries(self) -> list[IndexEntry]:
         """The index, in order; a torn last line (a write cut short) is skipped."""
-        if not self.index_path.exists():
-            return []
         out = []
         dec = msgspec.json.Decoder(IndexEntry)
-        for line in self.index_path.read_bytes().split(b"\n"):
+        for line in inputfile.stored_lines(self.index_path):
             if line.strip():
                 try:
                     out.append(dec.decode(line))
@@ -171,15 +179,17 @@ def counts_of(aer) -> IndexCounts:
 
     def total(cs, field: str) -> int | None:
         values = [getattr(c.usage, field) for c in cs if c.reply is not None]
-        if any(not isinstance(v, int) or isinstance(v, bool) for v in values):
-            return None
-        return sum(values)
+        if any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in values):
+            return None  # a count no API reports (a hostile worker's, a damaged log's)
+        n = sum(values)
+        return n if n <= MAX_COUNT else None
 
     duration = None
     try:
         start = datetime.fromisoformat(str(h.started_at).replace("Z", "+00:00"))
         end = datetime.fromisoformat(str(h.ended_at).replace("Z", "+00:00"))
         duration = max(0, round((end - start).total_seconds() * 1000))
+        duration = duration if duration <= MAX_COUNT else None
     except (TypeError, ValueError):
         pass
     return IndexCounts(agent_calls=len(agent), judge_calls=len(judged),

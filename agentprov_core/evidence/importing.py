@@ -39,7 +39,7 @@ from typing import Any
 import msgspec
 
 from agentprov_core.corpus.ledger import Attempt
-from agentprov_core.corpus.working import WorkingCorpus, now, partial_dir, unit_key
+from agentprov_core.corpus.working import WorkingCorpus, check_path, now, partial_dir, unit_key
 from agentprov_core.errors import IMPORT_FINDINGS, AgentprovError
 from agentprov_core.mapping import ImportRefused
 
@@ -230,7 +230,7 @@ class Importer:
     def _check_corpus(self) -> dict[str, Any]:
         """The manifest of the corpus (``{}`` when there is none yet), refused
         (``import.refused.corpus``) unless it is an import of this source by this mapper."""
-        if not (self.wc.root / "manifest.json").is_file():
+        if not os.path.lexists(self.wc.root / "manifest.json"):
             return {}
         m = self.wc.manifest()
         if m.get("mode") != "import":
@@ -252,9 +252,7 @@ class Importer:
     def run(self) -> Summary:
         root = self.wc.root
         self.pool = None
-        if root.exists() and not root.is_dir():
-            raise AgentprovError("corpus.environment.not_a_corpus", corpus=root,
-                                 what="it is a file, not a directory")
+        check_path(root)
         self._check_corpus()
         created = not root.exists()
         self.wc.lock()
@@ -305,7 +303,7 @@ class Importer:
                 s.finished += 1
         seq = max((e.seq for e in entries), default=-1) + 1
         used: set[str] = set()
-        batch: list[tuple[Attempt, Any, bytes]] = []
+        batch: list[tuple[Attempt, Any, bytes, bytes]] = []
         for parts in files:
             name = "/".join(parts)
             try:
@@ -330,10 +328,13 @@ class Importer:
         return split(configuration) if split else (configuration, "none")
 
     def _one(self, parts: tuple[str, ...], name: str, units: dict[str, Attempt], seq: int,
-             used: set[str]) -> tuple[Attempt, Any, bytes] | None:
-        """The ledger entry, AER and stored bytes of the file ``name`` (``None`` when it is
-        already in the corpus); raises ``import.file.*`` for a file kept out."""
+             used: set[str]) -> tuple[Attempt, Any, bytes, bytes] | None:
+        """The ledger entry, AER, encoded AER and stored bytes of the file ``name`` (``None``
+        when it is already in the corpus); raises ``import.file.*`` for a file kept out.
+        Whatever can refuse a file happens here, before anything of it is written."""
         from agentprov_core.base.inputfile import Unreadable
+        from agentprov_core.evidence.aer import encode
+        from agentprov_core.evidence.executions import Executions
 
         s = self.summary
         try:
@@ -358,14 +359,28 @@ class Importer:
                                 f"configuration {cell.configuration}, from "
                                 f"{shown(earlier.native_path or '?')} (other bytes); an "
                                 "import keeps one file per cell")
+        session_id = "imp-" + hashlib.sha256(uid.encode()).hexdigest()[:16]
+        if Executions(self.wc.root).path(session_id, "aer").parent.exists():
+            # its execution was written, and no ledger line names it (its line was torn)
+            raise ImportRefused("import.file.duplicate_cell",
+                                f"the corpus already holds an execution of cell "
+                                f"{cell.cell_key} (executions/{session_id}) whose ledger line "
+                                "is missing or torn; agentprov verify reports it. Import "
+                                "into a new corpus")
         at = now()
         e = Attempt(seq=seq, invocation=self.invocation, unit=key, cell_key=cell.cell_key,
                     defence=cell.defence, repeat=0, attempt=1,
-                    session_id="imp-" + hashlib.sha256(uid.encode()).hexdigest()[:16],
+                    session_id=session_id,
                     started_at=at, ended_at=at, status="complete", conclusive=True,
                     native_sha256=sha, native_path=name, config_digest=config,
                     unit_digest=udig)
         aer = self._aer(e, data, name, cell, hashlib.sha256(raw).hexdigest(), redacted)
+        try:
+            encoded = encode(aer)
+        except (UnicodeEncodeError, msgspec.EncodeError, OverflowError, ValueError) as exc:
+            raise ImportRefused("import.file.malformed",
+                                "holds a value no AER can hold (a string that is not valid "
+                                f"Unicode, such as a lone surrogate \\ud800: {exc})") from None
         o = aer.outcome
         status = o.session_status if o.session_status in ("complete", "incomplete",
                                                           "errored") else "errored"
@@ -376,42 +391,42 @@ class Importer:
         units[uid] = e
         used.add(config)
         s.redacted += bool(redacted)
-        return e, aer, data
+        return e, aer, encoded, data
 
-    def _flush(self, batch: list[tuple[Attempt, Any, bytes]]) -> None:
+    def _flush(self, batch: list[tuple[Attempt, Any, bytes, bytes]]) -> None:
         """Store a batch: the raw files, flushed, then their ledger lines; their executions,
         flushed, then their index lines (the order a live run writes them in, one flush a
         step rather than one a file)."""
-        from agentprov_core.evidence.aer import encode
         from agentprov_core.evidence.derive import derive
         from agentprov_core.evidence.executions import Executions
 
         if not batch:
             return
         if not self.written:  # the manifest lists every configuration before a line does
+            # the ledger first: a directory holding a manifest is a corpus, whenever it stops
+            self.wc.ledger.path.touch()
             self.wc.write_manifest(self._manifest(self.configs))
             self.written = True
-        for _, _, data in batch:
+        for *_, data in batch:
             self.wc.store.put_bytes(data, sync=False)
         # the linkage tier resolves the stored raw files: derived once they are there
-        encoded = [encode(aer) for _, aer, _ in batch]
+        encoded = [b for _, _, b, _ in batch]
         if self.pool is not None:
             step = -(-len(encoded) // (2 * WORKERS))
             chunks = [encoded[i:i + step] for i in range(0, len(encoded), step)]
             derived = [d for f in [self.pool.submit(_derive_all, str(self.wc.root), c)
                                    for c in chunks] for d in f.result()]
         else:
-            derived = [{"aer": b, **derive(aer, b, self.wc.root)}
-                       for (_, aer, _), b in zip(batch, encoded, strict=True)]
+            derived = [{"aer": b, **derive(aer, b, self.wc.root)} for _, aer, b, _ in batch]
         os.sync()
-        self.wc.ledger.append_all([e for e, _, _ in batch])
+        self.wc.ledger.append_all([e for e, *_ in batch])
         ex = Executions(self.wc.root)
         digests = [ex.write(e.session_id, files, sync=False)
-                   for (e, _, _), files in zip(batch, derived, strict=True)]
+                   for (e, *_), files in zip(batch, derived, strict=True)]
         os.sync()
-        ex.append_all([self._index(e, aer, files, d) for (e, aer, _), files, d
+        ex.append_all([self._index(e, aer, files, d) for (e, aer, *_), files, d
                        in zip(batch, derived, digests, strict=True)])
-        for e, _, _ in batch:
+        for e, *_ in batch:
             self.summary.imported += 1
             self.summary.statuses[e.status] += 1
 

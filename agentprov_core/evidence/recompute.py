@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentprov_core.base import inputfile
 from agentprov_core.evidence.canonical import first_difference
 
 STAGES = ("sem", "prov", "validation")
@@ -130,9 +131,12 @@ class Recomputer:
         r = Result(e.execution_id)
         rel = f"executions/{e.execution_id}"
         try:
-            aer_bytes = ex.path(e.execution_id, "aer").read_bytes()
-        except FileNotFoundError:
+            aer_bytes = inputfile.read_bytes(ex.path(e.execution_id, "aer"), follow=False)
+        except inputfile.Missing:
             r.mark("unverified", f"{rel}/aer.json is missing: nothing to derive from")
+            return r
+        except inputfile.Unreadable as exc:
+            r.mark("failed", f"{rel}/aer.json cannot be read: it {exc}")
             return r
         if _sha(aer_bytes) != e.aer_sha256:
             r.mark("unexplained", f"{rel}/aer.json no longer matches the aer_sha256 "
@@ -159,9 +163,12 @@ class Recomputer:
                                       "(--skip-prov-conformance); a full recompute derives it")
                 continue
             try:
-                old = ex.path(e.execution_id, stage).read_bytes()
-            except FileNotFoundError:
+                old = inputfile.read_bytes(ex.path(e.execution_id, stage), follow=False)
+            except inputfile.Missing:
                 r.mark("unverified", f"{rel}/{stage}.json is missing: nothing to compare with")
+                continue
+            except inputfile.Unreadable as exc:
+                r.mark("failed", f"{rel}/{stage}.json cannot be read: it {exc}")
                 continue
             if _sha(old) != want:
                 r.mark("unexplained", f"{rel}/{stage}.json no longer matches the "

@@ -5,10 +5,17 @@ It holds one key per entry and nothing else: ``enabled`` of a defence, ``live_st
 part. Those are T0's policy, checked when a run is planned; the registry file itself (for
 the defences, part of what a backend environment is built from) is never edited by a
 command, so a toggle changes no file an environment was built from or holds.
+
+An overlay that is not valid (a hand edit: a misspelt key, a value of the wrong type, an
+entry the registry does not have, malformed TOML, or a directory or FIFO in its place) is
+refused wherever it is read, naming the file, the line, the field and the fix, and the fix
+always includes the command that repairs it: a toggle rewrites its own entry whole, and
+``agentprov registry defences|parts reset [NAME]`` removes an entry, or the whole overlay.
 """
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +30,20 @@ def path_of(base: Path) -> Path:
     return paths.overlay_dir() / base.name
 
 
+def repair_hint(table: str) -> str:
+    """The commands that repair an overlay of the registry ``table`` (defences, parts)."""
+    return (f"or repair it with agentprov registry {table} reset NAME (removes that entry) "
+            f"or agentprov registry {table} reset (removes the overlay)")
+
+
+def _with_hint(exc: AgentprovError, table: str) -> AgentprovError:
+    if exc.code == "cli.usage.registry_field":
+        return AgentprovError(exc.code, **dict(exc.params,
+                                               fix=f"{exc.params['fix']}; {repair_hint(table)}"))
+    return AgentprovError(exc.code, **dict(exc.params,
+                                           what=f"{exc.params['what']}; {repair_hint(table)}"))
+
+
 def read(path: Path, text: str | None, fmt: str, table: str, key: str,
          names: list[str], valid: Callable[[Any], str | None]) -> dict[str, Any]:
     """The overlay's values of ``key`` by entry name (``{}`` when there is no overlay).
@@ -30,8 +51,16 @@ def read(path: Path, text: str | None, fmt: str, table: str, key: str,
     :param text: the overlay's text (read from ``path`` when ``None``).
     :param names: the entries of the file it lies over; any other is refused.
     :param valid: a value's problem, with its fix, or ``None``."""
+    try:
+        return _read(path, text, fmt, table, key, names, valid)
+    except AgentprovError as exc:
+        raise _with_hint(exc, table) from None
+
+
+def _read(path: Path, text: str | None, fmt: str, table: str, key: str,
+          names: list[str], valid: Callable[[Any], str | None]) -> dict[str, Any]:
     if text is None:
-        if not path.is_file():
+        if not os.path.lexists(path):
             return {}
         data, text = tomlfile.read(path, "cli.usage.registry_file")
     else:

@@ -97,6 +97,16 @@ def _run(prepared: Prepared, consent: dict[str, Any] | None = None) -> int:
         manifest.write_opening(wc, opened, acc)
         entries = wc.attempts()
         finished = mappings.finish_unmapped(prepared, wc, entries)
+        stale = mappings.unrepairable(wc, entries)
+        if stale:
+            click.echo(f"agentprov run: {len(stale)} execution(s) an earlier agentprov wrote for "
+                       "sessions whose capture log stayed empty record no plan or "
+                       "configuration digest, while their ledger lines do "
+                       f"({', '.join(stale[:3])}{', …' if len(stale) > 3 else ''}): verify "
+                       "fails them (executions.aer) and this run cannot repair them (an "
+                       "execution is written once); their units are run again as any "
+                       "aborted attempt's. Start a new corpus for one that passes verify.",
+                       err=True)
         # only entries of this plan's units count (another plan's stay apart)
         settled, counts, mine, uid = units.plan_progress(prepared.plan, wc, entries)
         if o.get("retry_inconsistent"):

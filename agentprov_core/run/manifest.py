@@ -5,6 +5,7 @@ overrides), and when it ends (quality, partial, the stop, mapping failures)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -89,7 +90,7 @@ def opening(prepared: Prepared, wc: WorkingCorpus,
             consent: dict[str, Any] | None) -> dict[str, Any]:
     """The manifest a campaign starts with (written by :func:`write_opening`):
     :func:`manifest_of` the corpus's, and this invocation's consent."""
-    old = wc.manifest() if (wc.root / "manifest.json").is_file() else None
+    old = wc.manifest() if os.path.lexists(wc.root / "manifest.json") else None
     manifest = manifest_of(prepared, old)
     manifest["partial"] = bool(old and old.get("partial"))
     record_attack_cache(prepared, wc, manifest)

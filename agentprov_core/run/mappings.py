@@ -155,3 +155,31 @@ def finish_unmapped(prepared: Prepared, wc: WorkingCorpus, entries: list[Attempt
         manifest.setdefault("mapping_failures", []).extend(t.map_failures)
         wc.write_manifest(manifest)
     return t
+
+
+def unrepairable(wc: WorkingCorpus, entries: list[Attempt]) -> list[str]:
+    """The sessions whose execution an earlier agentprov wrote without the plan or
+    configuration digest its ledger line records: an attempt whose capture log stayed empty
+    (its worker killed before the cell wrote the header), mapped before the AER took those
+    digests from the ledger line. ``verify`` fails them; an execution is written once, so no
+    run rewrites them. Only such attempts' AERs are read (a handful, never every AER)."""
+    import json
+
+    from agentprov_core.base import inputfile
+    from agentprov_core.evidence.executions import Executions
+
+    ex = Executions(wc.root)
+    out = []
+    for e in entries:
+        if e.capture_records != 0 or not (e.plan_sha256 or e.config_digest):
+            continue
+        try:
+            header = json.loads(inputfile.read_bytes(ex.path(e.session_id, "aer"),
+                                                     inputfile.MAX_STORED,
+                                                     follow=False)).get("header") or {}
+        except (inputfile.Unreadable, ValueError, AttributeError):
+            continue  # not mapped, or damaged: verify and the mapping say so
+        if (e.plan_sha256 and header.get("plan_sha256") != e.plan_sha256) or \
+                (e.config_digest and header.get("config_digest") != e.config_digest):
+            out.append(e.session_id)
+    return out

@@ -33,9 +33,13 @@ TIMEOUT_OPTION = "_preset_timeout_s"
 def chosen_name(options: dict[str, Any]) -> str | None:
     """The preset a run's flags name (``--preset NAME`` or ``--m5ultra``), or None."""
     name, m5 = options.get("preset"), options.get("m5ultra")
-    if name and m5:
+    if name is not None and m5:
         raise AgentprovError("cli.usage.exclusive", first="--preset", second="--m5ultra")
-    return "m5ultra" if m5 else name or None
+    if name is not None and not name.strip():
+        raise AgentprovError("cli.usage.option_value", option="--preset", value=repr(name),
+                             what="is empty: name a preset (agentprov info lists them), or "
+                                  "drop --preset")
+    return "m5ultra" if m5 else name
 
 
 def check_usage(options: dict[str, Any], given: set[str], scripted: bool,

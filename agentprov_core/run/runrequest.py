@@ -52,6 +52,10 @@ def check_usage(req: RunRequest) -> None:
     if o.get("tune_out") and o.get("tune_jobs") is None:
         raise AgentprovError("cli.usage.option_value", option="--tune-out", value=o["tune_out"],
                              what="belongs to --tune-jobs")
+    if o.get("corpus"):
+        from agentprov_core.corpus.working import check_path
+
+        check_path(o["corpus"])
     # model options: exclusive with each other and with --llm-script
     if o.get("model") and o.get("endpoint"):
         raise AgentprovError("cli.usage.exclusive", first="--model", second="--endpoint")
@@ -122,3 +126,4 @@ def check_usage(req: RunRequest) -> None:
     corpus = Path(o["corpus"]).absolute()
     if root is not None and (corpus == root or root in corpus.parents):
         raise AgentprovError("cli.usage.corpus_in_repository", path=o["corpus"], repo=root)
+

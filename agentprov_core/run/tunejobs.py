@@ -43,7 +43,7 @@ from typing import Any
 import click
 import msgspec
 
-from agentprov_core.base import paths
+from agentprov_core.base import inputfile, paths
 from agentprov_core.errors import AgentprovError
 from agentprov_core.run import tunereport
 from agentprov_core.run.runrequest import RunRequest
@@ -70,12 +70,12 @@ def parse_values(text: str) -> list[int]:
 
     out: list[int] = []
     maximum = max_jobs()
-    for raw in text.split(","):
-        v = raw.strip()
+    for v in text.split(","):
         if not v:
-            raise bad("an empty value (give V1,V2,…)")
-        if not (v.isascii() and v.isdigit()) or len(v) > 6:
-            raise bad(f"{v!r} is not a whole number of jobs")
+            raise bad("an empty value (give V1,V2,…, such as 1,2,4)")
+        if not (v.isascii() and v.isdigit()) or len(v) > 6 or (v[0] == "0" and v != "0"):
+            raise bad(f"{v!r} is not a whole number of jobs: digits only, without a "
+                      "leading zero or a space (such as 1,2,4)")
         n = int(v)
         if n == 0:
             raise bad("0 is not a number of jobs (1 or more)")
@@ -126,9 +126,10 @@ def _now_tag() -> str:
 
 
 def _read_json(p: Path) -> dict[str, Any] | None:
+    """A sweep's own JSON file, or None when there is none (or it is not one of ours)."""
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = inputfile.load_json(inputfile.read_bytes(p, follow=False))
+    except inputfile.Unreadable:
         return None
     return data if isinstance(data, dict) else None
 
@@ -138,6 +139,8 @@ def sweep_dir(req: RunRequest, key: str) -> tuple[Path, bool]:
     given = req.options.get("tune_out")
     if given:
         d = Path(given).expanduser().absolute()
+        inputfile.output_dir("--tune-out", d, "give a new directory, or the one an earlier "
+                                              "run of the same sweep wrote")
         held = _read_json(d / SWEEP_FILE)
         if held is not None and held.get("key") != key:
             raise AgentprovError("cli.usage.option_value", option="--tune-out", value=str(d),

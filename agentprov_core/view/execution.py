@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from agentprov_core.base import inputfile
 from agentprov_core.view import scrub
 
 #: the largest capture or native log read for the page (a larger one is linked, not read)
@@ -45,12 +46,14 @@ def raw_path(root: Path, ev: Any) -> Path | None:
 
 def _read_json(path: Path, limit: int = MAX_LOG) -> tuple[Any, str | None]:
     try:
-        if not path.is_file():
-            return None, "missing"
-        if path.stat().st_size > limit:
-            return None, f"larger than {limit >> 20} MiB: not read for the page"
-        return json.loads(path.read_bytes()), None
-    except (OSError, ValueError, RecursionError) as exc:
+        data = inputfile.read_bytes(path, limit, follow=False)
+    except inputfile.Missing:
+        return None, "missing"
+    except inputfile.Unreadable as exc:
+        return None, f"not read for the page: it {exc}"
+    try:
+        return json.loads(data), None
+    except (ValueError, RecursionError) as exc:
         return None, f"does not read as JSON ({type(exc).__name__})"
 
 
@@ -60,13 +63,11 @@ def capture_messages(path: Path) -> tuple[dict[str, list[Any]], str | None]:
     Anthropic ``system`` and ``messages``)."""
     out: dict[str, list[Any]] = {}
     try:
-        if not path.is_file():
-            return out, "missing"
-        if path.stat().st_size > MAX_LOG:
-            return out, f"larger than {MAX_LOG >> 20} MiB: not read for the page"
-        lines = path.read_bytes().splitlines()
-    except OSError as exc:
-        return out, f"unreadable ({type(exc).__name__})"
+        lines = inputfile.read_bytes(path, MAX_LOG, follow=False).splitlines()
+    except inputfile.Missing:
+        return out, "missing"
+    except inputfile.Unreadable as exc:
+        return out, f"not read for the page: it {exc}"
     sent: dict[str | None, int] = {}
     for line in lines:
         try:

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from agentprov_core.base import inputfile
 from agentprov_core.corpus.opening import OpenCorpus
 from agentprov_core.view import checks
 from agentprov_core.view.execution import document
@@ -97,13 +98,13 @@ class ViewCorpus:
         error: str | None = None
         try:
             if not SAFE_ID.fullmatch(e.execution_id):
-                raise OSError("not a plain name")
-            data = path.read_bytes()
+                raise inputfile.Unreadable("is not a plain name")
+            data = inputfile.read_bytes(path, follow=False)
             if hashlib.sha256(data).hexdigest() != e.aer_sha256:
                 error = ("aer.json is not the file executions.jsonl indexed (its sha256 "
                          "differs): it was altered after it was written")
-        except OSError as exc:
-            error = f"aer.json cannot be read ({type(exc).__name__})"
+        except inputfile.Unreadable as exc:
+            data, error = None, f"aer.json cannot be read: it {exc}"
         doc = document(self.root, e.execution_id, data, error)
         task = doc["header"].get("task") or {}
         agent = doc["header"].get("agent") or {}

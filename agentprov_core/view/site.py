@@ -28,7 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from agentprov_core.base import paths
+from agentprov_core.base import inputfile, paths
 from agentprov_core.errors import AgentprovError
 from agentprov_core.view import model, pages, scrub
 from agentprov_core.view.execution import raw_path
@@ -48,7 +48,9 @@ def _inside(path: Path, root: Path) -> bool:
 
 def check_out(out: Path, corpora: list[Any]) -> None:
     """Refuse an ``out`` inside a corpus (or holding one), and an existing non-empty
-    directory view did not write."""
+    directory view did not write; before either, a path no directory can be made at
+    (:func:`agentprov_core.base.inputfile.check_output`)."""
+    inputfile.output_dir("--out", out, "give a new directory, or one an earlier view wrote")
     o = out.resolve()
     for c in corpora:
         r = c.root.resolve()
@@ -87,11 +89,9 @@ def _script(call: str, *args: Any) -> bytes:
 def _copy(src: Path, dest: Path) -> dict[str, Any]:
     """A stored file copied into the site (redacted when it holds a key shape)."""
     try:
-        if src.is_symlink():
-            return {"copied": False, "why": "a link, not a stored file"}
-        data = src.read_bytes()
-    except OSError as exc:
-        return {"copied": False, "why": f"cannot be read ({type(exc).__name__})"}
+        data = inputfile.read_bytes(src, inputfile.MAX_STORED, follow=False)
+    except inputfile.Unreadable as exc:
+        return {"copied": False, "why": f"not copied: it {exc}"}
     shown, redacted = scrub.raw_bytes(data)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_bytes(shown)
