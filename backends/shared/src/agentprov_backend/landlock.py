@@ -187,7 +187,12 @@ def cell_main(req: dict[str, Any]) -> None:
     confine_cell(req["staging"])
     os.chdir(req["staging"])
     try:
-        result = host.source(req.get("source") or "").run_cell(req)
+        if req.get("probe"):  # the containment probe's cells (agentprov_backend.cellprobe)
+            from agentprov_backend import cellprobe
+
+            result = cellprobe.run(req)
+        else:
+            result = host.source(req.get("source") or "").run_cell(req)
         out = os.path.join(req["staging"], "result.json")
         if not os.path.lexists(out):
             with open(out, "x", encoding="utf-8") as f:

@@ -97,11 +97,13 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     outlives ``timeout_s``."""
     from agentprov_capture import CaptureError, CaptureWriter
 
-    missing = [k for k in ("session_id", "staging", "cell", "agent", "benchmark_version",
-                           "source") if k not in req]
+    probe = req.get("probe") is True  # the containment probe's cells: no source runs
+    missing = [k for k in ("session_id", "staging", "cell") + (
+        () if probe else ("agent", "benchmark_version", "source")) if k not in req]
     if missing:
         raise RequestError("worker.bad_request", "run-cell needs " + ", ".join(missing))
-    _source(req["source"])  # an unknown or broken source is the request's error, not a cell's
+    if not probe:  # an unknown or broken source is the request's error, not a cell's
+        _source(req["source"])
     staging = Path(req["staging"])
     staging.mkdir(parents=True, exist_ok=True)
     t = time.time()
