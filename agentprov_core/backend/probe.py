@@ -52,7 +52,8 @@ HERE = Path(__file__).resolve().parent
 DENIALS = ("read_repository", "read_ssh_key", "read_aws_and_credential_dirs", "read_dotenv",
            "write_outside_staging", "connect_elsewhere", "write_kernel_settings",
            "open_foreign_sockets", "use_io_uring_or_foreign_abi", "create_user_namespace",
-           "import_from_staging", "write_other_session")
+           "import_from_staging", "write_other_session", "reach_the_forkserver",
+           "change_sibling_metadata", "signal_sibling_or_worker")
 ALLOWANCES = ("import_backend", "write_staging", "write_private_home", "connect_allowed",
               "read_python_install")
 #: Opened for writing inside (and closed at once, never written); read outside, before and
@@ -110,6 +111,7 @@ def _site_packages(env_dir: Path) -> Path | None:
 def default_modules(env_dir: Path, hello: dict[str, Any] | None) -> list[str]:
     """The worker module, each served source's worker package (the module its entry point
     names), and each served source that is an importable top-level package."""
+    out |= _cell_checks(seen.get("_cells") or {}, cells)
     site = _site_packages(env_dir)
     mods = ["agentprov_backend.worker"]
     served = (hello or {}).get("served") or {}
@@ -275,7 +277,7 @@ def run(env_dir: Path, hello: dict[str, Any] | None = None, *,
         if bridge is not None:
             bridge.close()
         shutil.rmtree(work, ignore_errors=True)
-    passed = all(c["passed"] for c in checks)
+    passed = all(c["passed"] or c.get("enforced_here") is False for c in checks)
     return base | {"status": "passed" if passed else "failed", "passed": passed,
                    "counts": {"checks": len(checks), "denials": len(DENIALS),
                               "allowances": len(ALLOWANCES)},
@@ -328,6 +330,10 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
     own.mkdir(parents=True)
     _plant(sibling / "capture.jsonl", '{"kind": "header", "session_id": "probe-sibling"}\n')
     sibling_before = _tree(sibling)
+    cells = {"victim": str(staging / "probe-cell-victim"),
+             "attacker": str(staging / "probe-cell-attacker"),
+             "plant": [str(staging / "probe-cell-victim" / "planted-by-forkserver"),
+                       str(staging / "planted-by-forkserver")]}
     pyfile = _python_file(env_dir)
     cfg = {"sentinel": sentinel, "token": token, "modules": modules,
            "repository": [str(p) for p in repo], "ssh": [str(p) for p in ssh],
@@ -336,7 +342,7 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
            "forbidden_ports": [forbidden.port], "kernel_settings": list(KERNEL_SETTINGS),
            "worker_argv": worker_argv(env_dir), "staging_root": str(staging),
            "planted_ran": str(planted_ran), "own_session": str(own),
-           "sibling_session": str(sibling),
+           "sibling_session": str(sibling), "cells": cells,
            "allowed_ports": sorted(routes), "python_file": str(pyfile),
            "staging_file": str(staging / "probe-staging.txt"),
            "home_file": str(home / ".cache" / "probe-home.txt")}
@@ -369,7 +375,8 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
                                               if p in argv],
                  "staging_isolation": (f"landlock ABI {seen['_landlock']['abi']}"
                                        if isinstance(seen.get("_landlock"), dict)
-                                       else f"not available ({seen.get('_landlock')})")}
+                                       else f"not available ({seen.get('_landlock')})"),
+                 **cell_hardening(seen.get("_cells"))}
 
     def outside_read(paths: list[Path]) -> tuple[bool, str]:
         planted = [p for p in paths if str(p).startswith(str(work))]
@@ -420,6 +427,7 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
         "the sibling session or the staging root changed")
         + ("; the confined cell's own session holds the token" if own_ok else
            "; the confined cell could not write its own session"))
+    out |= _cell_checks(seen.get("_cells") or {}, cells)
     site = _site_packages(env_dir)
     tops = {m.split(".")[0] for m in modules}
     present = site is not None and all((site / t).exists() or (site / f"{t}.py").exists()
@@ -450,4 +458,67 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
                            else "not reported",
                            "inside_detail": str(s["detail"])[:300], "outside": outside,
                            "passed": bool(inside_ok and outside_ok)})
+            if name in KERNEL_DEPENDENT and landlock_abi() < KERNEL_DEPENDENT[name]:
+                checks[-1]["enforced_here"] = False  # the kernel cannot: said, not refused
     return checks, elapsed, hardening
+
+
+#: The checks whose protection needs a Landlock ABI this kernel may lack, and that ABI.
+#: On a kernel below it the check is recorded with ``"enforced_here": false``, does not
+#: fail the probe, and the dry run and the manifest say so (:func:`not_enforced`).
+KERNEL_DEPENDENT = {"signal_sibling_or_worker": 6}
+
+
+def cell_hardening(cells: dict[str, Any] | None) -> dict[str, str]:
+    """What protects one cell from another on this machine, from what confined the probe's
+    attacking cell (``agentprov_backend.landlock.confine_cell``)."""
+    confined = ((cells or {}).get("attacker") or {}).get("confined")
+    if not isinstance(confined, dict):
+        why = "the cell was not confined: no Landlock" if cells else "no cell ran"
+        return {"cell_server": "a socket pair held by the worker",
+                "cell_signals": f"not available ({why})",
+                "cell_metadata": f"not available ({why})"}
+    abi = confined.get("abi")
+    return {"cell_server": "a socket pair held by the worker",
+            "cell_signals": (f"landlock ABI {abi} signal and abstract socket scoping"
+                             if "signal" in (confined.get("scoped") or ())
+                             else f"not available (Landlock ABI {abi}; scoping needs 6)"),
+            "cell_metadata": ("seccomp: " + str(confined.get("metadata"))
+                              if confined.get("metadata") == "metadata calls refused"
+                              else str(confined.get("metadata") or "not available"))}
+
+
+def not_enforced(entry: dict[str, Any]) -> tuple[str, ...]:
+    """The checks of a recorded probe this machine's kernel cannot enforce."""
+    return tuple(str(c.get("name")) for c in entry.get("checks") or ()
+                 if isinstance(c, dict) and c.get("enforced_here") is False)
+
+
+def _cell_checks(cells: dict[str, Any], where: dict[str, Any]) -> dict[str, tuple[bool, str]]:
+    """The outside half of the three cell checks: no planted file, the victim's capture log
+    as it was, the victim ended by itself and the worker answered after."""
+    planted = [p for p in where["plant"] if os.path.lexists(p)]
+    for p in planted:  # a failed denial must not leave its mark
+        with contextlib.suppress(OSError):
+            os.unlink(p)
+    vic = cells.get("victim") or {}
+    cap = Path(where["victim"]) / "capture.jsonl"
+    try:
+        st = cap.stat()
+        now = [st.st_mode, st.st_mtime_ns]
+    except OSError:
+        now = None
+    before = vic.get("before") or [None, None, None]
+    kept = now is not None and now == [before[0], before[2]]
+    alive = vic.get("status") == "complete" and bool(cells.get("hello"))
+    return {
+        "reach_the_forkserver": (not planted, "nothing planted in the sibling session or the "
+                                 "staging root" if not planted else "planted: " + ", ".join(planted)),
+        "change_sibling_metadata": (kept, "the sibling's capture log keeps its mode and times"
+                                    if kept else f"the sibling's capture log changed ({now} "
+                                    f"against {before[0]}, {before[2]})"),
+        "signal_sibling_or_worker": (alive, "the sibling cell ended by itself and the worker "
+                                     "answered after" if alive else
+                                     f"the sibling cell: {vic.get('status', 'no result')}; the "
+                                     f"worker {'answered' if cells.get('hello') else 'did not answer'}"),
+    }

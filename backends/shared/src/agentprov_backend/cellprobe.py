@@ -54,7 +54,9 @@ def _stat(path: str) -> list[Any]:
             sorted(os.listxattr(path))]
 
 
-def run(req: dict[str, Any]) -> dict[str, Any]:
+def run(req: dict[str, Any], confined: dict[str, Any] | None) -> dict[str, Any]:
+    """Play the request's role; ``confined`` is what confined this cell
+    (:func:`agentprov_backend.landlock.confine_cell`), reported by the attacker."""
     cell, own = req["cell"], req["staging"]
     if cell["role"] == "planter":  # what a request that reached a cell server would run
         for p in cell["plant"]:
@@ -73,7 +75,7 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
     seen = {name: globals()["_" + name](req, cell) for name in cell["attacks"]
             if name in ATTACKS}
     open(cell["attacker_done"], "w").close()
-    return {"status": "complete", "seen": seen}
+    return {"status": "complete", "seen": seen, "confined": confined}
 
 
 class _Payload:
@@ -160,7 +162,7 @@ def _forkserver(req: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any]:
             if exc.errno != errno.ENOENT:
                 seen.setdefault("/proc/PPID/fd", _err(exc))
     seen["parent /proc fds opened"] = opened
-    time.sleep(1)  # a forked payload would have run by now
+    time.sleep(0.5)  # a forked payload would have run by now
     return seen
 
 

@@ -184,13 +184,13 @@ def cell_main(req: dict[str, Any]) -> None:
     from agentprov_backend import host, timing
 
     t = time.time()
-    confine_cell(req["staging"])
+    confined = confine_cell(req["staging"])
     os.chdir(req["staging"])
     try:
         if req.get("probe"):  # the containment probe's cells (agentprov_backend.cellprobe)
             from agentprov_backend import cellprobe
 
-            result = cellprobe.run(req)
+            result = cellprobe.run(req, confined)
         else:
             result = host.source(req.get("source") or "").run_cell(req)
         out = os.path.join(req["staging"], "result.json")
