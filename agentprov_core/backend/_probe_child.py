@@ -237,20 +237,21 @@ def write_other_session():
                                       if k not in ("own", "landlock")))
 
 
-def two_cells():
-    """Start the worker exactly as T0 does and run two cells at once through it, its cell
+def two_cells(attacks):
+    """Start the worker exactly as T0 does, in a staging root of its own (``cfg["cells"]``
+    names one for each round of ``attacks``), and run two cells at once through it, its cell
     server and the cells' confinement (``agentprov_backend.cellprobe``: a victim, and an
-    attacker that tries the forkserver, the victim's metadata and signals); then ask the
-    worker for its hello. Returns the replies by role."""
-    c = cfg["cells"]
+    attacker that makes ``attacks``); then ask the worker for its hello. Returns the
+    replies by role."""
+    c = cfg["cells"][attacks[0]]
     cell = {"victim": c["victim"], "victim_ready": os.path.join(c["victim"], "ready"),
             "attacker_done": os.path.join(c["attacker"], "done"), "plant": c["plant"]}
     lines = [{"id": 1, "type": "run-cell", "session_id": "probe-victim", "staging": c["victim"],
               "probe": True, "timeout_s": 120, "cell": dict(cell, role="victim")},
              {"id": 2, "type": "run-cell", "session_id": "probe-attacker",
               "staging": c["attacker"], "probe": True, "timeout_s": 120,
-              "cell": dict(cell, role="attacker", attacks=["forkserver", "metadata", "signal"])}]
-    w = subprocess.Popen(cfg["worker_argv"], cwd=cfg["staging_root"], stdin=subprocess.PIPE,
+              "cell": dict(cell, role="attacker", attacks=attacks)}]
+    w = subprocess.Popen(cfg["worker_argv"], cwd=c["root"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     got = {}
     try:
@@ -287,13 +288,13 @@ def two_cells():
 def cells_attack(name):
     """One of the three cell checks, from what :func:`two_cells` saw: succeeds (the attack
     got through) or raises saying what refused it."""
-    r = out["_cells"]
+    r = out["_cells"][name]
     att, vic = r.get("attacker") or {}, r.get("victim") or {}
     seen = (att.get("seen") or {}).get(name)
     if seen is None:
         return f"the attacking cell reported nothing ({str(att)[:200]})"
     if name == "forkserver":
-        planted = [p for p in cfg["cells"]["plant"] if os.path.exists(p)]
+        planted = [p for p in cfg["cells"][name]["plant"] if os.path.exists(p)]
         if planted or seen.get("parent descriptors taken") or seen.get("parent /proc fds opened"):
             return f"planted {planted}; {seen}"
         raise PermissionError("no listener took the payload, no descriptor of the parent: "
@@ -356,7 +357,8 @@ attempt("use_io_uring_or_foreign_abi", use_io_uring_or_foreign_abi)
 attempt("create_user_namespace", create_user_namespace)
 attempt("import_from_staging", import_from_staging)
 attempt("write_other_session", write_other_session)
-out["_cells"] = two_cells()
+out["_cells"] = dict(zip(("forkserver", "metadata"), [two_cells(["forkserver", "metadata"])] * 2))
+out["_cells"]["signal"] = two_cells(["signal"])  # which may end its worker
 attempt("reach_the_forkserver", lambda: cells_attack("forkserver"))
 attempt("change_sibling_metadata", lambda: cells_attack("metadata"))
 attempt("signal_sibling_or_worker", lambda: cells_attack("signal"))

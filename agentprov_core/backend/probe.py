@@ -330,10 +330,15 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
     own.mkdir(parents=True)
     _plant(sibling / "capture.jsonl", '{"kind": "header", "session_id": "probe-sibling"}\n')
     sibling_before = _tree(sibling)
-    cells = {"victim": str(staging / "probe-cell-victim"),
-             "attacker": str(staging / "probe-cell-attacker"),
-             "plant": [str(staging / "probe-cell-victim" / "planted-by-forkserver"),
-                       str(staging / "planted-by-forkserver")]}
+    cells = {}  # each round of the cell checks: a staging root of its own (the worker's
+    for attack, where in (("forkserver", "probe-cells"), ("metadata", "probe-cells"),
+                          ("signal", "probe-cells-signal")):  # cwd), a victim, an attacker
+        root = staging / where
+        cells[attack] = {"root": str(root), "victim": str(root / "victim"),
+                         "attacker": str(root / "attacker"),
+                         "plant": [str(root / "victim" / "planted-by-forkserver"),
+                                   str(root / "planted-by-forkserver")]}
+        root.mkdir(exist_ok=True)
     pyfile = _python_file(env_dir)
     cfg = {"sentinel": sentinel, "token": token, "modules": modules,
            "repository": [str(p) for p in repo], "ssh": [str(p) for p in ssh],
@@ -465,16 +470,18 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
 
 #: The checks whose protection needs a Landlock ABI this kernel may lack, and that ABI.
 #: On a kernel below it the check is recorded with ``"enforced_here": false``, does not
-#: fail the probe, and the dry run and the manifest say so (:func:`not_enforced`).
+#: fail the probe, and the dry run and the manifest say so
+#: (:func:`agentprov_core.backend.containment.not_enforced`).
 KERNEL_DEPENDENT = {"signal_sibling_or_worker": 6}
 
 
-def cell_hardening(cells: dict[str, Any] | None) -> dict[str, str]:
+def cell_hardening(rounds: dict[str, Any] | None) -> dict[str, str]:
     """What protects one cell from another on this machine, from what confined the probe's
     attacking cell (``agentprov_backend.landlock.confine_cell``)."""
-    confined = ((cells or {}).get("attacker") or {}).get("confined")
+    attacker = ((rounds or {}).get("forkserver") or {}).get("attacker") or {}
+    confined = attacker.get("confined")
     if not isinstance(confined, dict):
-        why = "the cell was not confined: no Landlock" if cells else "no cell ran"
+        why = "the cell was not confined: no Landlock" if attacker else "no cell ran"
         return {"cell_server": "a socket pair held by the worker",
                 "cell_signals": f"not available ({why})",
                 "cell_metadata": f"not available ({why})"}
@@ -488,21 +495,15 @@ def cell_hardening(cells: dict[str, Any] | None) -> dict[str, str]:
                               else str(confined.get("metadata") or "not available"))}
 
 
-def not_enforced(entry: dict[str, Any]) -> tuple[str, ...]:
-    """The checks of a recorded probe this machine's kernel cannot enforce."""
-    return tuple(str(c.get("name")) for c in entry.get("checks") or ()
-                 if isinstance(c, dict) and c.get("enforced_here") is False)
-
-
-def _cell_checks(cells: dict[str, Any], where: dict[str, Any]) -> dict[str, tuple[bool, str]]:
+def _cell_checks(rounds: dict[str, Any], where: dict[str, Any]) -> dict[str, tuple[bool, str]]:
     """The outside half of the three cell checks: no planted file, the victim's capture log
     as it was, the victim ended by itself and the worker answered after."""
-    planted = [p for p in where["plant"] if os.path.lexists(p)]
+    planted = [p for p in where["forkserver"]["plant"] if os.path.lexists(p)]
     for p in planted:  # a failed denial must not leave its mark
         with contextlib.suppress(OSError):
             os.unlink(p)
-    vic = cells.get("victim") or {}
-    cap = Path(where["victim"]) / "capture.jsonl"
+    vic = (rounds.get("metadata") or {}).get("victim") or {}
+    cap = Path(where["metadata"]["victim"]) / "capture.jsonl"
     try:
         st = cap.stat()
         now = [st.st_mode, st.st_mtime_ns]
@@ -510,7 +511,9 @@ def _cell_checks(cells: dict[str, Any], where: dict[str, Any]) -> dict[str, tupl
         now = None
     before = vic.get("before") or [None, None, None]
     kept = now is not None and now == [before[0], before[2]]
-    alive = vic.get("status") == "complete" and bool(cells.get("hello"))
+    sig = rounds.get("signal") or {}
+    status = (sig.get("victim") or {}).get("status")
+    alive = status == "complete" and bool(sig.get("hello"))
     return {
         "reach_the_forkserver": (not planted, "nothing planted in the sibling session or the "
                                  "staging root" if not planted else "planted: " + ", ".join(planted)),
@@ -519,6 +522,6 @@ def _cell_checks(cells: dict[str, Any], where: dict[str, Any]) -> dict[str, tupl
                                     f"against {before[0]}, {before[2]})"),
         "signal_sibling_or_worker": (alive, "the sibling cell ended by itself and the worker "
                                      "answered after" if alive else
-                                     f"the sibling cell: {vic.get('status', 'no result')}; the "
-                                     f"worker {'answered' if cells.get('hello') else 'did not answer'}"),
+                                     f"the sibling cell: {status or 'no result'}; the worker "
+                                     f"{'answered' if sig.get('hello') else 'did not answer'}"),
     }

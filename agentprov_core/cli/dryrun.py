@@ -30,6 +30,10 @@ def print_dry_run(prepared: Prepared, started: float) -> int:
         lines.append(summary(prepared.model_facts))
     if prepared.preset is not None:  # the preset, its row and its plan
         lines += prepared.preset.lines()
+    unenforced = (prepared.containment or {}).get("not_enforced")
+    if unenforced:  # the probe's checks this kernel cannot enforce (docs/containment.md)
+        lines.append(f"containment {prepared.containment['kind']}: not enforced on this "
+                     f"kernel: {', '.join(unenforced)}")
     click.echo("\n".join(lines), err=bool(as_json))
     if as_json:
         echo_json(plan.dry_plan())

@@ -66,7 +66,10 @@ def summary(prepared: Prepared, bound: Bound | None = None) -> list[str]:
         lines.append("  a local server on loopback: no provider bills these calls")
     if prepared.containment:
         lines.append(f"  containment: {prepared.containment['kind']} "
-                     f"(declared by {prepared.containment['declared_by']})")
+                     f"(declared by {prepared.containment['declared_by']})"
+                     + (f"; not enforced on this kernel: "
+                        f"{', '.join(prepared.containment['not_enforced'])}"
+                        if prepared.containment.get("not_enforced") else ""))
     return lines
 
 

@@ -47,6 +47,8 @@ def _child(own: list[int], req: dict[str, Any]) -> None:
     for fd in own:
         with contextlib.suppress(OSError):
             os.close(fd)
+    if sys.platform.startswith("linux"):
+        _dumpable(True)  # the cell, as any process: its own descendants may inspect it
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -124,8 +126,19 @@ def serve(sock: socket.socket) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def _dumpable(on: bool) -> None:
+    """``PR_SET_DUMPABLE``: a process that is not dumpable cannot be traced, nor its
+    descriptors taken (``pidfd_getfd``), by another of its user without ``CAP_SYS_PTRACE``."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(4, int(on), 0, 0, 0)
+
+
 def main(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[0]))
+    if sys.platform.startswith("linux"):
+        _dumpable(False)  # its socket pair stays its own, even beside Landlock's rule
     import importlib
 
     for name in PRELOAD:
