@@ -157,34 +157,34 @@ def cell_writable(session_dir: str) -> list[str]:
 
 
 def confine_cell(session_dir: str) -> dict[str, Any] | None:
-    """Restrict the calling cell process to :func:`cell_writable`, scope its signals and
-    abstract Unix sockets to itself and its descendants (ABI 6), and load the filter that
-    refuses metadata changes (:mod:`agentprov_backend.cellfilter`); ``None`` where the
+    """Restrict the calling cell process to :func:`cell_writable`, and scope its signals
+    and abstract Unix sockets to itself and its descendants (ABI 6); ``None`` where the
     kernel has no Landlock (the cell then runs unrestricted, as the probe records)."""
-    from agentprov_backend import cellfilter
-
     try:
-        applied = restrict(cell_writable(session_dir))
+        return restrict(cell_writable(session_dir))
     except Unavailable:
         return None
     except OSError as exc:
         if exc.errno in (errno.ENOSYS, errno.EOPNOTSUPP):
             return None
         raise
-    return applied | {"metadata": cellfilter.load()}
 
 
 def cell_main(req: dict[str, Any]) -> None:
-    """The forked cell's entry point: confine it to its own session, then let the source's
+    """The forked cell's entry point: confine it to its own session (:func:`confine_cell`,
+    then :func:`agentprov_backend.cellfilter.load`), then let the source's
     worker package run it (:meth:`agentprov_backend.source.WorkerSource.run_cell`); the
     result it returns is written to ``result.json`` unless it staged one itself."""
     import json
     import time
 
-    from agentprov_backend import host, timing
+    from agentprov_backend import cellfilter, host, timing
 
     t = time.time()
     confined = confine_cell(req["staging"])
+    metadata = cellfilter.load()
+    if confined is not None:
+        confined["metadata"] = metadata
     os.chdir(req["staging"])
     try:
         if req.get("probe"):  # the containment probe's cells (agentprov_backend.cellprobe)
