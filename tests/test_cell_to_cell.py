@@ -20,7 +20,6 @@ exactly its test. What the attacker tries:
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import stat

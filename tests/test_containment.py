@@ -350,8 +350,8 @@ WEAK_LIBRARY = {
         "    ctx = multiprocessing.get_context('forkserver')\n"
         "    proc = ctx.Process(target=landlock.cell_main, args=(req,), daemon=True)\n"
         "    proc.start()\n")),
-    "cell_metadata": ("landlock.py", 'return applied | {"metadata": cellfilter.load()}',
-                      'return applied | {"metadata": "metadata calls refused"}'),
+    "cell_metadata": ("landlock.py", "metadata = cellfilter.load()",
+                      'metadata = "metadata calls refused"'),
     "cell_signals": ("landlock.py", "scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0",
                      "scoped = 0"),
 }
@@ -381,8 +381,8 @@ WEAKENINGS = {
     "seccomp": ("the seccomp filter", {"open_foreign_sockets", "use_io_uring_or_foreign_abi"}),
     "disable_userns": ("--disable-userns", {"create_user_namespace"}),
     "safe_path": ("-P and PYTHONSAFEPATH", {"import_from_staging"}),
-    "landlock": ("the cells' Landlock ruleset, scoping and filter",
-                 {"write_other_session", "change_sibling_metadata", "signal_sibling_or_worker"}),
+    "landlock": ("the cells' Landlock ruleset and its scoping",
+                 {"write_other_session", "signal_sibling_or_worker"}),
     "cell_server": ("the cell server (the standard library's forkserver instead)",
                     {"reach_the_forkserver"}),
     "cell_metadata": ("the cells' metadata filter", {"change_sibling_metadata"}),

@@ -357,8 +357,9 @@ attempt("use_io_uring_or_foreign_abi", use_io_uring_or_foreign_abi)
 attempt("create_user_namespace", create_user_namespace)
 attempt("import_from_staging", import_from_staging)
 attempt("write_other_session", write_other_session)
-out["_cells"] = dict(zip(("forkserver", "metadata"), [two_cells(["forkserver", "metadata"])] * 2))
-out["_cells"]["signal"] = two_cells(["signal"])  # which may end its worker
+first = two_cells(["forkserver", "metadata"])
+out["_cells"] = {"forkserver": first, "metadata": first,
+                 "signal": two_cells(["signal"])}  # which may end its worker
 attempt("reach_the_forkserver", lambda: cells_attack("forkserver"))
 attempt("change_sibling_metadata", lambda: cells_attack("metadata"))
 attempt("signal_sibling_or_worker", lambda: cells_attack("signal"))

@@ -111,7 +111,6 @@ def _site_packages(env_dir: Path) -> Path | None:
 def default_modules(env_dir: Path, hello: dict[str, Any] | None) -> list[str]:
     """The worker module, each served source's worker package (the module its entry point
     names), and each served source that is an importable top-level package."""
-    out |= _cell_checks(seen.get("_cells") or {}, cells)
     site = _site_packages(env_dir)
     mods = ["agentprov_backend.worker"]
     served = (hello or {}).get("served") or {}

@@ -24,6 +24,7 @@ outside: a planted file, a changed capture log, a dead sibling or worker.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import glob
@@ -125,10 +126,8 @@ def _forkserver(req: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any]:
                 extra = [os.open(os.devnull, os.O_RDONLY) for _ in range(2)]
                 reduction.sendfds(s, [r, w, *extra])
                 s.sendall(_cell_request(req, cell))
-                try:
+                with contextlib.suppress(OSError):
                     s.recv(64)
-                except OSError:
-                    pass
                 for fd in (r, w, *extra):
                     os.close(fd)
             seen[name] = "sent"

@@ -203,10 +203,8 @@ class Server:
             self._send({"op": "signal", "token": token, "sig": int(sig)})
 
     def _send(self, msg: dict[str, Any]) -> None:
-        try:
+        with contextlib.suppress(OSError):  # the server is gone: the reader ends every cell
             self._sock.sendall(json.dumps(msg).encode() + b"\n")
-        except OSError:
-            pass  # the server is gone: the reader ends every cell
 
     def _read(self) -> None:
         with self._sock.makefile("rb") as f:
