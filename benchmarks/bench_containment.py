@@ -27,8 +27,10 @@ interleaved in one session: (A) the profile as built (seccomp filter, ``/proc`` 
 ``--disable-userns``, every cell confined by Landlock); (B) without the seccomp filter, the
 masks and ``--disable-userns`` (cells still confined); (C) as B with Landlock unavailable to
 the cells (a 4-instruction filter whose only rule makes ``landlock_create_ruleset`` fail):
-the sandbox as it was before the hardening. B and C come from
-``benchmarks/unhardened_t0.py``, which patches only the realised argv. Every run is checked
+the sandbox as it was before the hardening; (D) as A, with the worker library inside the
+sandbox a copy without what keeps one cell from another (the stdlib forkserver, no signal
+scoping, no metadata filter). B, C and D come from ``benchmarks/unhardened_t0.py``, which
+patches only the realised argv. Every run is checked
 (16 complete, conclusive attempts of 3 calls; the server's counts).
 
     python benchmarks/bench_containment.py --cell [--rounds 5] [--home DIR]
@@ -243,7 +245,8 @@ def syscall_cost(rounds: int = 8) -> dict[bool, float]:
 
 # ------------------------------------------------------------------ a cell, with and without
 CELL_ARMS = {"A: as built": None, "B: no filter, masks, --disable-userns": "no-filter",
-             "C: B, and cells not confined (as before)": "bare"}
+             "C: B, and cells not confined (as before)": "bare",
+             "D: A, but cells open to each other": "cells-open"}
 
 
 def cell_main(rounds: int, home: Path | None) -> int:
@@ -296,7 +299,7 @@ def cell_main(rounds: int, home: Path | None) -> int:
         return 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    a, b, c = (samples[k] for k in CELL_ARMS)
+    a, b, c, d = (samples[k] for k in CELL_ARMS)
     per_call = syscall_cost()
 
     def paired(x: list[float], y: list[float]) -> float:
@@ -315,7 +318,9 @@ def cell_main(rounds: int, home: Path | None) -> int:
                      f"{statistics.median(v) / rp.CELLS * 1000:.0f} ms | {paired(v, c):.3f}x |")
     lines += ["", f"A vs B (the seccomp filter, masks, --disable-userns): {paired(a, b):.3f}x; "
               f"B vs C (the cells' Landlock ruleset, less a 4-instruction filter): "
-              f"{paired(b, c):.3f}x. One system call inside bwrap (`os.getppid()`, 300,000 "
+              f"{paired(b, c):.3f}x; A vs D (what keeps one cell from another: the cell "
+              f"server in place of the stdlib forkserver, signal and abstract socket scoping, "
+              f"the metadata filter): {paired(a, d):.3f}x. One system call inside bwrap (`os.getppid()`, 300,000 "
               f"calls, 8 interleaved rounds): {per_call[True]:.0f} ns with the filter, "
               f"{per_call[False]:.0f} ns without. A run's time "
               "includes its fixed costs (T0's start, the environment checks, the worker's "
