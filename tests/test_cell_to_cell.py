@@ -14,7 +14,8 @@ exactly its test. What the attacker tries:
    root); every descriptor of its parent it can take (``pidfd_getfd``) is sent a cell
    request for the staging root;
 2. **metadata**: ``chmod``, ``utime``, ``chown``, extended attributes on the sibling's
-   capture log, by path and through a descriptor;
+   capture log, by path, through a descriptor, a symlink and a ``..``, and by raw system
+   calls; its own file's mode and times it can change;
 3. **signals**: ``SIGKILL`` to the sibling cell, the cell server (its parent) and the worker.
 """
 
@@ -98,7 +99,11 @@ def test_a_cell_cannot_change_a_siblings_file_metadata(cells_env, tmp_path, cont
     staging = tmp_path / "staging"
     res_v, res_a, _, _ = _two_cells(cells_env, staging, "metadata", contained)
     seen = res_a["seen"]["metadata"]
+    own = {k: seen.pop(k) for k in list(seen) if k.startswith("its own file")}
     assert set(seen.values()) == {"EPERM"}, seen
+    assert set(own.values()) == {"done"}, own  # through the cell server's broker
+    st = (staging / "s-attacker" / "own.txt").stat()
+    assert (stat.S_IMODE(st.st_mode), st.st_mtime_ns) == (0o640, 1_000_000_000)
     assert res_v["status"] == "complete", res_v
     assert res_v["before"] == res_v["after"], (res_v, seen)
     st = (staging / "s-victim" / "capture.jsonl").stat()

@@ -300,9 +300,12 @@ def cells_attack(name):
         raise PermissionError("no listener took the payload, no descriptor of the parent: "
                               + json.dumps(seen))
     if name == "metadata":
-        done = [k for k, v in seen.items() if v == "done"]
+        done = [k for k, v in seen.items() if v == "done" and not k.startswith("its own")]
         if done or vic.get("before") != vic.get("after"):
             return f"changed the sibling's capture log: {', '.join(done) or 'its metadata moved'}"
+        own = {k: v for k, v in seen.items() if k.startswith("its own")}
+        if set(own.values()) != {"done"}:
+            return f"could not change its own file's metadata: {own}"
         raise PermissionError(json.dumps(seen))
     if seen.get("its own child") != "done":
         return f"could not signal its own child: {seen.get('its own child')}"

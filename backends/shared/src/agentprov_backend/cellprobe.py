@@ -17,7 +17,9 @@ outside: a planted file, a changed capture log, a dead sibling or worker.
   confined to the staging root that plants them; so is each descriptor it can take from
   its parent (``pidfd_getfd``); and it opens its parent's ``/proc/PID/fd``.
 - ``metadata``: ``chmod``, ``utime``, ``chown`` and ``setxattr`` of the victim's capture
-  log by path, ``fchmod`` and ``futimens`` through a read-only descriptor.
+  log by path, ``fchmod`` and ``futimens`` through a read-only descriptor, ``chmod``
+  through a symlink and a ``..`` in its own session, raw ``chmod``, ``utimensat`` and
+  ``fchmod`` system calls; and of its own file, which must work.
 - ``signal``: ``SIGKILL`` to every sibling cell, the cell server (its parent) and the
   worker; and to a child of its own, which must work.
 """
@@ -166,7 +168,12 @@ def _forkserver(req: dict[str, Any], cell: dict[str, Any]) -> dict[str, Any]:
 
 
 def _metadata(req: dict[str, Any], cell: dict[str, Any]) -> dict[str, str]:
+    """Change the victim's capture log's metadata every way there is: by path, through a
+    descriptor, a symlink and a ``..`` in its own session (all through the cell server's
+    broker, as its Python's ``os`` functions go), and by raw system calls (which meet the
+    filter); then change its own file's mode and times, which must work."""
     cap = os.path.join(cell["victim"], "capture.jsonl")
+    own = os.path.join(req["staging"], "own.txt")
     seen: dict[str, str] = {}
 
     def attempt(name: str, fn: Any) -> None:
@@ -183,6 +190,17 @@ def _metadata(req: dict[str, Any], cell: dict[str, Any]) -> dict[str, str]:
         finally:
             os.close(fd)
 
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def raw(fn: Any) -> None:
+        if fn() != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+
+    link = os.path.join(req["staging"], "to-the-sibling")
+    os.symlink(cap, link)
+    climb = os.path.join(req["staging"], os.pardir, os.path.basename(cell["victim"]),
+                         "capture.jsonl")
     attempt("chmod 000", lambda: os.chmod(cap, 0))
     attempt("utime to 1970", lambda: os.utime(cap, (0, 0)))
     attempt("utime to now", lambda: os.utime(cap))
@@ -191,6 +209,15 @@ def _metadata(req: dict[str, Any], cell: dict[str, Any]) -> dict[str, str]:
     attempt("fchmod through a read-only descriptor", lambda: through_fd(lambda fd: os.fchmod(fd, 0)))
     attempt("futimens through a read-only descriptor",
             lambda: through_fd(lambda fd: os.utime(fd, (0, 0))))
+    attempt("chmod through a symlink in its own session", lambda: os.chmod(link, 0))
+    attempt("chmod through .. from its own session", lambda: os.chmod(climb, 0))
+    attempt("raw chmod", lambda: raw(lambda: libc.chmod(os.fsencode(cap), 0)))
+    attempt("raw utimensat", lambda: raw(lambda: libc.utimensat(-100, os.fsencode(cap), None, 0)))
+    attempt("raw fchmod", lambda: through_fd(lambda fd: raw(lambda: libc.fchmod(fd, 0))))
+    with open(own, "w") as f:
+        f.write("its own")
+    attempt("its own file: chmod 640", lambda: os.chmod(own, 0o640))
+    attempt("its own file: utime", lambda: os.utime(own, (1, 1)))
     return seen
 
 

@@ -40,8 +40,9 @@ PRELOAD = ("agentprov_backend.landlock", "agentprov_backend.forkserver")
 
 
 # ------------------------------------------------------------------------- the server side
-def _child(own: list[int], req: dict[str, Any]) -> None:
-    """In the forked cell: drop every descriptor of the server, then run the cell."""
+def _child(own: list[int], req: dict[str, Any], broker: int) -> None:
+    """In the forked cell: drop every descriptor of the server (but its own end of the
+    metadata broker, :mod:`agentprov_backend.metabroker`), then run the cell."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     for fd in own:
@@ -56,7 +57,7 @@ def _child(own: list[int], req: dict[str, Any]) -> None:
     try:
         from agentprov_backend import landlock
 
-        landlock.cell_main(req)
+        landlock.cell_main(req, broker)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:  # noqa: BLE001 - the cell's failure, told on stderr
@@ -70,6 +71,8 @@ def _child(own: list[int], req: dict[str, Any]) -> None:
 
 
 def serve(sock: socket.socket) -> None:
+    from agentprov_backend import landlock, metabroker
+
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
@@ -77,6 +80,7 @@ def serve(sock: socket.socket) -> None:
     signal.set_wakeup_fd(wake_w)
     children: dict[int, Any] = {}  # pid -> token, until reaped
     by_token: dict[Any, int] = {}
+    brokers: dict[socket.socket, list[str]] = {}  # a cell's broker end -> its own roots
 
     def send(msg: dict[str, Any]) -> None:
         sock.sendall(json.dumps(msg).encode() + b"\n")
@@ -95,7 +99,11 @@ def serve(sock: socket.socket) -> None:
 
     buf = b""
     while True:
-        ready, _, _ = select.select([sock, wake_r], [], [])
+        ready, _, _ = select.select([sock, wake_r, *brokers], [], [])
+        for b in [r for r in ready if r in brokers]:
+            if not metabroker.answer(b, brokers[b]):
+                del brokers[b]
+                b.close()
         if wake_r in ready:
             with contextlib.suppress(BlockingIOError):
                 while os.read(wake_r, 512):
@@ -111,9 +119,14 @@ def serve(sock: socket.socket) -> None:
             line, buf = buf.split(b"\n", 1)
             msg = json.loads(line)
             if msg.get("op") == "cell":
+                mine, theirs = socket.socketpair()
                 pid = os.fork()
                 if pid == 0:
-                    _child([sock.fileno(), wake_r, wake_w], msg["req"])
+                    _child([sock.fileno(), wake_r, wake_w, mine.fileno(),
+                            *(b.fileno() for b in brokers)], msg["req"], theirs.detach())
+                theirs.close()
+                brokers[mine] = [p for p in landlock.cell_writable(msg["req"]["staging"])
+                                 if p not in landlock.DEVICES]
                 children[pid] = msg["token"]
                 by_token[msg["token"]] = pid
                 send({"token": msg["token"], "pid": pid})

@@ -170,9 +170,10 @@ def confine_cell(session_dir: str) -> dict[str, Any] | None:
         raise
 
 
-def cell_main(req: dict[str, Any]) -> None:
+def cell_main(req: dict[str, Any], broker: int | None = None) -> None:
     """The forked cell's entry point: confine it to its own session (:func:`confine_cell`,
-    then :func:`agentprov_backend.cellfilter.load`), then let the source's
+    then :func:`agentprov_backend.cellfilter.load`; its Python's metadata calls go to the
+    cell server through ``broker``, :mod:`agentprov_backend.metabroker`), then let the source's
     worker package run it (:meth:`agentprov_backend.source.WorkerSource.run_cell`); the
     result it returns is written to ``result.json`` unless it staged one itself."""
     import json
@@ -183,6 +184,10 @@ def cell_main(req: dict[str, Any]) -> None:
     t = time.time()
     confined = confine_cell(req["staging"])
     metadata = cellfilter.load()
+    if broker is not None:  # its own files' metadata, changed by the cell server
+        from agentprov_backend import metabroker
+
+        metabroker.install(broker)
     if confined is not None:
         confined["metadata"] = metadata
     os.chdir(req["staging"])
