@@ -612,7 +612,9 @@ def test_the_build_records_a_passed_probe_and_offline_check_reports_it(agentdojo
     assert r.code == 0, r.err
     assert ("containment probe (recorded at build, not re-run): bwrap passed (20/20 checks"
             in r.out)
-    assert "; staging isolation: Landlock)" in r.out
+    assert ("; staging isolation: Landlock; cells: forkserver on a socket pair, metadata "
+            "refused, signals " + ("scoped)" if probe.landlock_abi() >= 6 else "not scoped)")
+            in r.out), r.out
     assert entry["hardening"]["seccomp_in_force"] is True
     again = json.loads((agentdojo_env.env_dir / "AGENTPROV_ENV.json").read_text())
     assert again["probe"]["bwrap"]["ran_at"] == entry["ran_at"]  # not re-run
