@@ -119,7 +119,9 @@ PROFILE = {
                                        "fsetxattr", "setxattrat", "removexattr",
                                        "lremovexattr", "fremovexattr", "removexattrat"]},
     "cell_server": "agentprov_backend.cellserver: forks the cells on JSON requests over a "
-                   "socket pair only the worker holds; no listener",
+                   "socket pair only the worker holds; no listener; makes a cell's own "
+                   "metadata changes beneath its session directory, {home} and {tmp} "
+                   "(agentprov_backend.metabroker, openat2 RESOLVE_BENEATH)",
 }
 
 

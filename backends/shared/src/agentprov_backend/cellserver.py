@@ -125,6 +125,7 @@ def serve(sock: socket.socket) -> None:
                     _child([sock.fileno(), wake_r, wake_w, mine.fileno(),
                             *(b.fileno() for b in brokers)], msg["req"], theirs.detach())
                 theirs.close()
+                mine.setblocking(False)  # a cell that stops reading never stalls the server
                 brokers[mine] = [p for p in landlock.cell_writable(msg["req"]["staging"])
                                  if p not in landlock.DEVICES]
                 children[pid] = msg["token"]
