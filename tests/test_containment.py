@@ -465,6 +465,11 @@ def test_a_kernel_without_signal_scoping_is_said_not_refused(small_env, tmp_path
     assert r["hardening"]["cell_signals"].startswith("not available"), r["hardening"]
     rec = containment.resolve("bwrap", marker_with(r | {"machine": probe.machine()}))
     assert rec.as_json()["not_enforced"] == ["signal_sibling_or_worker"]
+    from agentprov_core.live.consent import containment_line
+
+    assert containment_line(rec.as_json()) == (  # the dry run's and the consent's line
+        "containment: bwrap (declared by probe); not enforced on this kernel: "
+        "signal_sibling_or_worker")
     m = Marker(format="agentprov-env-marker/0.1", environment_id="agentdojo-00000000",
                backend="agentdojo", project="backends/agentdojo", built_at="x", agentprov="0",
                python="3.12.1", uv="uv", lock_sha256="0" * 64, exclude_newer=None,

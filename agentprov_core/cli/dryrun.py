@@ -30,10 +30,10 @@ def print_dry_run(prepared: Prepared, started: float) -> int:
         lines.append(summary(prepared.model_facts))
     if prepared.preset is not None:  # the preset, its row and its plan
         lines += prepared.preset.lines()
-    unenforced = (prepared.containment or {}).get("not_enforced")
-    if unenforced:  # the probe's checks this kernel cannot enforce (docs/containment.md)
-        lines.append(f"containment {prepared.containment['kind']}: not enforced on this "
-                     f"kernel: {', '.join(unenforced)}")
+    if (prepared.containment or {}).get("not_enforced"):  # what this kernel cannot enforce
+        from agentprov_core.live.consent import containment_line
+
+        lines.append(containment_line(prepared.containment))
     click.echo("\n".join(lines), err=bool(as_json))
     if as_json:
         echo_json(plan.dry_plan())
