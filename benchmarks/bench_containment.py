@@ -39,6 +39,7 @@ patches only the realised argv. Every run is checked
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -274,6 +275,7 @@ def cell_main(rounds: int, home: Path | None) -> int:
         if why:
             raise Skip(why)
         tenv = t0_env(home)
+        cpu: dict[str | None, list[float]] = {m: [] for m in CELL_ARMS.values()}
 
         def arm(mode: str | None) -> float:
             corpus = work / "corpora" / f"c-{uuid.uuid4().hex[:8]}"
@@ -284,8 +286,13 @@ def cell_main(rounds: int, home: Path | None) -> int:
                 full = [*args[:2], *rp.endpoint_args(s.port), *args[2:]]
                 argv = agentprov_argv(*full) if mode is None else \
                     [sys.executable, str(ROOT / "benchmarks" / "unhardened_t0.py"), mode, *full]
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 wall = run_cli(argv, dict(tenv), str(work), work / f"{corpus.name}.log")
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 counts = s.close()
+            # the run's whole process tree (T0, bwrap, the worker, its cell server, the
+            # cells: each waited for by its parent), user and system time
+            cpu[mode].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
             rp.check_counts(counts, f"agentprov run ({mode or 'as built'})", probe=1, listing=None)
             rp.corpus_entries(corpus)
             shutil.rmtree(rp._partial(corpus))
@@ -300,6 +307,7 @@ def cell_main(rounds: int, home: Path | None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     a, b, c, d = (samples[k] for k in CELL_ARMS)
+    cpu_a, cpu_d = cpu[None][-len(a):], cpu["cells-open"][-len(d):]  # the warm-up left out
     per_call = syscall_cost()
 
     def paired(x: list[float], y: list[float]) -> float:
@@ -320,7 +328,10 @@ def cell_main(rounds: int, home: Path | None) -> int:
               f"B vs C (the cells' Landlock ruleset, less a 4-instruction filter): "
               f"{paired(b, c):.3f}x; A vs D (what keeps one cell from another: the cell "
               f"server in place of the stdlib forkserver, signal and abstract socket scoping, "
-              f"the metadata filter): {paired(a, d):.3f}x. One system call inside bwrap (`os.getppid()`, 300,000 "
+              f"the metadata filter): {paired(a, d):.3f}x in wall time; in the CPU time of "
+              f"the run's whole process tree (less sensitive to other load), "
+              f"{statistics.median(cpu_a):.2f} s against {statistics.median(cpu_d):.2f} s "
+              f"(medians), {paired(cpu_a, cpu_d):.3f}x paired. One system call inside bwrap (`os.getppid()`, 300,000 "
               f"calls, 8 interleaved rounds): {per_call[True]:.0f} ns with the filter, "
               f"{per_call[False]:.0f} ns without. A run's time "
               "includes its fixed costs (T0's start, the environment checks, the worker's "
