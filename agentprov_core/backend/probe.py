@@ -36,6 +36,7 @@ import platform
 import secrets
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -338,6 +339,13 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
                          "plant": [str(root / "victim" / "planted-by-forkserver"),
                                    str(root / "planted-by-forkserver")]}
         root.mkdir(exist_ok=True)
+    # the metadata round's victim keeps the capture log T0 plants, of a mode and times T0
+    # knows, and T0 sees them unchanged after
+    victim_log = _plant(Path(cells["metadata"]["victim"]) / "capture.jsonl",
+                        '{"kind": "header", "session_id": "probe-victim"}\n')
+    victim_log.chmod(0o640)
+    os.utime(victim_log, ns=(1_000_000_000, 1_000_000_000))
+    cells["metadata"]["planted"] = _meta(victim_log)
     pyfile = _python_file(env_dir)
     cfg = {"sentinel": sentinel, "token": token, "modules": modules,
            "repository": [str(p) for p in repo], "ssh": [str(p) for p in ssh],
@@ -494,6 +502,13 @@ def cell_hardening(rounds: dict[str, Any] | None) -> dict[str, str]:
                               else str(confined.get("metadata") or "not available"))}
 
 
+def _meta(path: Path) -> list[int]:
+    """Mode, mtime and ctime: a change of mode, owner, times or extended attributes moves
+    the ctime, which no system call sets."""
+    st = path.lstat()
+    return [stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_ctime_ns]
+
+
 def _cell_checks(rounds: dict[str, Any], where: dict[str, Any]) -> dict[str, tuple[bool, str]]:
     """The outside half of the three cell checks: no planted file, the victim's capture log
     as it was, the victim ended by itself and the worker answered after."""
@@ -501,24 +516,21 @@ def _cell_checks(rounds: dict[str, Any], where: dict[str, Any]) -> dict[str, tup
     for p in planted:  # a failed denial must not leave its mark
         with contextlib.suppress(OSError):
             os.unlink(p)
-    vic = (rounds.get("metadata") or {}).get("victim") or {}
-    cap = Path(where["metadata"]["victim"]) / "capture.jsonl"
     try:
-        st = cap.stat()
-        now = [st.st_mode, st.st_mtime_ns]
+        now = _meta(Path(where["metadata"]["victim"]) / "capture.jsonl")
     except OSError:
         now = None
-    before = vic.get("before") or [None, None, None]
-    kept = now is not None and now == [before[0], before[2]]
+    kept = now == where["metadata"]["planted"]  # as T0 planted it
     sig = rounds.get("signal") or {}
     status = (sig.get("victim") or {}).get("status")
     alive = status == "complete" and bool(sig.get("hello"))
     return {
         "reach_the_forkserver": (not planted, "nothing planted in the sibling session or the "
                                  "staging root" if not planted else "planted: " + ", ".join(planted)),
-        "change_sibling_metadata": (kept, "the sibling's capture log keeps its mode and times"
-                                    if kept else f"the sibling's capture log changed ({now} "
-                                    f"against {before[0]}, {before[2]})"),
+        "change_sibling_metadata": (kept, "the sibling's capture log keeps the mode and times "
+                                    "T0 gave it" if kept else "the sibling's capture log "
+                                    f"changed (mode, mtime, ctime: {now}, planted "
+                                    f"{where['metadata']['planted']})"),
         "signal_sibling_or_worker": (alive, "the sibling cell ended by itself and the worker "
                                      "answered after" if alive else
                                      f"the sibling cell: {status or 'no result'}; the worker "

@@ -68,8 +68,9 @@ def run(req: dict[str, Any], confined: dict[str, Any] | None) -> dict[str, Any]:
         return {"status": "complete"}
     if cell["role"] == "victim":
         cap = os.path.join(own, "capture.jsonl")
-        with open(cap, "w") as f:
-            f.write('{"kind": "header", "session_id": "probe-victim"}\n')
+        if not os.path.exists(cap):  # the probe plants it, of a mode and times it knows
+            with open(cap, "w") as f:
+                f.write('{"kind": "header", "session_id": "probe-victim"}\n')
         before = _stat(cap)
         open(os.path.join(own, "ready"), "w").close()
         _wait_for(cell["attacker_done"])
