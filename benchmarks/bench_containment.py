@@ -342,12 +342,116 @@ def cell_main(rounds: int, home: Path | None) -> int:
     return 0
 
 
+# ------------------------------------------------------- the cell-to-cell hardening, in parts
+CELL_FILTER_CODE = (
+    "import sys, os, time\n"
+    "if sys.argv[1] == 'on':\n"
+    "    sys.path.insert(0, sys.argv[2]); from agentprov_backend import cellfilter\n"
+    "    assert cellfilter.load() == 'metadata calls refused'\n"
+    "t = time.perf_counter()\nfor _ in range(300000): os.getppid()\n"
+    "print((time.perf_counter() - t) / 300000 * 1e9)")
+
+
+def parts_main(rounds: int) -> int:
+    """What keeps one cell from another costs a cell, in parts, interleaved: (1) a cell's
+    round trip through the worker (``run-cell`` of a cell that does nothing, the probe's
+    ``planter`` with nothing to plant), the worker library as built against a copy without
+    the cell-to-cell hardening (``unhardened_t0.CELLS_OPEN``: the stdlib forkserver, no
+    scoping, no metadata filter), both under bwrap; (2) one system call with the cells'
+    metadata filter stacked on the profile's, and without."""
+    import unhardened_t0
+
+    from agentprov_core.backend.containment import Recorded
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    top = Path(tempfile.mkdtemp(prefix="agentprov-bench-parts-"))
+    envs = {}
+    for name in ("as built", "cells open"):
+        d = top / name.replace(" ", "-")
+        subprocess.run([str(Path(sys.base_prefix) / "bin" / "python3"), "-m", "venv",
+                        "--without-pip", str(d)], check=True)
+        site = next(d.glob("lib/python3*/site-packages"))
+        for src in (ROOT / "backends/shared/src/agentprov_backend",
+                    ROOT / "packages/capture/src/agentprov_capture"):
+            shutil.copytree(src, site / src.name)
+        if name == "cells open":
+            for module, old, new in unhardened_t0.CELLS_OPEN:
+                f = site / "agentprov_backend" / module
+                f.write_text(f.read_text().replace(old, new, 1))
+        envs[name] = d
+    rec = Recorded(kind="bwrap", declared_by="probe", profile_sha256=profile.profile_sha256())
+    per_cell: dict[str, list[float]] = {k: [] for k in envs}
+    n = 30
+    try:
+        for r in range(rounds + 1):
+            for name in (list(envs) if r % 2 == 0 else list(reversed(envs))):
+                staging = top / f"staging-{r}-{name.replace(' ', '-')}"
+                with Worker("bench", envs[name], staging, containment=rec) as w:
+                    w.request("run-cell", session_id="warm", staging=str(staging / "warm"),
+                              probe=True, cell={"role": "planter", "plant": []})
+                    for i in range(n):
+                        t = time.perf_counter()
+                        res = w.request("run-cell", session_id=f"s{i}",
+                                        staging=str(staging / f"s{i}"), probe=True,
+                                        cell={"role": "planter", "plant": []})
+                        assert res["status"] == "complete", res
+                        if r:  # round 0 warms up
+                            per_cell[name].append((time.perf_counter() - t) * 1000)
+        calls: dict[str, list[float]] = {"on": [], "off": []}
+        for r in range(8):
+            for use in (("on", "off") if r % 2 == 0 else ("off", "on")):
+                fd = __import__("agentprov_core.backend.sandbox.seccomp",
+                                fromlist=["open_fd"]).open_fd()
+                try:
+                    p = subprocess.run(["bwrap", "--unshare-user", "--unshare-net", "--ro-bind",
+                                        "/", "/", "--proc", "/proc", "--dev", "/dev",
+                                        "--seccomp", str(fd), sys.executable, "-c",
+                                        CELL_FILTER_CODE, use,
+                                        str(ROOT / "backends/shared/src")],
+                                       pass_fds=(fd,), capture_output=True, text=True, check=True)
+                finally:
+                    os.close(fd)
+                calls[use].append(float(p.stdout))
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    a, d = per_cell["as built"], per_cell["cells open"]
+    lines = ["# bench_containment --cell-parts: what keeps one cell from another costs a cell",
+             "", f"{rounds} interleaved rounds after a warm-up, {n} cells a round through one "
+             f"worker under bwrap; load average {load_avg()}.", "",
+             "| measured | as built | cells open | difference |", "|---|---|---|---|",
+             f"| a cell's round trip through the worker (fork, confine, result), median | "
+             f"{statistics.median(a):.2f} ms | {statistics.median(d):.2f} ms | "
+             f"{statistics.median(a) - statistics.median(d):+.2f} ms |",
+             f"| the same, 10th percentile (least disturbed by other load) | "
+             f"{p10(a):.2f} ms | {p10(d):.2f} ms | {p10(a) - p10(d):+.2f} ms |",
+             f"| one system call (`os.getppid()`), the profile's filter {'and' } the cells' | "
+             f"{statistics.median(calls['on']):.0f} ns | {statistics.median(calls['off']):.0f} ns"
+             f" | {statistics.median(calls['on']) - statistics.median(calls['off']):+.0f} ns |",
+             ""]
+    text = "\n".join(lines)
+    print(text)
+    Path("/tmp/bench_containment_parts.md").write_text(text, encoding="utf-8")
+    return 0
+
+
+def p10(xs: list[float]) -> float:
+    return statistics.quantiles(xs, n=10)[0]
+
+
+def load_avg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 if __name__ == "__main__":
     import argparse
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--cell", action="store_true")
+    ap.add_argument("--cell-parts", action="store_true")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--home", type=Path)
     ns = ap.parse_args()
+    if ns.cell_parts:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        raise SystemExit(parts_main(ns.rounds))
     raise SystemExit(cell_main(ns.rounds, ns.home) if ns.cell else main())

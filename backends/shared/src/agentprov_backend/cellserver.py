@@ -36,7 +36,8 @@ from typing import Any
 
 #: the modules the server imports before its first fork: the cells' confinement, and the
 #: warm-up (:mod:`agentprov_backend.forkserver`) that imports the campaign's benchmark
-PRELOAD = ("agentprov_backend.landlock", "agentprov_backend.forkserver")
+PRELOAD = ("agentprov_backend.landlock", "agentprov_backend.cellfilter",
+           "agentprov_backend.metabroker", "agentprov_backend.forkserver")
 
 
 # ------------------------------------------------------------------------- the server side
