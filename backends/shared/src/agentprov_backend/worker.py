@@ -4,8 +4,9 @@ One JSON object per line in each direction (protocol ``agentprov-worker/0.1``, d
 in docs/protocol.md). A request is ``{"id": N, "type": T, ...}``; the answer is
 ``{"id": N, "ok": true, "result": ...}`` or ``{"id": N, "ok": false, "error": {"code": C,
 "message": M}}``. Types: ``hello``, ``catalogue``, ``plan``, ``run-cell``, ``shutdown``.
-``run-cell`` requests run concurrently (each in a process forked from a forkserver that
-imported the benchmark once); their answers may come in any order.
+``run-cell`` requests run concurrently (each in a process forked from the worker's cell
+server, :mod:`agentprov_backend.cellserver`, which imported the benchmark once); their
+answers may come in any order.
 
 Only protocol lines are written to the real stdout: while a request is handled,
 ``sys.stdout`` is the real stderr, so a benchmark's prints cannot corrupt the stream.
@@ -210,7 +211,7 @@ def main() -> int:
     sys.stdout.flush()
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    if os.environ.get(WARM_VARIABLE):  # after the dup2: the forkserver and its cells get
+    if os.environ.get(WARM_VARIABLE):  # after the dup2: the cell server and its cells get
         start_forkserver()             # stderr as fd 1, never the protocol's pipe
     return serve(sys.stdin, out)
 
