@@ -69,13 +69,20 @@ def find_env() -> tuple[Path, str]:
             if found:
                 return found[0].parent, "the built AgentDojo environment"
     d = Path(tempfile.mkdtemp(prefix="bench-cont-")) / "env"
+    small_env(d)
+    return d, "a small venv with the worker's libraries only"
+
+
+def small_env(d: Path) -> Path:
+    """A venv at ``d`` on this interpreter's Python with the worker's libraries copied in;
+    returns its site-packages."""
     subprocess.run([str(Path(sys.base_prefix) / "bin" / "python3"), "-m", "venv",
                     "--without-pip", str(d)], check=True)
     site = next(d.glob("lib/python3*/site-packages"))
     for src in (ROOT / "backends/shared/src/agentprov_backend",
                 ROOT / "packages/capture/src/agentprov_capture"):
         shutil.copytree(src, site / src.name)
-    return d, "a small venv with the worker's libraries only"
+    return site
 
 
 class Echo:
@@ -368,12 +375,7 @@ def parts_main(rounds: int) -> int:
     envs = {}
     for name in ("as built", "cells open"):
         d = top / name.replace(" ", "-")
-        subprocess.run([str(Path(sys.base_prefix) / "bin" / "python3"), "-m", "venv",
-                        "--without-pip", str(d)], check=True)
-        site = next(d.glob("lib/python3*/site-packages"))
-        for src in (ROOT / "backends/shared/src/agentprov_backend",
-                    ROOT / "packages/capture/src/agentprov_capture"):
-            shutil.copytree(src, site / src.name)
+        site = small_env(d)
         if name == "cells open":
             for module, old, new in unhardened_t0.CELLS_OPEN:
                 f = site / "agentprov_backend" / module
