@@ -27,8 +27,10 @@ interleaved in one session: (A) the profile as built (seccomp filter, ``/proc`` 
 ``--disable-userns``, every cell confined by Landlock); (B) without the seccomp filter, the
 masks and ``--disable-userns`` (cells still confined); (C) as B with Landlock unavailable to
 the cells (a 4-instruction filter whose only rule makes ``landlock_create_ruleset`` fail):
-the sandbox as it was before the hardening. B and C come from
-``benchmarks/unhardened_t0.py``, which patches only the realised argv. Every run is checked
+the sandbox as it was before the hardening; (D) as A, with the worker library inside the
+sandbox a copy without what keeps one cell from another (the stdlib forkserver, no signal
+scoping, no metadata filter). B, C and D come from ``benchmarks/unhardened_t0.py``, which
+patches only the realised argv. Every run is checked
 (16 complete, conclusive attempts of 3 calls; the server's counts).
 
     python benchmarks/bench_containment.py --cell [--rounds 5] [--home DIR]
@@ -37,6 +39,7 @@ the sandbox as it was before the hardening. B and C come from
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -66,13 +69,20 @@ def find_env() -> tuple[Path, str]:
             if found:
                 return found[0].parent, "the built AgentDojo environment"
     d = Path(tempfile.mkdtemp(prefix="bench-cont-")) / "env"
+    small_env(d)
+    return d, "a small venv with the worker's libraries only"
+
+
+def small_env(d: Path) -> Path:
+    """A venv at ``d`` on this interpreter's Python with the worker's libraries copied in;
+    returns its site-packages."""
     subprocess.run([str(Path(sys.base_prefix) / "bin" / "python3"), "-m", "venv",
                     "--without-pip", str(d)], check=True)
     site = next(d.glob("lib/python3*/site-packages"))
     for src in (ROOT / "backends/shared/src/agentprov_backend",
                 ROOT / "packages/capture/src/agentprov_capture"):
         shutil.copytree(src, site / src.name)
-    return d, "a small venv with the worker's libraries only"
+    return site
 
 
 class Echo:
@@ -243,7 +253,8 @@ def syscall_cost(rounds: int = 8) -> dict[bool, float]:
 
 # ------------------------------------------------------------------ a cell, with and without
 CELL_ARMS = {"A: as built": None, "B: no filter, masks, --disable-userns": "no-filter",
-             "C: B, and cells not confined (as before)": "bare"}
+             "C: B, and cells not confined (as before)": "bare",
+             "D: A, but cells open to each other": "cells-open"}
 
 
 def cell_main(rounds: int, home: Path | None) -> int:
@@ -271,6 +282,7 @@ def cell_main(rounds: int, home: Path | None) -> int:
         if why:
             raise Skip(why)
         tenv = t0_env(home)
+        cpu: dict[str | None, list[float]] = {m: [] for m in CELL_ARMS.values()}
 
         def arm(mode: str | None) -> float:
             corpus = work / "corpora" / f"c-{uuid.uuid4().hex[:8]}"
@@ -281,8 +293,13 @@ def cell_main(rounds: int, home: Path | None) -> int:
                 full = [*args[:2], *rp.endpoint_args(s.port), *args[2:]]
                 argv = agentprov_argv(*full) if mode is None else \
                     [sys.executable, str(ROOT / "benchmarks" / "unhardened_t0.py"), mode, *full]
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 wall = run_cli(argv, dict(tenv), str(work), work / f"{corpus.name}.log")
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 counts = s.close()
+            # the run's whole process tree (T0, bwrap, the worker, its cell server, the
+            # cells: each waited for by its parent), user and system time
+            cpu[mode].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
             rp.check_counts(counts, f"agentprov run ({mode or 'as built'})", probe=1, listing=None)
             rp.corpus_entries(corpus)
             shutil.rmtree(rp._partial(corpus))
@@ -296,7 +313,8 @@ def cell_main(rounds: int, home: Path | None) -> int:
         return 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    a, b, c = (samples[k] for k in CELL_ARMS)
+    a, b, c, d = (samples[k] for k in CELL_ARMS)
+    cpu_a, cpu_d = cpu[None][-len(a):], cpu["cells-open"][-len(d):]  # the warm-up left out
     per_call = syscall_cost()
 
     def paired(x: list[float], y: list[float]) -> float:
@@ -315,7 +333,12 @@ def cell_main(rounds: int, home: Path | None) -> int:
                      f"{statistics.median(v) / rp.CELLS * 1000:.0f} ms | {paired(v, c):.3f}x |")
     lines += ["", f"A vs B (the seccomp filter, masks, --disable-userns): {paired(a, b):.3f}x; "
               f"B vs C (the cells' Landlock ruleset, less a 4-instruction filter): "
-              f"{paired(b, c):.3f}x. One system call inside bwrap (`os.getppid()`, 300,000 "
+              f"{paired(b, c):.3f}x; A vs D (what keeps one cell from another: the cell "
+              f"server in place of the stdlib forkserver, signal and abstract socket scoping, "
+              f"the metadata filter): {paired(a, d):.3f}x in wall time; in the CPU time of "
+              f"the run's whole process tree (less sensitive to other load), "
+              f"{statistics.median(cpu_a):.2f} s against {statistics.median(cpu_d):.2f} s "
+              f"(medians), {paired(cpu_a, cpu_d):.3f}x paired. One system call inside bwrap (`os.getppid()`, 300,000 "
               f"calls, 8 interleaved rounds): {per_call[True]:.0f} ns with the filter, "
               f"{per_call[False]:.0f} ns without. A run's time "
               "includes its fixed costs (T0's start, the environment checks, the worker's "
@@ -326,12 +349,111 @@ def cell_main(rounds: int, home: Path | None) -> int:
     return 0
 
 
+# ------------------------------------------------------- the cell-to-cell hardening, in parts
+CELL_FILTER_CODE = (
+    "import sys, os, time\n"
+    "if sys.argv[1] == 'on':\n"
+    "    sys.path.insert(0, sys.argv[2]); from agentprov_backend import cellfilter\n"
+    "    assert cellfilter.load() == 'metadata calls refused'\n"
+    "t = time.perf_counter()\nfor _ in range(300000): os.getppid()\n"
+    "print((time.perf_counter() - t) / 300000 * 1e9)")
+
+
+def parts_main(rounds: int) -> int:
+    """What keeps one cell from another costs a cell, in parts, interleaved: (1) a cell's
+    round trip through the worker (``run-cell`` of a cell that does nothing, the probe's
+    ``planter`` with nothing to plant), the worker library as built against a copy without
+    the cell-to-cell hardening (``unhardened_t0.CELLS_OPEN``: the stdlib forkserver, no
+    scoping, no metadata filter), both under bwrap; (2) one system call with the cells'
+    metadata filter stacked on the profile's, and without."""
+    import unhardened_t0
+
+    from agentprov_core.backend.containment import Recorded
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    top = Path(tempfile.mkdtemp(prefix="agentprov-bench-parts-"))
+    envs = {}
+    for name in ("as built", "cells open"):
+        d = top / name.replace(" ", "-")
+        site = small_env(d)
+        if name == "cells open":
+            for module, old, new in unhardened_t0.CELLS_OPEN:
+                f = site / "agentprov_backend" / module
+                f.write_text(f.read_text().replace(old, new, 1))
+        envs[name] = d
+    rec = Recorded(kind="bwrap", declared_by="probe", profile_sha256=profile.profile_sha256())
+    per_cell: dict[str, list[float]] = {k: [] for k in envs}
+    n = 30
+    try:
+        for r in range(rounds + 1):
+            for name in (list(envs) if r % 2 == 0 else list(reversed(envs))):
+                staging = top / f"staging-{r}-{name.replace(' ', '-')}"
+                with Worker("bench", envs[name], staging, containment=rec) as w:
+                    w.request("run-cell", session_id="warm", staging=str(staging / "warm"),
+                              probe=True, cell={"role": "planter", "plant": []})
+                    for i in range(n):
+                        t = time.perf_counter()
+                        res = w.request("run-cell", session_id=f"s{i}",
+                                        staging=str(staging / f"s{i}"), probe=True,
+                                        cell={"role": "planter", "plant": []})
+                        assert res["status"] == "complete", res
+                        if r:  # round 0 warms up
+                            per_cell[name].append((time.perf_counter() - t) * 1000)
+        calls: dict[str, list[float]] = {"on": [], "off": []}
+        for r in range(8):
+            for use in (("on", "off") if r % 2 == 0 else ("off", "on")):
+                fd = __import__("agentprov_core.backend.sandbox.seccomp",
+                                fromlist=["open_fd"]).open_fd()
+                try:
+                    p = subprocess.run(["bwrap", "--unshare-user", "--unshare-net", "--ro-bind",
+                                        "/", "/", "--proc", "/proc", "--dev", "/dev",
+                                        "--seccomp", str(fd), sys.executable, "-c",
+                                        CELL_FILTER_CODE, use,
+                                        str(ROOT / "backends/shared/src")],
+                                       pass_fds=(fd,), capture_output=True, text=True, check=True)
+                finally:
+                    os.close(fd)
+                calls[use].append(float(p.stdout))
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    a, d = per_cell["as built"], per_cell["cells open"]
+    lines = ["# bench_containment --cell-parts: what keeps one cell from another costs a cell",
+             "", f"{rounds} interleaved rounds after a warm-up, {n} cells a round through one "
+             f"worker under bwrap; load average {load_avg()}.", "",
+             "| measured | as built | cells open | difference |", "|---|---|---|---|",
+             f"| a cell's round trip through the worker (fork, confine, result), median | "
+             f"{statistics.median(a):.2f} ms | {statistics.median(d):.2f} ms | "
+             f"{statistics.median(a) - statistics.median(d):+.2f} ms |",
+             f"| the same, 10th percentile (least disturbed by other load) | "
+             f"{p10(a):.2f} ms | {p10(d):.2f} ms | {p10(a) - p10(d):+.2f} ms |",
+             f"| one system call (`os.getppid()`), the profile's filter {'and' } the cells' | "
+             f"{statistics.median(calls['on']):.0f} ns | {statistics.median(calls['off']):.0f} ns"
+             f" | {statistics.median(calls['on']) - statistics.median(calls['off']):+.0f} ns |",
+             ""]
+    text = "\n".join(lines)
+    print(text)
+    Path("/tmp/bench_containment_parts.md").write_text(text, encoding="utf-8")
+    return 0
+
+
+def p10(xs: list[float]) -> float:
+    return statistics.quantiles(xs, n=10)[0]
+
+
+def load_avg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 if __name__ == "__main__":
     import argparse
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--cell", action="store_true")
+    ap.add_argument("--cell-parts", action="store_true")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--home", type=Path)
     ns = ap.parse_args()
+    if ns.cell_parts:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        raise SystemExit(parts_main(ns.rounds))
     raise SystemExit(cell_main(ns.rounds, ns.home) if ns.cell else main())

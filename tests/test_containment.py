@@ -225,7 +225,7 @@ def test_a_build_knows_when_the_recorded_probe_must_run_again():
     here = probe.machine()
     assert backends.probe_rerun(m(passed_entry())) == []
     assert backends.probe_lines(m(passed_entry()))[0].startswith(
-        "  containment probe (recorded at build, not re-run): bwrap passed (17/17 checks")
+        "  containment probe (recorded at build, not re-run): bwrap passed (20/20 checks")
     isolated = passed_entry(hardening={"staging_isolation": "landlock ABI 7"})
     assert "checks, profile " in backends.probe_lines(m(isolated))[0]
     assert "…; staging isolation: Landlock); " in backends.probe_lines(m(isolated))[0]
@@ -234,7 +234,7 @@ def test_a_build_knows_when_the_recorded_probe_must_run_again():
                                                          "Landlock)"},
                          checks=[{"name": n, "passed": n != "write_other_session"}
                                  for n in probe.DENIALS + probe.ALLOWANCES])
-    assert ("bwrap failed (16/17 checks, profile " in backends.probe_lines(m(no_ll))[0]
+    assert ("bwrap failed (19/20 checks, profile " in backends.probe_lines(m(no_ll))[0]
             and "…; failed: write_other_session; staging isolation: not available); "
             in backends.probe_lines(m(no_ll))[0])
     assert backends.probe_rerun(m(None)) == ["no probe is recorded"]
@@ -245,7 +245,7 @@ def test_a_build_knows_when_the_recorded_probe_must_run_again():
     line = backends.probe_lines(m(moved))[0]
     assert line.startswith("  containment probe (recorded at build, stale: ")
     assert line.endswith("; agentprov backends build agentdojo re-runs it): bwrap passed "
-                         f"(17/17 checks, profile {profile.profile_sha256()[:12]}…); "
+                         f"(20/20 checks, profile {profile.profile_sha256()[:12]}…); "
                          "sandbox-exec not applicable")
 
 
@@ -267,15 +267,20 @@ def test_bwrap_is_refused_off_linux():
 # ------------------------------------------------------------------------------- the probe
 @linux_bwrap
 @pytest.mark.req("R-19.9", "R-19.7", "R-19.8")
-def test_the_probe_passes_here_with_17_checks(probed):
+def test_the_probe_passes_here_with_20_checks(probed):
     assert probed["status"] == "passed" and probed["passed"] is True, probed
     assert probed["profile_sha256"] == profile.profile_sha256()
-    assert probed["counts"] == {"checks": 17, "denials": 12, "allowances": 5}
+    assert probed["counts"] == {"checks": 20, "denials": 15, "allowances": 5}
     assert [c["name"] for c in probed["checks"]] == list(probe.DENIALS + probe.ALLOWANCES)
     hard = probed["hardening"]
     assert hard["seccomp_in_force"] is True and hard["disable_userns"] is True
     assert hard["staging_isolation"].startswith("landlock ABI ")
     assert "/proc/sys" in hard["proc_read_only_or_masked"]
+    assert hard["cell_server"] == "a socket pair held by the worker"
+    assert hard["cell_metadata"] == "seccomp: metadata calls refused"
+    if probe.landlock_abi() >= 6:
+        assert hard["cell_signals"].startswith("landlock ABI "), hard
+        assert not any("enforced_here" in c for c in probed["checks"])
 
 
 @linux_bwrap
@@ -337,13 +342,31 @@ def _no_proc_masks(argv: list[str]) -> list[str]:
     return argv[:at] + argv[end:]
 
 
-def _weak_env(small_env: Path, tmp_path: Path) -> Path:
-    """The small environment with a worker library whose cells are not confined."""
+#: How a weakened worker library differs: (module, text, replaced by), or text appended
+WEAK_LIBRARY = {
+    "landlock": ("landlock.py", None, "\n\ndef confine_cell(session_dir):\n    return None\n"),
+    "cell_server": ("worker.py", "    proc = _cells().start(req)\n", (
+        "    import multiprocessing\n    from agentprov_backend import landlock\n"
+        "    ctx = multiprocessing.get_context('forkserver')\n"
+        "    proc = ctx.Process(target=landlock.cell_main, args=(req,), daemon=True)\n"
+        "    proc.start()\n")),
+    "cell_metadata": ("landlock.py", "metadata = cellfilter.load()",
+                      'metadata = "metadata calls refused"'),
+    "cell_signals": ("landlock.py", "scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0",
+                     "scoped = 0"),
+}
+
+
+def _weak_env(small_env: Path, tmp_path: Path, weakening: str) -> Path:
+    """The small environment with a worker library weakened as :data:`WEAK_LIBRARY` says."""
     weak = tmp_path / "weak-env"
     shutil.copytree(small_env, weak, symlinks=True)
     site = next(weak.glob("lib/python3*/site-packages"))
-    ll = site / "agentprov_backend" / "landlock.py"
-    ll.write_text(ll.read_text() + "\n\ndef confine_cell(session_dir):\n    return None\n")
+    module, old, new = WEAK_LIBRARY[weakening]
+    f = site / "agentprov_backend" / module
+    text = f.read_text()
+    assert old is None or old in text, (module, old)
+    f.write_text(text + new if old is None else text.replace(old, new))
     for f in weak.glob("bin/*"):  # the venv's scripts name their own directory
         if f.is_file() and not f.is_symlink():
             f.write_text(f.read_text().replace(str(small_env), str(weak)))
@@ -358,7 +381,14 @@ WEAKENINGS = {
     "seccomp": ("the seccomp filter", {"open_foreign_sockets", "use_io_uring_or_foreign_abi"}),
     "disable_userns": ("--disable-userns", {"create_user_namespace"}),
     "safe_path": ("-P and PYTHONSAFEPATH", {"import_from_staging"}),
-    "landlock": ("the cells' Landlock ruleset", {"write_other_session"}),
+    "landlock": ("the cells' Landlock ruleset and its scoping",
+                 {"write_other_session", "signal_sibling_or_worker"}),
+    # the standard library's forkserver has no metadata broker: the probe's attacking cell
+    # cannot change its own file's metadata either, which its metadata check requires
+    "cell_server": ("the cell server (the standard library's forkserver instead)",
+                    {"reach_the_forkserver", "change_sibling_metadata"}),
+    "cell_metadata": ("the cells' metadata filter", {"change_sibling_metadata"}),
+    "cell_signals": ("the cells' signal scoping", {"signal_sibling_or_worker"}),
 }
 
 
@@ -396,8 +426,10 @@ def test_each_new_check_fails_on_a_profile_weakened_for_it(small_env, tmp_path, 
                             lambda e: [a for a in plain_argv(e) if a != "-P"])
         monkeypatch.setattr(workerclient, "scrubbed_env", lambda *a, **k: {
             k2: v for k2, v in plain_env(*a, **k).items() if k2 != "PYTHONSAFEPATH"})
-    if weakening == "landlock":
-        env_dir = _weak_env(small_env, tmp_path)
+    if weakening == "cell_signals" and probe.landlock_abi() < 6:
+        pytest.skip(f"this kernel has Landlock ABI {probe.landlock_abi()}: no signal scoping")
+    if weakening in WEAK_LIBRARY:
+        env_dir = _weak_env(small_env, tmp_path, weakening)
     monkeypatch.setattr(probe.profile, "realise", weak)
     r = probe.run(env_dir, modules=["agentprov_backend.worker"])
     assert r["passed"] is False and "checks" in r, r
@@ -412,6 +444,46 @@ def test_each_new_check_fails_on_a_profile_weakened_for_it(small_env, tmp_path, 
     for c in r["checks"]:
         if c["name"] in failed:
             assert c["inside"] == "allowed" or c["outside"], c
+
+
+@linux_bwrap
+@pytest.mark.req("R-19.9")
+def test_a_kernel_without_signal_scoping_is_said_not_refused(small_env, tmp_path, monkeypatch):
+    """Below Landlock ABI 6 a cell's signals cannot be scoped: the probe records the check
+    as not enforced here (the attack got through, and the check says so), passes, and the
+    run's sandbox record and the offline check name it. Simulated on this kernel by a
+    worker library that scopes nothing and a probe that reads ABI 5."""
+    from agentprov_core.backend import build as backends
+    from agentprov_core.backend.marker import Marker
+
+    env_dir = _weak_env(small_env, tmp_path, "cell_signals")
+    monkeypatch.setattr(probe, "landlock_abi", lambda: 5)
+    r = probe.run(env_dir, modules=["agentprov_backend.worker"])
+    check = next(c for c in r["checks"] if c["name"] == "signal_sibling_or_worker")
+    assert (check["passed"], check["enforced_here"], check["inside"]) == (False, False, "allowed")
+    assert r["passed"] is True and r["status"] == "passed", r["checks"]
+    assert r["hardening"]["cell_signals"].startswith("not available"), r["hardening"]
+    rec = containment.resolve("bwrap", marker_with(r | {"machine": probe.machine()}))
+    assert rec.as_json()["not_enforced"] == ["signal_sibling_or_worker"]
+    from agentprov_core.live.consent import containment_line
+
+    assert containment_line(rec.as_json()) == (  # the dry run's and the consent's line
+        "containment: bwrap (declared by probe); not enforced on this kernel: "
+        "signal_sibling_or_worker")
+    m = Marker(format="agentprov-env-marker/0.1", environment_id="agentdojo-00000000",
+               backend="agentdojo", project="backends/agentdojo", built_at="x", agentprov="0",
+               python="3.12.1", uv="uv", lock_sha256="0" * 64, exclude_newer=None,
+               pinned_commit=None, distributions={}, files_verified=0, guarded={},
+               defence_registry_sha256=None, hello={}, probe=marker_with(r)["probe"],
+               identity_sha256="0" * 64)
+    line = backends.probe_lines(m)[0]
+    assert "bwrap passed (19/20 checks, profile " in line, line
+    assert ("; not enforced on this kernel: signal_sibling_or_worker; staging isolation: "
+            "Landlock; cells: forkserver on a socket pair, metadata refused, signals not "
+            "scoped)") in line, line
+    assert "failed:" not in line
+    # a kernel that has it enforces it: the same entry from a passing probe names nothing
+    assert "not_enforced" not in containment.resolve("bwrap", marker_with(passed_entry())).as_json()
 
 
 def test_the_probe_is_not_applicable_off_linux(small_env, monkeypatch):
@@ -543,9 +615,11 @@ def test_the_build_records_a_passed_probe_and_offline_check_reports_it(agentdojo
     assert m["probe"]["sandbox_exec"]["status"] == "not applicable"
     r = e2e_cli("backends", "build", "agentdojo", "--offline-check")
     assert r.code == 0, r.err
-    assert ("containment probe (recorded at build, not re-run): bwrap passed (17/17 checks"
+    assert ("containment probe (recorded at build, not re-run): bwrap passed (20/20 checks"
             in r.out)
-    assert "; staging isolation: Landlock)" in r.out
+    assert ("; staging isolation: Landlock; cells: forkserver on a socket pair, metadata "
+            "refused, signals " + ("scoped)" if probe.landlock_abi() >= 6 else "not scoped)")
+            in r.out), r.out
     assert entry["hardening"]["seccomp_in_force"] is True
     again = json.loads((agentdojo_env.env_dir / "AGENTPROV_ENV.json").read_text())
     assert again["probe"]["bwrap"]["ran_at"] == entry["ran_at"]  # not re-run
@@ -638,7 +712,7 @@ def test_the_probe_follows_bubblewrap_removed_installed_and_replaced(agentdojo_e
     assert r.stdout.startswith(f"{built} (containment probe re-run: bubblewrap is now installed "
                                f"at {real}) at "), r.stdout
     entry = _bwrap_entry(home, env_id)
-    assert entry["passed"] is True and entry["counts"]["checks"] == 17
+    assert entry["passed"] is True and entry["counts"]["checks"] == 20
     assert entry["machine"] == probe.machine()
 
     # a different binary (a wrapper that runs the real one): re-run, and it still passes

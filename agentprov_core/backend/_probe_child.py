@@ -1,6 +1,7 @@
 # Runs inside the sandbox as ``python -I -c <this> CONFIG_JSON`` (stdlib only): tries each
 # thing the probe names and prints one JSON object on stdout, what it saw. The verdicts are
 # T0's, which also checks each one from outside the sandbox.
+import contextlib
 import ctypes
 import errno
 import hashlib
@@ -236,6 +237,86 @@ def write_other_session():
                                       if k not in ("own", "landlock")))
 
 
+def two_cells(attacks):
+    """Start the worker exactly as T0 does, in a staging root of its own (``cfg["cells"]``
+    names one for each round of ``attacks``), and run two cells at once through it, its cell
+    server and the cells' confinement (``agentprov_backend.cellprobe``: a victim, and an
+    attacker that makes ``attacks``); then ask the worker for its hello. Returns the
+    replies by role."""
+    c = cfg["cells"][attacks[0]]
+    cell = {"victim": c["victim"], "victim_ready": os.path.join(c["victim"], "ready"),
+            "attacker_done": os.path.join(c["attacker"], "done"), "plant": c["plant"]}
+    lines = [{"id": 1, "type": "run-cell", "session_id": "probe-victim", "staging": c["victim"],
+              "probe": True, "timeout_s": 120, "cell": dict(cell, role="victim")},
+             {"id": 2, "type": "run-cell", "session_id": "probe-attacker",
+              "staging": c["attacker"], "probe": True, "timeout_s": 120,
+              "cell": dict(cell, role="attacker", attacks=attacks)}]
+    w = subprocess.Popen(cfg["worker_argv"], cwd=c["root"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    got = {}
+    try:
+        w.stdin.write("".join(json.dumps(x) + "\n" for x in lines))
+        w.stdin.flush()
+        while len(got) < 2:
+            line = w.stdout.readline()
+            if not line:
+                break
+            reply = json.loads(line)
+            got[reply.get("id")] = reply
+        w.stdin.write(json.dumps({"id": 3, "type": "hello"}) + "\n")
+        w.stdin.write(json.dumps({"id": 4, "type": "shutdown"}) + "\n")
+        w.stdin.flush()
+        hello = w.stdout.readline()
+        got[3] = json.loads(hello) if hello else None
+    except (OSError, ValueError):
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            w.stdin.close()
+        try:
+            w.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            w.kill()
+
+    def result(i):
+        r = got.get(i)
+        return r.get("result") if isinstance(r, dict) and r.get("ok") else r
+
+    return {"victim": result(1), "attacker": result(2), "hello": result(3)}
+
+
+def cells_attack(name):
+    """One of the three cell checks, from what :func:`two_cells` saw: succeeds (the attack
+    got through) or raises saying what refused it."""
+    r = out["_cells"][name]
+    att, vic = r.get("attacker") or {}, r.get("victim") or {}
+    seen = (att.get("seen") or {}).get(name)
+    if seen is None:
+        return f"the attacking cell reported nothing ({str(att)[:200]})"
+    if name == "forkserver":
+        planted = [p for p in cfg["cells"][name]["plant"] if os.path.exists(p)]
+        if planted or seen.get("parent descriptors taken") or seen.get("parent /proc fds opened"):
+            return f"planted {planted}; {seen}"
+        raise PermissionError("no listener took the payload, no descriptor of the parent: "
+                              + json.dumps(seen))
+    if name == "metadata":
+        done = [k for k, v in seen.items() if v == "done" and not k.startswith("its own")]
+        if done or vic.get("before") != vic.get("after"):
+            return f"changed the sibling's capture log: {', '.join(done) or 'its metadata moved'}"
+        own = {k: v for k, v in seen.items() if k.startswith("its own")}
+        if set(own.values()) != {"done"}:
+            return f"could not change its own file's metadata: {own}"
+        raise PermissionError(json.dumps(seen))
+    if seen.get("its own child") != "done":
+        return f"could not signal its own child: {seen.get('its own child')}"
+    hit = [k for k, v in seen.items() if v == "done" and k != "its own child"]
+    if hit or vic.get("status") != "complete" or not r.get("hello"):
+        return (f"signalled {', '.join(hit) or 'nothing'}; the sibling "
+                f"{vic.get('status', 'gave no result')}; the worker "
+                f"{'answered' if r.get('hello') else 'did not answer'} after")
+    raise PermissionError(json.dumps(seen))
+
+
 def _put(path, mode):
     with open(path, mode) as f:
         f.write(cfg["token"])
@@ -279,6 +360,12 @@ attempt("use_io_uring_or_foreign_abi", use_io_uring_or_foreign_abi)
 attempt("create_user_namespace", create_user_namespace)
 attempt("import_from_staging", import_from_staging)
 attempt("write_other_session", write_other_session)
+first = two_cells(["forkserver", "metadata"])
+out["_cells"] = {"forkserver": first, "metadata": first,
+                 "signal": two_cells(["signal"])}  # which may end its worker
+attempt("reach_the_forkserver", lambda: cells_attack("forkserver"))
+attempt("change_sibling_metadata", lambda: cells_attack("metadata"))
+attempt("signal_sibling_or_worker", lambda: cells_attack("signal"))
 out["_seccomp"] = seccomp_status()
 attempt("import_backend", import_modules)
 attempt("write_staging", lambda: write(cfg["staging_file"], cfg["token"]))

@@ -446,13 +446,17 @@ def probe_lines(m: marker.Marker) -> list[str]:
         name = key.replace("_", "-")
         if "checks" in entry:
             ok = sum(1 for c in entry["checks"] if c.get("passed"))
-            failed = [c.get("name") for c in entry["checks"] if not c.get("passed")]
+            unenforced = containment.not_enforced(entry)
+            failed = [c.get("name") for c in entry["checks"]
+                      if not c.get("passed") and c.get("name") not in unenforced]
             hard = entry.get("hardening") or {}
             extra = "".join([
                 f"; failed: {', '.join(map(str, failed))}" if failed else "",
+                f"; not enforced on this kernel: {', '.join(unenforced)}" if unenforced else "",
                 ("; staging isolation: Landlock" if str(hard["staging_isolation"])
                  .startswith("landlock") else "; staging isolation: not available")
-                if hard.get("staging_isolation") else ""])
+                if hard.get("staging_isolation") else "",
+                _cell_protections(hard)])
             parts.append(f"{name} {entry.get('status')} ({ok}/{len(entry['checks'])} checks, "
                          f"profile {str(entry.get('profile_sha256'))[:12]}…{extra})")
         else:
@@ -460,6 +464,19 @@ def probe_lines(m: marker.Marker) -> list[str]:
     when = (f"recorded at build, stale: {'; '.join(stale)}; agentprov backends build "
             f"{m.backend} re-runs it" if stale else "recorded at build, not re-run")
     return [f"  containment probe ({when}): " + ("; ".join(parts) or "none recorded")]
+
+
+def _cell_protections(hard: dict) -> str:
+    """What keeps one cell from another, as the probe's hardening record says."""
+    if "cell_signals" not in hard:
+        return ""
+    said = [("forkserver on a socket pair" if hard.get("cell_server") else
+             "forkserver not recorded"),
+            ("metadata refused" if str(hard.get("cell_metadata")).startswith("seccomp")
+             else "metadata not protected"),
+            ("signals scoped" if str(hard.get("cell_signals")).startswith("landlock")
+             else "signals not scoped")]
+    return "; cells: " + ", ".join(said)
 
 
 def record_catalogues(bp: BuildPlan, env_dir: Path) -> tuple[dict, dict[str, dict]]:

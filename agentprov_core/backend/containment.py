@@ -55,14 +55,18 @@ class ContainmentProvider(msgspec.Struct, frozen=True, kw_only=True, forbid_unkn
 
 
 class Recorded(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """What ``producer.sandbox`` records: ``{"kind", "declared_by"[, "profile_sha256"]}``."""
+    """What ``producer.sandbox`` records: ``{"kind", "declared_by"[, "profile_sha256"][,
+    "not_enforced"]}``; ``not_enforced`` names the probe's checks this machine's kernel
+    cannot enforce (``signal_sibling_or_worker`` below Landlock ABI 6), absent when it
+    enforces them all."""
 
     kind: str
     declared_by: Literal["probe", "operator"]
     profile_sha256: str | None = None
+    not_enforced: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
-        return msgspec.to_builtins(self)
+        return msgspec.json.decode(msgspec.json.encode(self))  # lists, as a manifest reads
 
 
 class Allowed(msgspec.Struct, frozen=True, kw_only=True):
@@ -165,7 +169,15 @@ def resolve(name: str, marker: Any, *, backend: str = "BACKEND",
                                       f" ({entry.get('detail', entry.get('status'))})"),
             fix=rebuild + " once the cause is fixed (docs/containment.md), or declare "
                           "dedicated-user or vm truthfully")
-    return Recorded(kind=prov.recorded_as, declared_by="probe", profile_sha256=want)
+    return Recorded(kind=prov.recorded_as, declared_by="probe", profile_sha256=want,
+                    not_enforced=not_enforced(entry))
+
+
+def not_enforced(entry: dict[str, Any]) -> tuple[str, ...]:
+    """The checks of a recorded probe that this machine's kernel cannot enforce (recorded
+    ``"enforced_here": false``): accepted, and said in the dry run and the manifest."""
+    return tuple(str(c.get("name")) for c in entry.get("checks") or ()
+                 if isinstance(c, dict) and c.get("enforced_here") is False)
 
 
 def _refuse(name: str, why: str, fix: str) -> AgentprovError:

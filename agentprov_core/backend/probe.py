@@ -36,6 +36,7 @@ import platform
 import secrets
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -52,7 +53,8 @@ HERE = Path(__file__).resolve().parent
 DENIALS = ("read_repository", "read_ssh_key", "read_aws_and_credential_dirs", "read_dotenv",
            "write_outside_staging", "connect_elsewhere", "write_kernel_settings",
            "open_foreign_sockets", "use_io_uring_or_foreign_abi", "create_user_namespace",
-           "import_from_staging", "write_other_session")
+           "import_from_staging", "write_other_session", "reach_the_forkserver",
+           "change_sibling_metadata", "signal_sibling_or_worker")
 ALLOWANCES = ("import_backend", "write_staging", "write_private_home", "connect_allowed",
               "read_python_install")
 #: Opened for writing inside (and closed at once, never written); read outside, before and
@@ -275,7 +277,7 @@ def run(env_dir: Path, hello: dict[str, Any] | None = None, *,
         if bridge is not None:
             bridge.close()
         shutil.rmtree(work, ignore_errors=True)
-    passed = all(c["passed"] for c in checks)
+    passed = all(c["passed"] or c.get("enforced_here") is False for c in checks)
     return base | {"status": "passed" if passed else "failed", "passed": passed,
                    "counts": {"checks": len(checks), "denials": len(DENIALS),
                               "allowances": len(ALLOWANCES)},
@@ -328,6 +330,22 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
     own.mkdir(parents=True)
     _plant(sibling / "capture.jsonl", '{"kind": "header", "session_id": "probe-sibling"}\n')
     sibling_before = _tree(sibling)
+    cells = {}  # each round of the cell checks: a staging root of its own (the worker's
+    for attack, where in (("forkserver", "probe-cells"), ("metadata", "probe-cells"),
+                          ("signal", "probe-cells-signal")):  # cwd), a victim, an attacker
+        root = staging / where
+        cells[attack] = {"root": str(root), "victim": str(root / "victim"),
+                         "attacker": str(root / "attacker"),
+                         "plant": [str(root / "victim" / "planted-by-forkserver"),
+                                   str(root / "planted-by-forkserver")]}
+        root.mkdir(exist_ok=True)
+    # the metadata round's victim keeps the capture log T0 plants, of a mode and times T0
+    # knows, and T0 sees them unchanged after
+    victim_log = _plant(Path(cells["metadata"]["victim"]) / "capture.jsonl",
+                        '{"kind": "header", "session_id": "probe-victim"}\n')
+    victim_log.chmod(0o640)
+    os.utime(victim_log, ns=(1_000_000_000, 1_000_000_000))
+    cells["metadata"]["planted"] = _meta(victim_log)
     pyfile = _python_file(env_dir)
     cfg = {"sentinel": sentinel, "token": token, "modules": modules,
            "repository": [str(p) for p in repo], "ssh": [str(p) for p in ssh],
@@ -336,7 +354,7 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
            "forbidden_ports": [forbidden.port], "kernel_settings": list(KERNEL_SETTINGS),
            "worker_argv": worker_argv(env_dir), "staging_root": str(staging),
            "planted_ran": str(planted_ran), "own_session": str(own),
-           "sibling_session": str(sibling),
+           "sibling_session": str(sibling), "cells": cells,
            "allowed_ports": sorted(routes), "python_file": str(pyfile),
            "staging_file": str(staging / "probe-staging.txt"),
            "home_file": str(home / ".cache" / "probe-home.txt")}
@@ -369,7 +387,8 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
                                               if p in argv],
                  "staging_isolation": (f"landlock ABI {seen['_landlock']['abi']}"
                                        if isinstance(seen.get("_landlock"), dict)
-                                       else f"not available ({seen.get('_landlock')})")}
+                                       else f"not available ({seen.get('_landlock')})"),
+                 **cell_hardening(seen.get("_cells"))}
 
     def outside_read(paths: list[Path]) -> tuple[bool, str]:
         planted = [p for p in paths if str(p).startswith(str(work))]
@@ -420,6 +439,7 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
         "the sibling session or the staging root changed")
         + ("; the confined cell's own session holds the token" if own_ok else
            "; the confined cell could not write its own session"))
+    out |= _cell_checks(seen.get("_cells") or {}, cells)
     site = _site_packages(env_dir)
     tops = {m.split(".")[0] for m in modules}
     present = site is not None and all((site / t).exists() or (site / f"{t}.py").exists()
@@ -450,4 +470,69 @@ def _probe(env_dir: Path, modules: list[str], work: Path, bwrap: str, routes: di
                            else "not reported",
                            "inside_detail": str(s["detail"])[:300], "outside": outside,
                            "passed": bool(inside_ok and outside_ok)})
+            if name in KERNEL_DEPENDENT and landlock_abi() < KERNEL_DEPENDENT[name]:
+                checks[-1]["enforced_here"] = False  # the kernel cannot: said, not refused
     return checks, elapsed, hardening
+
+
+#: The checks whose protection needs a Landlock ABI this kernel may lack, and that ABI.
+#: On a kernel below it the check is recorded with ``"enforced_here": false``, does not
+#: fail the probe, and the dry run and the manifest say so
+#: (:func:`agentprov_core.backend.containment.not_enforced`).
+KERNEL_DEPENDENT = {"signal_sibling_or_worker": 6}
+
+
+def cell_hardening(rounds: dict[str, Any] | None) -> dict[str, str]:
+    """What protects one cell from another on this machine, from what confined the probe's
+    attacking cell (``agentprov_backend.landlock.confine_cell``)."""
+    attacker = ((rounds or {}).get("forkserver") or {}).get("attacker") or {}
+    confined = attacker.get("confined")
+    if not isinstance(confined, dict):
+        why = "the cell was not confined: no Landlock" if attacker else "no cell ran"
+        return {"cell_server": "a socket pair held by the worker",
+                "cell_signals": f"not available ({why})",
+                "cell_metadata": f"not available ({why})"}
+    abi = confined.get("abi")
+    return {"cell_server": "a socket pair held by the worker",
+            "cell_signals": (f"landlock ABI {abi} signal and abstract socket scoping"
+                             if "signal" in (confined.get("scoped") or ())
+                             else f"not available (Landlock ABI {abi}; scoping needs 6)"),
+            "cell_metadata": ("seccomp: " + str(confined.get("metadata"))
+                              if confined.get("metadata") == "metadata calls refused"
+                              else str(confined.get("metadata") or "not available"))}
+
+
+def _meta(path: Path) -> list[int]:
+    """Mode, mtime and ctime: a change of mode, owner, times or extended attributes moves
+    the ctime, which no system call sets."""
+    st = path.lstat()
+    return [stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _cell_checks(rounds: dict[str, Any], where: dict[str, Any]) -> dict[str, tuple[bool, str]]:
+    """The outside half of the three cell checks: no planted file, the victim's capture log
+    as it was, the victim ended by itself and the worker answered after."""
+    planted = [p for p in where["forkserver"]["plant"] if os.path.lexists(p)]
+    for p in planted:  # a failed denial must not leave its mark
+        with contextlib.suppress(OSError):
+            os.unlink(p)
+    try:
+        now = _meta(Path(where["metadata"]["victim"]) / "capture.jsonl")
+    except OSError:
+        now = None
+    kept = now == where["metadata"]["planted"]  # as T0 planted it
+    sig = rounds.get("signal") or {}
+    status = (sig.get("victim") or {}).get("status")
+    alive = status == "complete" and bool(sig.get("hello"))
+    return {
+        "reach_the_forkserver": (not planted, "nothing planted in the sibling session or the "
+                                 "staging root" if not planted else "planted: " + ", ".join(planted)),
+        "change_sibling_metadata": (kept, "the sibling's capture log keeps the mode and times "
+                                    "T0 gave it" if kept else "the sibling's capture log "
+                                    f"changed (mode, mtime, ctime: {now}, planted "
+                                    f"{where['metadata']['planted']})"),
+        "signal_sibling_or_worker": (alive, "the sibling cell ended by itself and the worker "
+                                     "answered after" if alive else
+                                     f"the sibling cell: {status or 'no result'}; the worker "
+                                     f"{'answered' if sig.get('hello') else 'did not answer'}"),
+    }

@@ -30,6 +30,10 @@ def print_dry_run(prepared: Prepared, started: float) -> int:
         lines.append(summary(prepared.model_facts))
     if prepared.preset is not None:  # the preset, its row and its plan
         lines += prepared.preset.lines()
+    if (prepared.containment or {}).get("not_enforced"):  # what this kernel cannot enforce
+        from agentprov_core.live.consent import containment_line
+
+        lines.append(containment_line(prepared.containment))
     click.echo("\n".join(lines), err=bool(as_json))
     if as_json:
         echo_json(plan.dry_plan())

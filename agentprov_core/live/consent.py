@@ -65,9 +65,16 @@ def summary(prepared: Prepared, bound: Bound | None = None) -> list[str]:
     else:
         lines.append("  a local server on loopback: no provider bills these calls")
     if prepared.containment:
-        lines.append(f"  containment: {prepared.containment['kind']} "
-                     f"(declared by {prepared.containment['declared_by']})")
+        lines.append("  " + containment_line(prepared.containment))
     return lines
+
+
+def containment_line(recorded: dict[str, Any]) -> str:
+    """What ``producer.sandbox`` records, in words: the containment, who declared it, and
+    the probe's checks this machine's kernel cannot enforce (docs/containment.md)."""
+    unenforced = recorded.get("not_enforced") or ()
+    return (f"containment: {recorded['kind']} (declared by {recorded['declared_by']})"
+            + (f"; not enforced on this kernel: {', '.join(unenforced)}" if unenforced else ""))
 
 
 def bound_lines(prepared: Prepared, bound: Bound | None) -> list[str]:

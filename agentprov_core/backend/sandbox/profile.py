@@ -110,7 +110,18 @@ PROFILE = {
     "cell_landlock": {"applied_by": "agentprov_backend.landlock, in each forked cell",
                       "writable": ["the cell's session directory", "{home}", "{tmp}",
                                    "character devices /dev/null, /dev/zero, /dev/full, "
-                                   "/dev/tty, /dev/random, /dev/urandom"]},
+                                   "/dev/tty, /dev/random, /dev/urandom"],
+                      "scoped": "signals and abstract Unix sockets (Landlock ABI 6 and later)"},
+    "cell_seccomp": {"applied_by": "agentprov_backend.cellfilter, in each forked cell",
+                     "refused_eperm": ["chmod", "fchmod", "fchmodat", "fchmodat2", "chown",
+                                       "fchown", "lchown", "fchownat", "utime", "utimes",
+                                       "futimesat", "utimensat", "setxattr", "lsetxattr",
+                                       "fsetxattr", "setxattrat", "removexattr",
+                                       "lremovexattr", "fremovexattr", "removexattrat"]},
+    "cell_server": "agentprov_backend.cellserver: forks the cells on JSON requests over a "
+                   "socket pair only the worker holds; no listener; makes a cell's own "
+                   "metadata changes beneath its session directory, {home} and {tmp} "
+                   "(agentprov_backend.metabroker, openat2 RESOLVE_BENEATH)",
 }
 
 

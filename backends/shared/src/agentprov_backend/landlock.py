@@ -15,6 +15,14 @@ the staging root. Reading is not restricted here (the sandbox's mount namespace 
 what exists). Files opened before the restriction (the worker's stderr, inherited as fds 1
 and 2) stay writable: Landlock checks the opening of a file, not its use.
 
+Where the kernel has Landlock ABI 6 or later, the ruleset also scopes signals and abstract
+Unix sockets: the cell can signal, and connect to an abstract socket of, only itself and
+what it starts, never a sibling cell, the cell server or the worker. A confined process
+can never ``ptrace`` one outside its domain (any ABI), which also keeps it from a
+sibling's or its parent's ``/proc/PID/fd`` and ``pidfd_getfd``. The metadata of files
+(mode, owner, times, extended attributes), which no Landlock right covers, is kept by a
+seccomp filter the cell loads next (:mod:`agentprov_backend.cellfilter`).
+
 The kernel interface (``landlock_create_ruleset`` 444, ``landlock_add_rule`` 445,
 ``landlock_restrict_self`` 446, the same numbers on x86_64 and aarch64) is called with
 ctypes, on Linux only; the handled rights are those of the ABI version the kernel reports. Where the
@@ -50,6 +58,11 @@ MAKE_BLOCK = 1 << 11
 MAKE_SYM = 1 << 12
 REFER = 1 << 13     # ABI 2: link or rename across directories
 TRUNCATE = 1 << 14  # ABI 3
+
+# LANDLOCK_SCOPE_* (ABI 6): what a domain may not reach outside itself
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0
+SCOPE_SIGNAL = 1 << 1
+SCOPES = {"abstract_unix_socket": SCOPE_ABSTRACT_UNIX_SOCKET, "signal": SCOPE_SIGNAL}
 
 FILE_RIGHTS = WRITE_FILE | TRUNCATE  # the rights that apply to a file (not a directory)
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")
@@ -101,7 +114,10 @@ def restrict(writable: list[str]) -> dict[str, Any]:
                           "landlock in the lsm= list)")
     libc = _libc()
     rights = handled(abi)
-    attr = struct.pack("=Q", rights)  # struct landlock_ruleset_attr: handled_access_fs
+    # struct landlock_ruleset_attr: handled_access_fs, handled_access_net (ABI 4; none
+    # handled here: the sandbox's network namespace decides), scoped (ABI 6)
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    attr = struct.pack("=QQQ", rights, 0, scoped) if abi >= 6 else struct.pack("=Q", rights)
     fd = libc.syscall(SYS_CREATE_RULESET, attr, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
     if fd < 0:
         raise _fail("landlock_create_ruleset")
@@ -129,7 +145,8 @@ def restrict(writable: list[str]) -> dict[str, Any]:
             raise _fail("landlock_restrict_self")
     finally:
         os.close(fd)
-    return {"abi": abi, "handled": rights, "writable": applied}
+    return {"abi": abi, "handled": rights, "writable": applied,
+            "scoped": [name for name, bit in SCOPES.items() if scoped & bit]}
 
 
 def cell_writable(session_dir: str) -> list[str]:
@@ -140,8 +157,9 @@ def cell_writable(session_dir: str) -> list[str]:
 
 
 def confine_cell(session_dir: str) -> dict[str, Any] | None:
-    """Restrict the calling cell process to :func:`cell_writable`; ``None`` where the kernel
-    has no Landlock (the cell then runs unrestricted, as the probe records)."""
+    """Restrict the calling cell process to :func:`cell_writable`, and scope its signals
+    and abstract Unix sockets to itself and its descendants (ABI 6); ``None`` where the
+    kernel has no Landlock (the cell then runs unrestricted, as the probe records)."""
     try:
         return restrict(cell_writable(session_dir))
     except Unavailable:
@@ -152,20 +170,34 @@ def confine_cell(session_dir: str) -> dict[str, Any] | None:
         raise
 
 
-def cell_main(req: dict[str, Any]) -> None:
-    """The forked cell's entry point: confine it to its own session, then let the source's
+def cell_main(req: dict[str, Any], broker: int | None = None) -> None:
+    """The forked cell's entry point: confine it to its own session (:func:`confine_cell`,
+    then :func:`agentprov_backend.cellfilter.load`; its Python's metadata calls go to the
+    cell server through ``broker``, :mod:`agentprov_backend.metabroker`), then let the source's
     worker package run it (:meth:`agentprov_backend.source.WorkerSource.run_cell`); the
     result it returns is written to ``result.json`` unless it staged one itself."""
     import json
     import time
 
-    from agentprov_backend import host, timing
+    from agentprov_backend import cellfilter, host, timing
 
     t = time.time()
-    confine_cell(req["staging"])
+    confined = confine_cell(req["staging"])
+    metadata = cellfilter.load()
+    if broker is not None:  # its own files' metadata, changed by the cell server
+        from agentprov_backend import metabroker
+
+        metabroker.install(broker)
+    if confined is not None:
+        confined["metadata"] = metadata
     os.chdir(req["staging"])
     try:
-        result = host.source(req.get("source") or "").run_cell(req)
+        if req.get("probe"):  # the containment probe's cells (agentprov_backend.cellprobe)
+            from agentprov_backend import cellprobe
+
+            result = cellprobe.run(req, confined)
+        else:
+            result = host.source(req.get("source") or "").run_cell(req)
         out = os.path.join(req["staging"], "result.json")
         if not os.path.lexists(out):
             with open(out, "x", encoding="utf-8") as f:

@@ -4,8 +4,9 @@ One JSON object per line in each direction (protocol ``agentprov-worker/0.1``, d
 in docs/protocol.md). A request is ``{"id": N, "type": T, ...}``; the answer is
 ``{"id": N, "ok": true, "result": ...}`` or ``{"id": N, "ok": false, "error": {"code": C,
 "message": M}}``. Types: ``hello``, ``catalogue``, ``plan``, ``run-cell``, ``shutdown``.
-``run-cell`` requests run concurrently (each in a process forked from a forkserver that
-imported the benchmark once); their answers may come in any order.
+``run-cell`` requests run concurrently (each in a process forked from the worker's cell
+server, :mod:`agentprov_backend.cellserver`, which imported the benchmark once); their
+answers may come in any order.
 
 Only protocol lines are written to the real stdout: while a request is handled,
 ``sys.stdout`` is the real stderr, so a benchmark's prints cannot corrupt the stream.
@@ -68,28 +69,27 @@ def _plan(req: dict[str, Any]) -> dict[str, Any]:
             "problems": [str(p) for p in problems]}
 
 
-_ctx = None
-_ctx_lock = threading.Lock()
+_server = None
+_server_lock = threading.Lock()
 
 
 #: Set by T0 for a campaign's worker (never for the check worker): the source, benchmark
-#: version and the plan's suites, as JSON. The worker then starts its forkserver at once,
-#: before the first run-cell request, and the forkserver's warm-up
+#: version and the plan's suites, as JSON. The worker then starts its cell server at once,
+#: before the first run-cell request, and the server's warm-up
 #: (:mod:`agentprov_backend.forkserver`) reads them from the environment it inherits.
 WARM_VARIABLE = "AGENTPROV_WORKER_WARM"
 
 
-def _forkserver():
-    """The forkserver that imports the benchmark once and forks a process per cell."""
-    global _ctx
-    with _ctx_lock:
-        if _ctx is None:
-            import multiprocessing
+def _cells():
+    """The cell server (:mod:`agentprov_backend.cellserver`) that imports the benchmark
+    once and forks a process per cell, reachable only through the worker's socket pair."""
+    global _server
+    with _server_lock:
+        if _server is None:
+            from agentprov_backend import cellserver
 
-            ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["agentprov_backend.landlock", "agentprov_backend.forkserver"])
-            _ctx = ctx
-        return _ctx
+            _server = cellserver.Server()
+        return _server
 
 
 def run_cell(req: dict[str, Any]) -> dict[str, Any]:
@@ -98,18 +98,17 @@ def run_cell(req: dict[str, Any]) -> dict[str, Any]:
     outlives ``timeout_s``."""
     from agentprov_capture import CaptureError, CaptureWriter
 
-    from agentprov_backend import landlock
-
-    missing = [k for k in ("session_id", "staging", "cell", "agent", "benchmark_version",
-                           "source") if k not in req]
+    probe = req.get("probe") is True  # the containment probe's cells: no source runs
+    missing = [k for k in ("session_id", "staging", "cell") + (
+        () if probe else ("agent", "benchmark_version", "source")) if k not in req]
     if missing:
         raise RequestError("worker.bad_request", "run-cell needs " + ", ".join(missing))
-    _source(req["source"])  # an unknown or broken source is the request's error, not a cell's
+    if not probe:  # an unknown or broken source is the request's error, not a cell's
+        _source(req["source"])
     staging = Path(req["staging"])
     staging.mkdir(parents=True, exist_ok=True)
-    proc = _forkserver().Process(target=landlock.cell_main, args=(req,), daemon=True)
     t = time.time()
-    proc.start()
+    proc = _cells().start(req)
     timing.emit("worker.fork", t, session=req["session_id"])
     t = time.time()
     proc.join(req.get("timeout_s"))
@@ -200,11 +199,8 @@ def serve(inp: TextIO, out: TextIO) -> int:
 
 
 def start_forkserver() -> None:
-    """Start the forkserver now (its preload runs while T0 prepares the first request)."""
-    from multiprocessing import forkserver
-
-    _forkserver()
-    forkserver.ensure_running()
+    """Start the cell server now (its preload runs while T0 prepares the first request)."""
+    _cells()
 
 
 def main() -> int:
@@ -215,7 +211,7 @@ def main() -> int:
     sys.stdout.flush()
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    if os.environ.get(WARM_VARIABLE):  # after the dup2: the forkserver and its cells get
+    if os.environ.get(WARM_VARIABLE):  # after the dup2: the cell server and its cells get
         start_forkserver()             # stderr as fd 1, never the protocol's pipe
     return serve(sys.stdin, out)
 
