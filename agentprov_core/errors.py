@@ -435,6 +435,9 @@ _reg("view.refused.restricted", R, "coded",
      "({home}), and {what} {where} is outside it",
      "keep the corpus and the site under $AGENTPROV_HOME (leave --out out: the site goes to "
      "$AGENTPROV_HOME/views/<corpus id>)")
+_reg("stats.usage.different_benchmarks", U, "usage",
+     "--compare: {a} holds {a_holds} and {b} holds {b_holds}: different sources or benchmark versions, so a difference between them would measure the benchmark as well as what you changed; add --across-benchmarks if that comparison is meant",
+     "compare corpora of one source and benchmark version; to compare these as they are, add --across-benchmarks (each difference then names both benchmarks)")
 _reg("stats.usage.no_shared_cells", U, "usage",
      "--compare: {a} and {b} share no cell (the same suite, user task, injection task and attack; for an Inspect task the same sample), so no unit pairs and no difference can be given",
      "compare corpora over the same cells, with what you want to compare changed (the defence, the model, live against imported)")
