@@ -275,6 +275,16 @@ def manager() -> Plugins:
     return build()
 
 
+def suites_of_backend(backend: str) -> set[str] | None:
+    """The suites of ``backend`` by the catalogues of its installed sources (``None`` when
+    none is installed): what the defence registry's ``suites`` are checked against
+    (:func:`agentprov_core.registries.defences.check_suites`)."""
+    found = [e.source for e in manager().sources().values() if e.source.meta.backend == backend]
+    if not found:
+        return None
+    return {s.name for src in found for s in src.catalogue().suites}
+
+
 def source_entry(name: str) -> SourceEntry:
     """The installed source ``name``, or the right refusal (unknown, missing, failed)."""
     from agentprov_core.errors import AgentprovError

@@ -6,6 +6,7 @@ git-pinned backend, else of the sha256 of the backend project's ``uv.lock`` (R-5
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from agentprov_core.backend import projects
@@ -82,13 +83,38 @@ def read_marker(meta: SourceMeta, env_id: str):
             raise AgentprovError("cli.environment.marker", marker=where, backend=meta.backend,
                                  what=f"records lock_sha256 {m.lock_sha256[:8]}, but "
                                       f"{loc.where}/uv.lock ({loc.origin}) is {lock[:8]}")
-    reg = paths.defence_registry()
-    if m.defence_registry_sha256 is not None and reg.is_file() and (
-            file_sha256(reg) != m.defence_registry_sha256):
+    stale = registry_changes(env_dir, m)
+    if stale:
         raise AgentprovError("cli.environment.marker", marker=where, backend=meta.backend,
-                             what="records a defence registry that differs from the "
-                                  "repository's (registry/defences.toml)")
+                             what=f"records a defence registry that differs from "
+                                  f"{paths.display(paths.defence_registry())} in what the "
+                                  f"worker runs ({', '.join(stale[:6])}"
+                                  f"{', …' if len(stale) > 6 else ''})")
     return m
+
+
+def registry_changes(env_dir: Path, m) -> list[str]:
+    """What the defence registry changed since the environment ``env_dir`` installed its
+    copy, in what a worker runs (:func:`~agentprov_core.registries.defences.run_changes`:
+    a defence's ``summary`` or ``enabled`` is no change). The registry is read checked
+    (exit 2 naming file, line, field and fix). An environment whose installed copy is
+    missing or is not the one its marker hashed is compared by the file's sha256."""
+    from agentprov_core.backend.identity import site_packages
+    from agentprov_core.registries import defences as defmod
+
+    reg = paths.defence_registry()
+    if m.defence_registry_sha256 is None or not reg.is_file():
+        return []
+    _, now = defmod.read_file(reg)
+    try:
+        built = (site_packages(env_dir) / "agentprov_backend" / "defences.toml").read_bytes()
+    except OSError:
+        built = b""
+    if hashlib.sha256(built).hexdigest() != m.defence_registry_sha256:
+        return [] if file_sha256(reg) == m.defence_registry_sha256 else \
+            ["its sha256: the environment's own copy is missing or changed, so the field "
+             "cannot be named"]
+    return defmod.run_changes(built.decode("utf-8"), now)
 
 
 def backend_identity(meta: SourceMeta) -> tuple[str, dict]:

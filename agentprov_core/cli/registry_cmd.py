@@ -21,27 +21,17 @@ def defences() -> None:
     """The defence registry (backends/shared/src/agentprov_backend/defences.toml)."""
 
 
-def _suites_of(backend: str) -> set[str] | None:
-    """The suites of ``backend`` by the catalogues of its installed sources (``None`` when
-    none is installed)."""
-    from agentprov_core.plugins import manager
-
-    found = [e.source for e in manager().sources().values() if e.source.meta.backend == backend]
-    if not found:
-        return None
-    return {s.name for src in found for s in src.catalogue().suites}
-
-
 def _checked_defences():
     """The defence registry checked whole: its path, its overlay's, its own entries and
     the entries as the overlay toggles them."""
     from agentprov_core.backend import defassets
     from agentprov_core.base import paths
+    from agentprov_core.plugins import suites_of_backend
     from agentprov_core.registries import overlay
     from agentprov_core.registries.defences import load_registry
 
     base = paths.defence_registry()
-    own = load_registry(base, suites_of=_suites_of)
+    own = load_registry(base, suites_of=suites_of_backend)
     defassets.load(base)
     over = overlay.path_of(base)
     return base, over, own, load_registry(base, over)
@@ -70,23 +60,24 @@ def _environments(base) -> list[str]:
     its files, and ``enabled`` is checked when a run is planned), or was already built from
     another defence registry and needs a rebuild."""
     from agentprov_core.backend import marker
+    from agentprov_core.backend.environments import registry_changes
     from agentprov_core.base import paths
-    from agentprov_core.base.digests import file_sha256
 
     envs = paths.home() / "envs"
-    ours = file_sha256(base)
     ok, stale = [], []
     for d in sorted(envs.iterdir()) if envs.is_dir() else ():
         try:
             m = marker.read(d)
         except (OSError, ValueError):
             continue
-        if m.defence_registry_sha256 in (None, ours):
+        changed = registry_changes(d, m)
+        if not changed:
             ok.append(m.environment_id)
         else:
-            stale.append(f"environment {m.environment_id} was built from another defence "
-                         f"registry than {paths.display(base)}: rebuild it with agentprov "
-                         f"backends build {m.backend}")
+            stale.append(f"environment {m.environment_id} was built from a defence registry "
+                         f"that differs from {paths.display(base)} in what the worker runs "
+                         f"({', '.join(changed[:6])}): rebuild it with agentprov backends "
+                         f"build {m.backend}")
     head = ("built environments unaffected (no file of theirs changes; runs check the "
             "toggle when they are planned): " + ", ".join(ok)) if ok else \
         "no built environment is affected"

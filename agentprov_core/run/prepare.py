@@ -479,7 +479,7 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     (its presence only, as a dry run does) only when a key option is given for an API
     endpoint; step 4 never contacts a local server. Without that key the plan is made with
     the scripted stand-in's agent configuration (:func:`estimate_stand_in`)."""
-    from agentprov_core.plugins import source_entry
+    from agentprov_core.plugins import source_entry, suites_of_backend
     from agentprov_core.registries import parts as partsmod
 
     gate_backend(req.source)  # nothing of a source that cannot run is worth checking
@@ -515,8 +515,11 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     if ep is not None and element in checks.LOCAL_ONLY_ELEMENTS:  # the class as the flag,
         # the setting and the registry decide it (.env is read at step 3, after the caps)
         checks.check_element_scope(element, ep.name, endpoint_class(req, ep), meta.name)
+    # the whole registry checked (exit 2 naming file, line, field and fix) before the
+    # environment, whose marker would otherwise blame a rebuild for the registry's typo
     entry = defmod.check(meta.name, meta.backend, doc.defence, src.suites_of_plan(cells),
-                         defmod.load_registry(), paths.display(paths.defence_registry()),
+                         defmod.load_registry(suites_of=suites_of_backend),
+                         paths.display(paths.defence_registry()),
                          wire=epmod.wire_of(ep) if ep is not None else "openai",
                          agent_endpoint=ep.name if ep is not None else None,
                          defence_endpoint=req.options.get("defence_endpoint"))
