@@ -145,6 +145,33 @@ def test_a_lock_that_does_not_match_its_project(cli, home, tmp_path, cache, how)
         assert list(empty.iterdir()) == []
 
 
+@pytest.mark.req("R-16.2", "R-14.1")
+def test_every_place_that_knows_a_lock_does_not_match_says_so(cli, home, tmp_path):
+    """Not only ``plugins`` and ``backends build``: a run of a source whose unbuilt
+    backend's lock does not match its project is refused with the mismatch (not told to
+    build what cannot be built), and ``info`` shows the project's status as ``plugins``
+    does."""
+    backends = tmp_path / "backends"
+    shutil.copytree(ROOT / "backends", backends)
+    py = backends / "agentdojo" / "pyproject.toml"
+    py.write_text(py.read_text().replace('"agentdojo==0.1.35"', '"agentdojo>=0.1.34"'))
+    env = {"AGENTPROV_BACKENDS": str(backends)}
+    script = tmp_path / "script.json"
+    script.write_text("[]")
+    for how in (("--dry-run",), ()):
+        r = cli("run", "agentdojo", *how, "--suite", "banking", "--llm-script", script,
+                "--corpus", tmp_path / "c", "--campaign", "c", env=env)
+        assert (r.code, r.error["error"]) == (3, "cli.environment.lock_mismatch"), r.err
+        assert ("(dependencies: agentdojo>=0.1.34 is declared, the lock records "
+                "agentdojo==0.1.35): re-lock the backend project agentdojo") in r.error["message"]
+    info = {p["name"]: p for p in json.loads(cli("info", "--format", "json", env=env).out)[
+        "parts"]}
+    project = info["agentdojo"]["backend_project"]
+    assert project["status"] == "lock mismatch"
+    assert "agentdojo>=0.1.34 is declared" in project["problem"]
+    assert snapshot(home) == {} and not (tmp_path / "c").exists()
+
+
 def test_a_project_whose_lock_lacks_its_worker_package_is_named():
     """A project that names a worker package its lock does not install is a lock problem,
     which ``plugins`` reports and the build refuses before uv runs (the same check): the

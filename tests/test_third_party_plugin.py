@@ -510,7 +510,7 @@ def test_the_third_party_backend_is_found_through_its_hook(agentprov: ThirdParty
     example = {r["name"]: r for r in info["parts"]}["examplebench"]
     assert example["backend_project"] == {
         "distribution": "agentprov-example-source", "version": "0.1.0",
-        "plugin": "examplebench", "project": str(installed), "status": "locked",
+        "plugin": "examplebench", "project": str(installed), "status": "ok",
         "problem": None}
 
 

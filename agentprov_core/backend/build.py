@@ -717,8 +717,7 @@ def offline_check(bp: BuildPlan) -> marker.Marker:
 
     with hold(bp.env_id):
         if not bp.env_dir.is_dir():
-            raise AgentprovError("cli.environment.backend_missing", env_id=bp.env_id,
-                                 backend=bp.meta.backend)
+            raise environments.not_built(bp.meta.backend, bp.env_id)
         m = environments.read_marker(bp.meta, bp.env_id)
         if m.lock_sha256 != bp.lock_sha256:
             raise fail(f"the marker's lock_sha256 differs from {bp.located.where}/uv.lock "

@@ -51,9 +51,25 @@ def require_built(meta: SourceMeta) -> str:
     """The environment id, or exit 3 telling the user to build it (R-16.2)."""
     env_id = environment_id(meta)
     if not (environment_dir(env_id) / MARKER).is_file():
-        raise AgentprovError("cli.environment.backend_missing", env_id=env_id,
-                             backend=meta.backend)
+        raise not_built(meta.backend, env_id)
     return env_id
+
+
+def not_built(backend: str | None, env_id: str) -> AgentprovError:
+    """Why the environment ``env_id`` of ``backend`` is not there, with the fix that can
+    work: a project whose lock does not match it cannot be built
+    (``cli.environment.lock_mismatch``); else ``cli.environment.backend_missing`` naming
+    the build command that can succeed here (``--source-repo`` for an upstream that is not
+    public and not in the fetch cache)."""
+    from agentprov_core.backend import upstream
+
+    loc = projects.locate(backend)
+    if loc is not None and loc.present and (what := projects.lock_problem(loc)):
+        return projects.lock_mismatch(loc, what)
+    build = upstream.build_command(loc.entry.project) if loc is not None else \
+        f"agentprov backends build {backend}"
+    return AgentprovError("cli.environment.backend_missing", env_id=env_id, backend=backend,
+                          build=build)
 
 
 def read_marker(meta: SourceMeta, env_id: str):
@@ -67,8 +83,7 @@ def read_marker(meta: SourceMeta, env_id: str):
     try:
         m = markermod.read(env_dir)
     except FileNotFoundError:
-        raise AgentprovError("cli.environment.backend_missing", env_id=env_id,
-                             backend=meta.backend) from None
+        raise not_built(meta.backend, env_id) from None
     except ValueError as exc:
         raise AgentprovError("cli.environment.marker", marker=where, what=str(exc),
                              backend=meta.backend) from None

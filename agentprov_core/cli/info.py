@@ -152,14 +152,14 @@ def contributed_line(row: dict[str, Any]) -> str:
 
 
 def backend_projects() -> dict[str, dict[str, Any] | None]:
-    """Which distribution contributes each backend's project, and its state from the files'
-    presence (``locked``, ``unlocked``, ``missing``, ``conflict``): ``agentprov plugins``
-    lists every contribution and compares each lock with its project; a conflicting name
-    shows its first here."""
+    """Which distribution contributes each backend's project, and its state as ``agentprov
+    plugins`` reports it (``ok``, ``lock mismatch``, ``unlocked``, ``missing``,
+    ``conflict``): each lock compared with its project, so a project that cannot be built
+    is never shown as fine; a conflicting name shows its first here."""
     from agentprov_core.backend import projects
 
     out: dict[str, dict[str, Any] | None] = {}
-    for b in projects.survey(check_locks=False):
+    for b in projects.survey():
         out.setdefault(b["name"], {k: b[k] for k in ("distribution", "version", "plugin",
                                                      "project", "status", "problem")})
     return out
