@@ -473,3 +473,20 @@ def test_an_aer_of_the_wrong_shape_still_renders(made, cli, browser):
     assert "altered" in visible(w, "#exec-error")
     assert w.page.locator("#steps .step").count() == 0
     assert w.clean() == []
+
+
+def test_a_call_whose_mapper_left_out_the_count_says_so():
+    """A mapper that does not record ``messages_sent`` leaves the caption saying so, never
+    "of not recorded"; the browser tests show the caption on the page."""
+    from agentprov_core.view.execution import steps
+
+    aer = {"records": [{"kind": "model_call", "call_id": "c1"},
+                       {"kind": "model_call", "call_id": "c2", "messages_sent": 3},
+                       {"kind": "model_call", "call_id": "c3", "messages_sent": "not recorded"},
+                       {"kind": "model_call", "call_id": "c4", "messages_sent": True}]}
+    got = [s["sent_label"] for s in steps(aer, {"c1": [{}, {}], "c2": [{}], "c3": []})]
+    assert got == [
+        "sent (2 new message(s); the number sent in all is not recorded by the mapper)",
+        "sent (1 new message(s) of 3)",
+        "messages sent: not recorded by the mapper",
+        "messages sent: not recorded by the mapper"]
