@@ -142,8 +142,10 @@ def test_register_refuses_a_misspelled_hook() -> None:
     assert plugins.record("misspelled") is None
 
 
-def test_a_duplicate_source_is_ignored_and_reported(agentprov_plugin, agentprov_cli) -> None:
-    """The first registered plugin keeps the name; the second is listed as a duplicate."""
+def test_a_second_plugin_of_a_source_name_is_refused(agentprov_plugin, agentprov_cli) -> None:
+    """The first registered plugin keeps the name; a second one can only add the source
+    under another entry-point name, and is refused for it (listed as failed, with the
+    fix), so nothing of it is used."""
     from agentprov_core.source import Source, SourceMeta
 
     def plugin(label: str) -> SimpleNamespace:
@@ -157,13 +159,49 @@ def test_a_duplicate_source_is_ignored_and_reported(agentprov_plugin, agentprov_
 
         return SimpleNamespace(agentprov_sources=agentprov_sources)
 
-    agentprov_plugin(plugin("first"), "dup-a")
+    agentprov_plugin(plugin("first"), "dupbench")
     plugins = agentprov_plugin(plugin("second"), "dup-b")
     entry = plugins.sources()["dupbench"]
-    assert (entry.plugin.name, entry.source.meta.label) == ("dup-a", "first")
+    assert (entry.plugin.name, entry.source.meta.label) == ("dupbench", "first")
     listed = agentprov_cli("plugins", "--format", "json").json()
-    assert listed["duplicates"] == [
-        "source 'dupbench' from dup-b ignored: already registered by dup-a"]
+    (dup_b,) = [p for p in listed["plugins"] if p["name"] == "dup-b"]
+    assert dup_b["status"] == "failed"
+    assert "comes from the entry point 'dup-b'" in dup_b["error"]
+
+
+@pytest.mark.req("R-14.1")
+def test_an_entry_point_not_named_as_its_source_is_refused(agentprov_plugin, agentprov_cli,
+                                                            agentprov_home, tmp_path,
+                                                            monkeypatch) -> None:
+    """Not only the contract suite: ``plugins`` lists the plugin as failed with the fix,
+    and ``run`` and ``backends build`` of its source (or its backend) refuse it (exit 3)
+    with the same words, writing nothing."""
+    from agentprov_core.backendproject import BackendProject
+
+    shutil.copytree(EXAMPLE_BACKEND, tmp_path / "calbench")
+    monkeypatch.setenv("AGENTPROV_BACKENDS", str(tmp_path))
+    agentprov_plugin(_bench_plugin("calbench", BackendProject(name="calbench",
+                                                              path="calbench")),
+                     "calbench-plugin", distribution="agentprov-calbench", version="1.0")
+    fix = ("source 'calbench' comes from the entry point 'calbench-plugin': the entry-point "
+           "name must be the source's name (name the entry point calbench in the "
+           "distribution's [project.entry-points.agentprov] table)")
+    listed = agentprov_cli("plugins", "--format", "json").json()
+    (rec,) = [p for p in listed["plugins"] if p["name"] == "calbench-plugin"]
+    assert (rec["status"], rec["error"]) == ("failed", fix)
+    assert "calbench" not in listed["sources"] and "calbench" not in {
+        b["name"] for b in listed["backends"]}
+    text = agentprov_cli("plugins")
+    assert fix in text.stdout
+    (tmp_path / "s.json").write_text("[]")
+    for args in (("run", "calbench", "--dry-run", "--llm-script", tmp_path / "s.json",
+                  "--corpus", tmp_path / "c", "--campaign", "c"),
+                 ("backends", "build", "calbench", "--dry-run")):
+        done = agentprov_cli("--error-format", "json", *map(str, args))
+        assert (done.exit_code, done.error["error"]) == (3, "cli.environment.plugin_failed"), \
+            done.stderr
+        assert fix in done.error["message"]
+    assert list(agentprov_home.iterdir()) == [] and not (tmp_path / "c").exists()
 
 
 # -------------------------------------------------------------- a fresh environment
@@ -485,8 +523,10 @@ def test_the_third_party_backend_is_found_through_its_hook(agentprov: ThirdParty
     lines = done.out.splitlines()
     assert lines[0] == f"backend examplebench: environment {agentprov.home}/envs/{env_id}"
     assert ("--exclude-newer 2026-10-07T00:00:00Z") in lines[2]
-    assert lines[-2] == (f"  project: {installed} (from agentprov-example-source 0.1.0; "
+    assert lines[-3] == (f"  project: {installed} (from agentprov-example-source 0.1.0; "
                          "worker examplebench-worker)")
+    assert lines[-2] == ("  pins: httpx 0.28.1 (the project's direct dependencies, as its "
+                         "uv.lock records them)")
     assert lines[-1] == ("  host libraries: agentprov-backend from the copy shipped with "
                          "agentprov 0.1.0; agentprov-capture from the copy shipped with "
                          "agentprov 0.1.0")
@@ -624,7 +664,7 @@ def test_two_distributions_contributing_one_backend(agentprov_plugin, agentprov_
     monkeypatch.setenv("AGENTPROV_BACKENDS", str(tmp_path))
     agentprov_plugin(_bench_plugin("twinbench", BackendProject(name="twinbench",
                                                                path="twinbench")),
-                     "twin-a", distribution="agentprov-twin-a", version="1.0")
+                     "twinbench", distribution="agentprov-twin-a", version="1.0")
     agentprov_plugin(_bench_plugin("twinbench", BackendProject(
         name="twinbench", package="agentprov_example_source", path="backend"), source=False),
         "twin-b", distribution="agentprov-twin-b", version="1.1")

@@ -102,6 +102,9 @@ def backend_meta(name: str) -> SourceMeta:
             metas.setdefault(m.backend, m)
             metas.setdefault(m.name, m)
     if name not in metas:
+        from agentprov_core.plugins import refuse_failed
+
+        refuse_failed(name)  # a failed plugin's source or backend: its error, not unknown
         raise AgentprovError("cli.usage.unknown_backend", name=name,
                              known=", ".join(sorted({m.backend for m in metas.values()})))
     return metas[name]
