@@ -691,3 +691,65 @@ def test_a_backend_hook_that_returns_something_else(agentprov_plugin, agentprov_
     assert (rec["status"], rec["error"]) == (
         "failed", "agentprov_backends: returned dict, not a BackendProject")
     assert listed.json()["backends"] == []
+
+
+@pytest.mark.req("R-14.1")
+def test_catalogue_errors_list_every_field_and_run_agrees_with_catalogue(
+        agentprov_plugin, agentprov_cli, agentprov_home, tmp_path, monkeypatch) -> None:
+    """A committed catalogue with two bad fields is refused naming both; once the backend
+    environment is built, a run plans with the catalogue the environment recorded from its
+    worker (as ``--catalogue`` prints the worker's), so a stale committed file no longer
+    decides a dry run while ``--catalogue`` answers."""
+    from agentprov_core.backend import environments, marker
+    from agentprov_core.backendproject import BackendProject
+    from agentprov_core.base.digests import file_sha256
+    from agentprov_core.source import SourceMeta, SuiteSource
+
+    good = json.loads((EXAMPLE_PKG / "catalogue.json").read_text())
+    good["source"] = good["backend"] = "calbench"
+    bad = json.loads(json.dumps(good))
+    bad["suites"][0]["user_tasks"] = "user_task_0"
+    bad["attacks"] = [{"name": "x", "dos": "yes"}]
+    committed = tmp_path / "catalogue.json"
+    committed.write_text(json.dumps(bad))
+
+    class CalBench(SuiteSource):
+        meta = SourceMeta(name="calbench", label="calbench", summary="a catalogue test",
+                          kind="suites", backend="calbench")
+        catalogue_file = committed
+
+    shutil.copytree(EXAMPLE_BACKEND, tmp_path / "backends" / "calbench")
+    monkeypatch.setenv("AGENTPROV_BACKENDS", str(tmp_path / "backends"))
+    agentprov_plugin(SimpleNamespace(
+        agentprov_sources=hookimpl(lambda: [CalBench()]),
+        agentprov_backends=hookimpl(lambda: [BackendProject(name="calbench",
+                                                            path="calbench")])), "calbench")
+    script = tmp_path / "s.json"
+    script.write_text("[]")
+    dry = ("--error-format", "json", "run", "calbench", "--dry-run", "--llm-script",
+           str(script), "--corpus", str(tmp_path / "c"), "--campaign", "c")
+    for args in (dry, ("--error-format", "json", "run", "calbench", "--catalogue")):
+        r = agentprov_cli(*args)
+        assert (r.exit_code, r.error["error"]) == (3, "cli.environment.no_catalogue"), r.stderr
+        assert "is not a catalogue (2 problem(s): " in r.error["message"]
+        assert "Expected `array`, got `str` - at `$.suites[0].user_tasks`" in r.error["message"]
+        assert "Expected `bool`, got `str` - at `$.attacks[0].dos`" in r.error["message"]
+    # the environment built: its worker's catalogue recorded, its digest in the marker
+    env_id = environments.environment_id(CalBench.meta)
+    env_dir = agentprov_home / "envs" / env_id
+    (env_dir / "agentprov").mkdir(parents=True)
+    rel = "agentprov/catalogue-calbench.json"
+    (env_dir / rel).write_text(json.dumps(good))
+    marker.write(env_dir, marker.Marker(
+        format=marker.FORMAT, environment_id=env_id, backend="calbench", project="calbench",
+        built_at="2026-11-29T00:00:00Z", agentprov="0.1.0", python="3.12.1", uv="uv",
+        lock_sha256=file_sha256(tmp_path / "backends/calbench/uv.lock"), exclude_newer=None,
+        pinned_commit=None, distributions={}, files_verified=0,
+        guarded={rel: file_sha256(env_dir / rel)}, defence_registry_sha256=None,
+        hello={"sources": ["calbench"]}, probe={}, identity_sha256="0" * 64))
+    r = agentprov_cli(*dry)
+    assert r.error["error"] != "cli.environment.no_catalogue", r.stderr
+    # a recorded file that is not the one the marker hashed is not planned with
+    (env_dir / rel).write_text(json.dumps(good) + " ")
+    assert agentprov_cli(*dry).error["error"] == "cli.environment.no_catalogue"
+    assert not (tmp_path / "c").exists()

@@ -479,6 +479,7 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     (its presence only, as a dry run does) only when a key option is given for an API
     endpoint; step 4 never contacts a local server. Without that key the plan is made with
     the scripted stand-in's agent configuration (:func:`estimate_stand_in`)."""
+    from agentprov_core.backend.session import recorded_catalogue
     from agentprov_core.plugins import source_entry, suites_of_backend
     from agentprov_core.registries import parts as partsmod
 
@@ -496,7 +497,9 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     preset = presetrun.check_usage(req.options, req.given, req.scripted, ep)
     params = model_params(req, src, ep)
     ctx = run_context(req, ep)
-    cat = src.catalogue()
+    # the built environment's catalogue (its worker's, as --catalogue prints), else the
+    # plugin's committed one
+    cat = recorded_catalogue(src) or src.catalogue()
     src.check_plan(doc, cat, ctx)
     cells = src.expand(doc, cat, ctx)
     # ---- step 2: live status gate, backend and defence refusals, the environment
