@@ -309,6 +309,26 @@ def suites_of_backend(backend: str) -> set[str] | None:
     return {s.name for src in found for s in src.catalogue().suites}
 
 
+def installed_parts() -> dict[str, Any]:
+    """A part (:class:`~agentprov_core.registries.parts.PartEntry`) for each installed
+    source, from its plugin's metadata: what ``registry/parts.toml`` overrides, and what a
+    maintainer toggles for a plugin the file does not name."""
+    from agentprov_core.registries.parts import PartEntry
+
+    return {n: PartEntry(name=n, label=e.source.meta.label,
+                         live_status=e.source.meta.live_status, caveat=e.source.meta.caveat,
+                         distribution=e.plugin.distribution)
+            for n, e in manager().sources().items()}
+
+
+def parts() -> dict[str, Any]:
+    """Every part, with the overlay's live statuses: the parts registry's, and each
+    installed source's it does not hold (:func:`installed_parts`)."""
+    from agentprov_core.registries import parts as partsmod
+
+    return partsmod.load(installed=installed_parts())
+
+
 def refuse_failed(name: str) -> None:
     """Exit 3 (``cli.environment.plugin_failed``) when ``name`` is a plugin that failed to
     load, or a source or backend a failed plugin contributes under another entry-point
@@ -328,7 +348,6 @@ def refuse_failed(name: str) -> None:
 def source_entry(name: str) -> SourceEntry:
     """The installed source ``name``, or the right refusal (unknown, missing, failed)."""
     from agentprov_core.errors import AgentprovError
-    from agentprov_core.registries import parts as partsmod
 
     plugins = manager()
     sources = plugins.sources()
@@ -343,7 +362,7 @@ def source_entry(name: str) -> SourceEntry:
                              distribution=rec.distribution, version=rec.version,
                              status=rec.status, why=why)
     known = ", ".join(sorted(sources)) or "none"
-    part = partsmod.load().get(name)
+    part = parts().get(name)
     if part is not None and part.distribution:
         raise AgentprovError("cli.usage.source_not_installed", name=name,
                              distribution=part.distribution, known=known)

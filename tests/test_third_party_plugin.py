@@ -753,3 +753,38 @@ def test_catalogue_errors_list_every_field_and_run_agrees_with_catalogue(
     (env_dir / rel).write_text(json.dumps(good) + " ")
     assert agentprov_cli(*dry).error["error"] == "cli.environment.no_catalogue"
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.req("R-22.2")
+def test_a_third_party_part_can_be_toggled(agentprov_plugin, agentprov_cli,
+                                           agentprov_home) -> None:
+    """A maintainer toggles the live status of any installed plugin's part, not only of
+    those registry/parts.toml names: the overlay holds it, ``info`` and ``registry parts
+    list`` show it, and setting the plugin's own status back removes the overlay."""
+    agentprov_plugin(_bench_plugin("calbench", None), "calbench",
+                     distribution="agentprov-calbench", version="1.0")
+
+    def status(cmd: tuple[str, ...]) -> str:
+        done = agentprov_cli(*cmd, "--format", "json")
+        assert done.exit_code == 0, done.stderr
+        rows = done.json()["parts"] if cmd == ("info",) else done.json()
+        return {r["name"]: r["live_status"] for r in rows}["calbench"]
+
+    assert status(("info",)) == status(("registry", "parts", "list")) == "planned"
+    r = agentprov_cli("registry", "parts", "set-status", "calbench", "partial")
+    assert r.exit_code == 0, r.stderr
+    overlay = agentprov_home / "registry" / "parts.toml"
+    assert r.stdout.startswith(f"part calbench: live status partial in {overlay}")
+    assert '[parts.calbench]\nlive_status = "partial"' in overlay.read_text()
+    assert status(("info",)) == status(("registry", "parts", "list")) == "partial"
+    assert agentprov_cli("registry", "parts", "set-status", "calbench", "planned"
+                         ).exit_code == 0
+    assert not overlay.exists()
+    unknown = agentprov_cli("--error-format", "json", "registry", "parts", "set-status",
+                            "nobench", "partial")
+    assert (unknown.exit_code, unknown.error["error"]) == (
+        2, "cli.usage.registry_unknown_entry")
+    assert unknown.error["message"].endswith(
+        "is not in registry/parts.toml nor a part of an installed plugin; entries: agentdojo, "
+        "agentdyn, agentharm, autodojo, calbench, rope")
+    assert [p for p in agentprov_home.rglob("*") if p.is_file()] == []

@@ -129,7 +129,10 @@ def parts() -> None:
 
 
 def _checked_parts():
-    from agentprov_core.plugins import manager
+    """The parts registry checked whole: its path, its overlay's, the parts a maintainer
+    can toggle (the file's, and each installed source's it does not hold) and the parts
+    as the overlay sets them."""
+    from agentprov_core.plugins import installed_parts, manager
     from agentprov_core.registries import overlay
     from agentprov_core.registries.parts import check_names, load, parts_file, read_file
 
@@ -146,7 +149,9 @@ def _checked_parts():
             provided.setdefault(e.plugin.distribution, []).append(n)
     check_names(base, text, own, set(sources), provided)
     over = overlay.path_of(base)
-    return base, over, own, load(base, over)
+    installed = installed_parts()
+    own |= {n: p for n, p in installed.items() if n not in own}
+    return base, over, own, load(base, over, installed)
 
 
 @parts.command("list")
@@ -176,7 +181,8 @@ def parts_set_status(name: str, status: str) -> None:
     base, over, own, entries = _checked_parts()
     if name not in own:
         raise AgentprovError("cli.usage.registry_unknown_entry", kind="part", name=name,
-                             registry=paths.display(base), known=", ".join(sorted(own)))
+                             registry=f"{paths.display(base)} nor a part of an installed "
+                                      "plugin", known=", ".join(sorted(own)))
     changed = set_overlay(over, base, PARTS_FORMAT, "parts", name, "live_status", status,
                           own[name].live_status, lambda text: read_overlay(over, text, own))
     click.echo(f"part {name}: live status {status}" + ("" if changed else " (unchanged)")

@@ -480,8 +480,7 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     endpoint; step 4 never contacts a local server. Without that key the plan is made with
     the scripted stand-in's agent configuration (:func:`estimate_stand_in`)."""
     from agentprov_core.backend.session import recorded_catalogue
-    from agentprov_core.plugins import source_entry, suites_of_backend
-    from agentprov_core.registries import parts as partsmod
+    from agentprov_core.plugins import parts, source_entry, suites_of_backend
 
     gate_backend(req.source)  # nothing of a source that cannot run is worth checking
     # ---- step 1: usage
@@ -503,7 +502,7 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     src.check_plan(doc, cat, ctx)
     cells = src.expand(doc, cat, ctx)
     # ---- step 2: live status gate, backend and defence refusals, the environment
-    part = partsmod.load().get(meta.name)
+    part = parts().get(meta.name)
     status = part.live_status if part is not None else meta.live_status
     if not req.scripted and LIVE_ORDER.get(status, 0) < LIVE_ORDER["partial"]:
         raise AgentprovError("run.unsupported.planned", source=meta.name,
