@@ -389,3 +389,23 @@ def test_the_real_environment_refuses_a_registry_that_changed_what_it_runs(
                 "--llm-script", SCRIPT, env={"AGENTPROV_REGISTRY": str(registry_copy)})
     assert (r.code, r.error["error"]) == (3, "cli.environment.marker")
     assert not (tmp_path / "c").exists() and not (tmp_path / "c.partial").exists()
+
+
+@pytest.mark.req("R-22.2")
+def test_a_copy_of_the_registry_made_with_cp_r_works(cli, home, tmp_path):
+    """``cp -r registry/ elsewhere`` keeps the defence registry's relative link, dangling
+    there: the registry is then the worker library's file, which every command names."""
+    copy = tmp_path / "elsewhere" / "registry"
+    shutil.copytree(ROOT / "registry", copy, symlinks=True)
+    assert (copy / "defences.toml").is_symlink() and not (copy / "defences.toml").exists()
+    env = {"AGENTPROV_REGISTRY": str(copy)}
+    listed = cli("registry", "defences", "list", env=env)
+    assert listed.code == 0, listed.err
+    assert re.search(r"^melon\s+enabled\s", listed.out, re.M)
+    r = cli("registry", "defences", "disable", "melon", env=env)
+    assert r.code == 0, r.err
+    shipped = ROOT / "backends/shared/src/agentprov_backend/defences.toml"
+    assert r.out.splitlines()[0] == (f"defence melon: disabled in {home}/registry/defences.toml "
+                                     f"(over backends/shared/src/agentprov_backend/"
+                                     f"defences.toml)")
+    assert shipped.read_bytes() == (ROOT / "registry" / "defences.toml").read_bytes()
