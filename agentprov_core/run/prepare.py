@@ -501,6 +501,11 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     cat = recorded_catalogue(src) or src.catalogue()
     src.check_plan(doc, cat, ctx)
     cells = src.expand(doc, cat, ctx)
+    if req.scripted:  # a script by role names the plan's roles, each with its own model
+        from agentprov_core.live.scripted.script import check_roles, load_script
+
+        check_roles(load_script(req.options["llm_script"]),
+                    dict(doc.inspect.judges) if doc.inspect is not None else {})
     # ---- step 2: live status gate, backend and defence refusals, the environment
     part = parts().get(meta.name)
     status = part.live_status if part is not None else meta.live_status
