@@ -47,6 +47,21 @@ def environment_dir(env_id: str) -> Path:
     return paths.home() / "envs" / env_id
 
 
+#: the identity digest of an environment that is not built yet (an estimate plans
+#: before a build: :func:`planned_identity`)
+NOT_BUILT = "not built"
+
+
+def planned_identity(meta: SourceMeta) -> tuple[str, dict]:
+    """The environment id and identity a plan records, as :func:`backend_identity` gives
+    them for a built environment; for one not built yet (``agentprov estimate`` before
+    ``backends build``), the id the lock gives and the identity :data:`NOT_BUILT`."""
+    env_id = environment_id(meta)  # from the lock or the pinned commit: exit 3 without
+    if not (environment_dir(env_id) / MARKER).is_file():
+        return env_id, {"environment_id": env_id, "identity_sha256": NOT_BUILT}
+    return backend_identity(meta)
+
+
 def require_built(meta: SourceMeta) -> str:
     """The environment id, or exit 3 telling the user to build it (R-16.2)."""
     env_id = environment_id(meta)

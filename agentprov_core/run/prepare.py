@@ -531,8 +531,11 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
                          agent_endpoint=ep.name if ep is not None else None,
                          defence_endpoint=req.options.get("defence_endpoint"))
     check_mapper(meta)
-    env_id, identity = environments.backend_identity(meta)
-    if entry is not None and entry.assets:  # its pinned files, in the plan's environment
+    # an estimate plans before a build as after it: from the catalogue a run plans with
+    env_id, identity = (environments.planned_identity if estimate
+                        else environments.backend_identity)(meta)
+    if entry is not None and entry.assets and \
+            identity["identity_sha256"] != environments.NOT_BUILT:  # its pinned files
         from agentprov_core.backend import defassets
 
         defassets.require_provisioned(entry, environments.read_marker(meta, env_id),
