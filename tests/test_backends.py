@@ -172,6 +172,19 @@ def test_every_place_that_knows_a_lock_does_not_match_says_so(cli, home, tmp_pat
     assert snapshot(home) == {} and not (tmp_path / "c").exists()
 
 
+def test_the_catalogue_command_needs_the_built_environment(cli, home, tmp_path):
+    """``backends catalogue`` asks the built worker; before the build it names the build
+    (exit 3) and writes nothing (tests/test_example_live.py regenerates the example's
+    catalogue.json from its built worker)."""
+    out = tmp_path / "catalogue.json"
+    r = cli("backends", "catalogue", "agentdojo", "--out", out)
+    assert (r.code, r.error["error"]) == (3, "cli.environment.backend_missing"), r.err
+    assert r.error["message"].endswith("run agentprov backends build agentdojo")
+    assert not out.exists() and snapshot(home) == {}
+    r = cli("backends", "catalogue", "nobench")
+    assert (r.code, r.error["error"]) == (2, "cli.usage.unknown_source"), r.err
+
+
 def test_a_project_whose_lock_lacks_its_worker_package_is_named():
     """A project that names a worker package its lock does not install is a lock problem,
     which ``plugins`` reports and the build refuses before uv runs (the same check): the
