@@ -65,3 +65,13 @@ def test_the_parts_the_guide_names_are_infos(cli):
     assert planned, text
     assert set(re.split(r", | and ", planned.group(1))) == {
         p["name"] for p in parts if p["live_status"] == "planned"}
+
+
+def test_the_readmes_development_install_names_every_plugin():
+    """No plugin left to the reader's guess: every bundled plugin project is installed."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("For development", 1)[1].split("```", 2)[1]
+    named = set(re.findall(r"-e (plugins/[\w-]+)", block))
+    assert named == {f"plugins/{p.name}" for p in (ROOT / "plugins").iterdir()
+                     if (p / "pyproject.toml").is_file()}
+    assert "…" not in block
