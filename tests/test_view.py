@@ -335,9 +335,12 @@ def test_serve_binds_loopback_and_sends_the_policy(made, home, browser):
 
     root, _ = made
     env = {**child_env(), "AGENTPROV_HOME": str(home)}
+    # SIGINT as a terminal delivers it, even when this runner was started with it ignored
+    # (a background job), which the server would inherit and never stop on
     p = subprocess.Popen([sys.executable, "-m", "agentprov_core", "view", str(root),
                           "--serve"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=env, start_new_session=True)
+                         text=True, env=env, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         url = None
         for _ in range(2):
@@ -363,7 +366,12 @@ def test_serve_binds_loopback_and_sends_the_policy(made, home, browser):
         assert w.clean() == []
     finally:
         os.killpg(p.pid, signal.SIGINT)
-        p.wait(timeout=10)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # never leave the server running
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            raise
 
 
 def test_a_live_corpus_shows_what_each_call_sent_and_a_damaged_capture(tmp_path, cli,
