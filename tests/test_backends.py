@@ -117,6 +117,16 @@ def test_a_failed_build_leaves_nothing_that_looks_valid(cli, home, tmp_path):
     assert sorted(p.name for p in envs.iterdir()) == [f"{ENV_ID}.lock"]  # no env, no temp dir
 
 
+def _unmatched_lock(tmp_path):
+    """A copy of backends/ whose agentdojo project declares what its lock does not record,
+    and the environment that makes agentprov build from it."""
+    backends = tmp_path / "backends"
+    shutil.copytree(ROOT / "backends", backends)
+    py = backends / "agentdojo" / "pyproject.toml"
+    py.write_text(py.read_text().replace('"agentdojo==0.1.35"', '"agentdojo>=0.1.34"'))
+    return backends, {"AGENTPROV_BACKENDS": str(backends)}
+
+
 @pytest.mark.parametrize("cache", ["empty", "the user's"])
 @pytest.mark.parametrize("how", [(), ("--allow-network",), ("--dry-run",), ("--offline-check",)],
                          ids=["offline", "allow-network", "dry-run", "offline-check"])
@@ -124,11 +134,7 @@ def test_a_lock_that_does_not_match_its_project(cli, home, tmp_path, cache, how)
     """T0 finds the mismatch from the two files before uv runs, so the refusal is the same
     whatever uv's cache holds and whether or not the network may be used: uv never runs
     (an empty cache stays empty) and nothing is written."""
-    backends = tmp_path / "backends"
-    shutil.copytree(ROOT / "backends", backends)
-    py = backends / "agentdojo" / "pyproject.toml"
-    py.write_text(py.read_text().replace('"agentdojo==0.1.35"', '"agentdojo>=0.1.34"'))
-    env = {"AGENTPROV_BACKENDS": str(backends)}
+    backends, env = _unmatched_lock(tmp_path)
     empty = tmp_path / "empty-cache"
     if cache == "empty":
         empty.mkdir()
@@ -151,11 +157,7 @@ def test_every_place_that_knows_a_lock_does_not_match_says_so(cli, home, tmp_pat
     backend's lock does not match its project is refused with the mismatch (not told to
     build what cannot be built), and ``info`` shows the project's status as ``plugins``
     does."""
-    backends = tmp_path / "backends"
-    shutil.copytree(ROOT / "backends", backends)
-    py = backends / "agentdojo" / "pyproject.toml"
-    py.write_text(py.read_text().replace('"agentdojo==0.1.35"', '"agentdojo>=0.1.34"'))
-    env = {"AGENTPROV_BACKENDS": str(backends)}
+    _, env = _unmatched_lock(tmp_path)
     script = tmp_path / "script.json"
     script.write_text("[]")
     for how in (("--dry-run",), ()):

@@ -164,8 +164,9 @@ def _keys(corpus_id: str, aer: ReadAER | None, cell_key: str, defence: str,
         suite, user, attack, inj = (parts + [NOT_RECORDED] * 4)[:4] if len(parts) == 4 \
             else (NOT_RECORDED,) * 4
         return {"corpus": corpus_id, "source": _UNREAD, "mode": _UNREAD,
-                "model": _UNREAD, BENCHMARK_VERSION: _UNREAD, "suite": suite, "attack": attack, "defence": defence,
-                "user_task": user, "injection_task": inj, "repeat": str(repeat)}
+                "model": _UNREAD, BENCHMARK_VERSION: _UNREAD, "suite": suite,
+                "attack": attack, "defence": defence, "user_task": user,
+                "injection_task": inj, "repeat": str(repeat)}
     h, t = aer.header, aer.header.task
     return {"corpus": corpus_id, "source": _s(h.source), "mode": _s(h.mode),
             "model": _s(h.agent.model), BENCHMARK_VERSION: _s(h.backend.benchmark_version),
