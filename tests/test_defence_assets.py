@@ -142,6 +142,8 @@ def test_the_dry_run_shows_what_would_be_provisioned_and_writes_nothing(cli, hom
     assert r.code == 0 and r.out.splitlines()[6:] == [
         "  defence assets: none",
         "  project: backends/agentdojo (from agentprov-agentdojo 0.1.0; worker agentprov-worker-agentdojo)",
+        "  pins: agentdojo 0.1.35 (the project's direct dependencies, as its uv.lock records "
+        "them)",
         "  host libraries: agentprov-backend from the agentprov 0.1.0 checkout's backends/shared; "
         "agentprov-capture from the agentprov 0.1.0 checkout's packages/capture"]
     assert snapshot(home) == {}
