@@ -39,7 +39,7 @@ class Tally:
     quality: dict[str, Any] = field(default_factory=dict)
     canary: list[Any] = field(default_factory=list)  # canary findings (stop or notice)
     cap: str | None = None  # why a cap stopped the campaign
-    #: scripted sessions that left replies over: "CELL: agent 1, refusal_judge 2"
+    #: complete scripted sessions that left replies over: "CELL (SESSION): refusal_judge 2"
     script_unused: list[str] = field(default_factory=list)
 
     def add_mappings(self, other: Tally) -> None:
