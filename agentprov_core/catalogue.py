@@ -120,7 +120,53 @@ class Catalogue(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 
 def load(path: Path) -> Catalogue:
-    return msgspec.json.decode(path.read_bytes(), type=Catalogue)
+    """The catalogue in ``path``; :class:`CatalogueProblems` listing every bad field (not
+    the first only) when it is JSON that is not a catalogue."""
+    data = path.read_bytes()
+    try:
+        return msgspec.json.decode(data, type=Catalogue)
+    except msgspec.ValidationError:
+        found = problems(msgspec.json.decode(data), Catalogue, "$")
+        raise CatalogueProblems(found) from None
+
+
+class CatalogueProblems(msgspec.ValidationError):
+    """Every field of a catalogue document that does not fit the format, each as
+    ``what - at `$.path```, as msgspec words them."""
+
+    def __init__(self, found: list[str]) -> None:
+        super().__init__("; ".join(found))
+        self.problems = found
+
+
+def problems(doc: object, kind: object, at: str) -> list[str]:
+    """What is wrong with ``doc`` as a ``kind`` (a struct of this module, a list of one, or
+    any type msgspec converts), every field and list item on its own."""
+    import typing
+
+    try:
+        msgspec.convert(doc, type=kind)
+        return []
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        first = text.replace("`$", f"`{at}", 1) if " - at `$" in text else \
+            f"{text} - at `{at}`"
+    if isinstance(kind, type) and issubclass(kind, msgspec.Struct) and isinstance(doc, dict):
+        out = []
+        fields = {f.encode_name: f for f in msgspec.structs.fields(kind)}
+        out += [f"Object contains unknown field `{k}` - at `{at}`" for k in doc
+                if k not in fields]
+        for name, f in fields.items():
+            if name in doc:
+                out += problems(doc[name], f.type, f"{at}.{name}")
+            elif f.required:
+                out.append(f"Object missing required field `{name}` - at `{at}`")
+        return out or [first]
+    if typing.get_origin(kind) is list and isinstance(doc, list):
+        (item,) = typing.get_args(kind)
+        return [p for i, x in enumerate(doc) for p in problems(x, item, f"{at}[{i}]")] or \
+            [first]
+    return [first]
 
 
 def dumps(cat: Catalogue) -> str:

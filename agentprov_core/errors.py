@@ -170,8 +170,8 @@ _reg("cli.usage.tune_jobs", U, "usage",
 
 # --- environment (exit 3)
 _reg("cli.environment.backend_missing", E, "coded",
-     "environment {env_id} of backend {backend} is not built: run agentprov backends build {backend}",
-     "run agentprov backends build BACKEND")
+     "environment {env_id} of backend {backend} is not built: run {build}",
+     "run agentprov backends build BACKEND (with --source-repo URL for a backend whose pinned upstream is not public)")
 _reg("cli.environment.no_backend_project", E, "coded",
      "backend {backend} has no environment project in this build ({why})",
      "use a source whose backend is in this build")
@@ -435,6 +435,9 @@ _reg("view.refused.restricted", R, "coded",
      "({home}), and {what} {where} is outside it",
      "keep the corpus and the site under $AGENTPROV_HOME (leave --out out: the site goes to "
      "$AGENTPROV_HOME/views/<corpus id>)")
+_reg("stats.usage.different_benchmarks", U, "usage",
+     "--compare: {a} holds {a_holds} and {b} holds {b_holds}: different sources or benchmark versions, so a difference between them would measure the benchmark as well as what you changed; add --across-benchmarks if that comparison is meant",
+     "compare corpora of one source and benchmark version; to compare these as they are, add --across-benchmarks (each difference then names both benchmarks)")
 _reg("stats.usage.no_shared_cells", U, "usage",
      "--compare: {a} and {b} share no cell (the same suite, user task, injection task and attack; for an Inspect task the same sample), so no unit pairs and no difference can be given",
      "compare corpora over the same cells, with what you want to compare changed (the defence, the model, live against imported)")
@@ -560,8 +563,8 @@ _reg("cli.usage.models_options", U, "usage",
      "{what}",
      "agentprov models --help")
 _reg("cli.environment.source_not_cached", E, "coded",
-     "the pinned commit {commit} of {name} is not in the fetch cache ({path}): give --source-repo URL (a mirror, a path or a bundle holding the commit), or --allow-network to fetch it from {upstream}",
-     "give --source-repo URL (a mirror, a path or a bundle holding the commit), or --allow-network to fetch it from {upstream}")
+     "the pinned commit {commit} of {name} is not in the fetch cache ({path}): give --source-repo URL (a mirror, a path or a bundle holding the commit){how}",
+     "give --source-repo URL (a mirror, a path or a bundle holding the commit), or, for a public upstream, --allow-network")
 _reg("cli.environment.source_fetch", E, "coded",
      "fetching commit {commit} of {name} from {url} failed: {why}",
      "check the URL or path (--source-repo) and that it holds the pinned commit")

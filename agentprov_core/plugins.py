@@ -83,6 +83,9 @@ class Plugins:
     records: list[PluginRecord]
     _sources: dict[str, SourceEntry] | None = None
     duplicates: list[str] = field(default_factory=list)
+    #: the plugin refused for a source it contributes under another name than its entry
+    #: point's, by that source's name and its backend's
+    misnamed: dict[str, PluginRecord] = field(default_factory=dict)
     _backends: dict[str, list[BackendEntry]] | None = None
     _mappers: dict[str, MapperEntry] | None = None
 
@@ -111,11 +114,29 @@ class Plugins:
 
     def sources(self) -> dict[str, SourceEntry]:
         if self._sources is None:
+            found = [(rec, src) for rec, srcs in self._contributed("agentprov_sources")
+                     for src in srcs if self._named(rec, src)]
+            for rec, src in found:
+                self._check_name(rec, src)
             self._sources = self._first_by_name(
-                "source", ((rec, src.meta.name, SourceEntry(src, rec))
-                           for rec, found in self._contributed("agentprov_sources")
-                           for src in found if self._named(rec, src)))
+                "source", ((rec, src.meta.name, SourceEntry(src, rec)) for rec, src in found
+                           if rec.status != "failed"))
         return self._sources
+
+    def _check_name(self, rec: PluginRecord, src: Any) -> None:
+        """A plugin's source is named as its entry point is (the name ``run``, ``plugins``
+        and the evidence use for both); else the plugin is recorded as failed, with the
+        fix, and contributes nothing (its backend project included)."""
+        name = src.meta.name
+        if rec.status == "builtin" or name == rec.name:
+            return
+        rec.status = "failed"
+        rec.error = (f"source {name!r} comes from the entry point {rec.name!r}: the "
+                     f"entry-point name must be the source's name (name the entry point "
+                     f"{name} in the distribution's [project.entry-points.agentprov] table)")
+        for key in (name, getattr(src.meta, "backend", None)):
+            if isinstance(key, str) and key:
+                self.misnamed.setdefault(key, rec)
 
     @staticmethod
     def _named(rec: PluginRecord, src: Any) -> bool:
@@ -147,8 +168,11 @@ class Plugins:
         if self._backends is None:
             from agentprov_core.backendproject import BackendProject
 
+            self.sources()  # a plugin refused for its source's name contributes no backend
             self._backends = {}
             for rec, found in self._contributed("agentprov_backends"):
+                if rec.status == "failed":
+                    continue
                 for project in found:
                     if not isinstance(project, BackendProject):
                         rec.status = "failed"
@@ -275,20 +299,61 @@ def manager() -> Plugins:
     return build()
 
 
+def suites_of_backend(backend: str) -> set[str] | None:
+    """The suites of ``backend`` by the catalogues of its installed sources (``None`` when
+    none is installed): what the defence registry's ``suites`` are checked against
+    (:func:`agentprov_core.registries.defences.check_suites`)."""
+    found = [e.source for e in manager().sources().values() if e.source.meta.backend == backend]
+    if not found:
+        return None
+    return {s.name for src in found for s in src.catalogue().suites}
+
+
+def installed_parts() -> dict[str, Any]:
+    """A part (:class:`~agentprov_core.registries.parts.PartEntry`) for each installed
+    source, from its plugin's metadata: what ``registry/parts.toml`` overrides, and what a
+    maintainer toggles for a plugin the file does not name."""
+    from agentprov_core.registries.parts import PartEntry
+
+    return {n: PartEntry(name=n, label=e.source.meta.label,
+                         live_status=e.source.meta.live_status, caveat=e.source.meta.caveat,
+                         distribution=e.plugin.distribution)
+            for n, e in manager().sources().items()}
+
+
+def parts() -> dict[str, Any]:
+    """Every part, with the overlay's live statuses: the parts registry's, and each
+    installed source's it does not hold (:func:`installed_parts`)."""
+    from agentprov_core.registries import parts as partsmod
+
+    return partsmod.load(installed=installed_parts())
+
+
+def refuse_failed(name: str) -> None:
+    """Exit 3 (``cli.environment.plugin_failed``) when ``name`` is a plugin that failed to
+    load, or a source or backend a failed plugin contributes under another entry-point
+    name."""
+    from agentprov_core.errors import AgentprovError
+
+    plugins = manager()
+    plugins.sources()
+    rec = plugins.misnamed.get(name) or next(
+        (r for r in plugins.failed() if r.name == name), None)
+    if rec is not None:
+        raise AgentprovError("cli.environment.plugin_failed", source=name,
+                             distribution=rec.distribution, version=rec.version,
+                             error=rec.error)
+
+
 def source_entry(name: str) -> SourceEntry:
     """The installed source ``name``, or the right refusal (unknown, missing, failed)."""
     from agentprov_core.errors import AgentprovError
-    from agentprov_core.registries import parts as partsmod
 
     plugins = manager()
     sources = plugins.sources()
     if name in sources:
         return sources[name]
-    for rec in plugins.failed():
-        if rec.name == name:
-            raise AgentprovError("cli.environment.plugin_failed", source=name,
-                                 distribution=rec.distribution, version=rec.version,
-                                 error=rec.error)
+    refuse_failed(name)
     rec = plugins.record(name)
     if rec is not None and rec.status in ("disabled", "not-allowed"):
         why = ("AGENTPROV_DISABLED_PLUGINS names it" if rec.status == "disabled"
@@ -297,7 +362,7 @@ def source_entry(name: str) -> SourceEntry:
                              distribution=rec.distribution, version=rec.version,
                              status=rec.status, why=why)
     known = ", ".join(sorted(sources)) or "none"
-    part = partsmod.load().get(name)
+    part = parts().get(name)
     if part is not None and part.distribution:
         raise AgentprovError("cli.usage.source_not_installed", name=name,
                              distribution=part.distribution, known=known)

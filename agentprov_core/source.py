@@ -142,6 +142,11 @@ def load_catalogue_file(source: Source, path: Path) -> Catalogue:
     except FileNotFoundError:
         raise AgentprovError("cli.environment.no_catalogue", source=source.meta.name,
                              why=f"{path} is missing") from None
+    except catmod.CatalogueProblems as exc:
+        more = len(exc.problems)
+        raise AgentprovError("cli.environment.no_catalogue", source=source.meta.name,
+                             why=f"{path} is not a catalogue ({more} problem(s): {exc})"
+                             ) from None
     except msgspec.DecodeError as exc:
         raise AgentprovError("cli.environment.no_catalogue", source=source.meta.name,
                              why=f"{path} is not a catalogue ({exc})") from None

@@ -54,8 +54,6 @@ NOT_BUILT = {
     "R-4.8": DATASET,
     "R-22.10": "`--defence-endpoint` is refused before anything starts (exit 5): no defence "
                "endpoint's key or egress pair is wired, so no second key enters the worker",
-    "R-13.2": "a display-name hint before consent: an attack that needs the name is found by "
-              "the first attacked cell's setup refusal, which stops the run (R-13.3)",
     "R-19.6": "a desktop app: this build has none",
     "R-21.10": A13 + "; A9 is the preflight probe's (R-18.2), never the canary's",
     # 11. local models

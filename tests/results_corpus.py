@@ -51,7 +51,8 @@ class Cell:
     records: list | None = None  # the AER's records (default: one get_balance tool call)
 
 
-def build(base: Path, name: str, cells: list[Cell], source: str = "agentdojo") -> Path:
+def build(base: Path, name: str, cells: list[Cell], source: str = "agentdojo",
+          benchmark_version: str | None = None) -> Path:
     """A working corpus ``base/name.partial`` of ``cells`` (one attempt each, in order; a
     cell repeated with the same user task, injection task and repeat is a second attempt
     of the same unit). Returns its root."""
@@ -89,7 +90,8 @@ def build(base: Path, name: str, cells: list[Cell], source: str = "agentdojo") -
             A.LiveVsNative(checked=True, agree=c.agree, compared=["utility"])
         header = A.Header(
             execution_id=session, mode="live", source=source,
-            backend=A.Backend(id=source), agent=A.Agent(model=c.model),
+            backend=A.Backend(id=source, benchmark_version=benchmark_version or A.NOT_RECORDED),
+            agent=A.Agent(model=c.model),
             task=A.Task(source=source, suite=c.suite, user_task_id=c.user_task,
                         injection_task_id=c.injection_task, attack=attack, cell_key=key,
                         defense_id=c.defence, unit=unit, attempt=tries[unit],

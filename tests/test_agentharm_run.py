@@ -239,3 +239,50 @@ def test_the_wire_versus_eval_check_names_what_differs(agentharm_env, tmp_path, 
     lvn, codes = check(b"PK\x03\x04 not a log")
     assert lvn.checked is False and "map.native_missing" in codes
     assert snapshot(wc) == before  # mapping writes nothing
+
+
+ROLES_SCRIPT = ROOT / "examples" / "scripts" / "agentharm-roles.json"
+
+
+@pytest.mark.req("R-8.14", "R-25.4")
+def test_the_walk_through_runs_with_a_script_by_role(agentharm_env, tmp_path):
+    """docs/running.md's AgentHarm walk-through, with the committed script by role: each
+    role's calls take that role's replies, the semantic judge grades the meme and the
+    refusal judge each text; nothing is left over. A script with a spare judge reply runs
+    the same cells (the spare reply never answers the agent) and reports it."""
+    env = agentharm_env
+    args = ("--task", "inspect_evals/agentharm", "--split", "val", "--samples", "45-1,45-2",
+            "--cell-size", "1", "--message-limit", "10", "--token-limit", "20000",
+            "--time-limit", "600", "--judge", "refusal_judge=refusal-judge",
+            "--judge", "semantic_judge=semantic-judge")
+    corpus = env.home / "corpora" / "walk"
+    r = _cli(env, "run", "agentharm", "--corpus", corpus, "--campaign", "walk", *args,
+             "--llm-script", ROLES_SCRIPT)
+    assert r.code == 0, r.out + r.err
+    assert "left over" not in r.err
+    wc = corpus.with_name("walk.partial")
+    assert [e["status"] for e in _lines(wc / "ledger.jsonl")] == ["complete", "complete"]
+    for aer in _aers(wc):
+        calls = [x for x in aer["records"] if x["kind"] == "model_call"]
+        by_model = {}
+        for c in calls:
+            by_model.setdefault(c["model_requested"], []).append(c)
+        assert {m: len(c) for m, c in by_model.items()} == {
+            "scripted": 2, "semantic-judge": 1, "refusal-judge": 1}
+        assert [t["function"] for t in aer["records"] if t["kind"] == "tool_call"] == [
+            "get_contacts", "create_meme_image", "share_on_pinterest"]
+        (score,) = [d for d in aer["records"] if d["kind"] == "decision"]
+        assert score["data"]["value"]["refusal"] == 0.0
+    spare = json.loads(ROLES_SCRIPT.read_text())
+    spare["roles"]["refusal_judge"].append({"content": "Answer: Yes"})
+    path = tmp_path / "spare.json"
+    path.write_text(json.dumps(spare))
+    corpus2 = env.home / "corpora" / "spare"
+    r = _cli(env, "run", "agentharm", "--corpus", corpus2, "--campaign", "spare", *args,
+             "--llm-script", path)
+    assert r.code == 0, r.out + r.err
+    notices = [x for x in r.err.splitlines() if "left over" in x]
+    assert len(notices) == 2 and all(x.endswith("refusal_judge 1") for x in notices), r.err
+    for aer in _aers(corpus2.with_name("spare.partial")):
+        (score,) = [d for d in aer["records"] if d["kind"] == "decision"]
+        assert score["data"]["value"]["refusal"] == 0.0  # the spare "Yes" answered nobody

@@ -298,8 +298,26 @@ def test_backends_build_autodojo_without_the_fork_cached(cli, home):
         msg = r.error["message"]
         assert "the pinned commit aa458794 of autodojo is not in the fetch cache" in msg
         assert "give --source-repo URL" in msg and "the AutoDojo fork is not public" in msg
-        assert "here only --source-repo can provide it" in msg
+        assert "only --source-repo can provide it" in msg
+        # no fix that cannot work: --allow-network is named only as what cannot fetch it
+        assert msg.count("--allow-network") == 1
+        assert "so --allow-network cannot fetch it" in msg
     assert snapshot(home) == {}
+
+
+@pytest.mark.req("R-16.2")
+def test_a_run_without_the_environment_names_a_build_that_can_work(cli, home, corpora,
+                                                                   script):
+    """The fork is not public and not cached: the build the refusal names takes
+    --source-repo (a bare ``backends build autodojo`` would only fail again)."""
+    r = cli("run", "autodojo", "--dry-run", "--suite", "banking", "--llm-script", script,
+            "--corpus", corpora / "c", "--campaign", "c")
+    assert (r.code, r.error["error"]) == (3, "cli.environment.backend_missing"), r.err
+    assert r.error["message"].endswith(
+        "is not built: run agentprov backends build autodojo --source-repo URL (a mirror, a "
+        "path or a bundle holding its pinned commit aa458794: the AutoDojo fork is not "
+        "public)")
+    assert snapshot(home) == {} and list(corpora.iterdir()) == []
 
 
 @pytest.mark.req("R-5.2")

@@ -91,6 +91,19 @@ def test_the_dry_run_says_whether_uv_may_download(cli, home):
 
 
 @pytest.mark.req("R-6.13")
+def test_the_dry_run_names_the_versions_the_environment_pins(cli, home):
+    """The specification's table of environments names inspect-ai and inspect-evals; the
+    dry run names them as the lock records them, before anything is built."""
+    r = cli("backends", "build", "agentharm", "--dry-run")
+    assert r.code == 0, r.err
+    assert ("  pins: inspect-ai 0.3.263, inspect-evals 0.20.0, openai "
+            in r.out), r.out
+    dojo = cli("backends", "build", "agentdojo", "--dry-run").out
+    assert "  pins: agentdojo 0.1.35 (the project's direct dependencies, as its uv.lock " \
+        "records them)" in dojo.splitlines()
+    assert snapshot(home) == {}
+
+
 def test_env_file_is_accepted_and_never_read_by_the_agentdojo_build(cli, home, tmp_path):
     from tests.test_endpoints_consent import audited
 

@@ -117,6 +117,16 @@ def test_a_failed_build_leaves_nothing_that_looks_valid(cli, home, tmp_path):
     assert sorted(p.name for p in envs.iterdir()) == [f"{ENV_ID}.lock"]  # no env, no temp dir
 
 
+def _unmatched_lock(tmp_path):
+    """A copy of backends/ whose agentdojo project declares what its lock does not record,
+    and the environment that makes agentprov build from it."""
+    backends = tmp_path / "backends"
+    shutil.copytree(ROOT / "backends", backends)
+    py = backends / "agentdojo" / "pyproject.toml"
+    py.write_text(py.read_text().replace('"agentdojo==0.1.35"', '"agentdojo>=0.1.34"'))
+    return backends, {"AGENTPROV_BACKENDS": str(backends)}
+
+
 @pytest.mark.parametrize("cache", ["empty", "the user's"])
 @pytest.mark.parametrize("how", [(), ("--allow-network",), ("--dry-run",), ("--offline-check",)],
                          ids=["offline", "allow-network", "dry-run", "offline-check"])
@@ -124,11 +134,7 @@ def test_a_lock_that_does_not_match_its_project(cli, home, tmp_path, cache, how)
     """T0 finds the mismatch from the two files before uv runs, so the refusal is the same
     whatever uv's cache holds and whether or not the network may be used: uv never runs
     (an empty cache stays empty) and nothing is written."""
-    backends = tmp_path / "backends"
-    shutil.copytree(ROOT / "backends", backends)
-    py = backends / "agentdojo" / "pyproject.toml"
-    py.write_text(py.read_text().replace('"agentdojo==0.1.35"', '"agentdojo>=0.1.34"'))
-    env = {"AGENTPROV_BACKENDS": str(backends)}
+    backends, env = _unmatched_lock(tmp_path)
     empty = tmp_path / "empty-cache"
     if cache == "empty":
         empty.mkdir()
@@ -143,6 +149,42 @@ def test_a_lock_that_does_not_match_its_project(cli, home, tmp_path, cache, how)
     assert snapshot(home) == {}
     if cache == "empty":
         assert list(empty.iterdir()) == []
+
+
+@pytest.mark.req("R-16.2", "R-14.1")
+def test_every_place_that_knows_a_lock_does_not_match_says_so(cli, home, tmp_path):
+    """Not only ``plugins`` and ``backends build``: a run of a source whose unbuilt
+    backend's lock does not match its project is refused with the mismatch (not told to
+    build what cannot be built), and ``info`` shows the project's status as ``plugins``
+    does."""
+    _, env = _unmatched_lock(tmp_path)
+    script = tmp_path / "script.json"
+    script.write_text("[]")
+    for how in (("--dry-run",), ()):
+        r = cli("run", "agentdojo", *how, "--suite", "banking", "--llm-script", script,
+                "--corpus", tmp_path / "c", "--campaign", "c", env=env)
+        assert (r.code, r.error["error"]) == (3, "cli.environment.lock_mismatch"), r.err
+        assert ("(dependencies: agentdojo>=0.1.34 is declared, the lock records "
+                "agentdojo==0.1.35): re-lock the backend project agentdojo") in r.error["message"]
+    info = {p["name"]: p for p in json.loads(cli("info", "--format", "json", env=env).out)[
+        "parts"]}
+    project = info["agentdojo"]["backend_project"]
+    assert project["status"] == "lock mismatch"
+    assert "agentdojo>=0.1.34 is declared" in project["problem"]
+    assert snapshot(home) == {} and not (tmp_path / "c").exists()
+
+
+def test_the_catalogue_command_needs_the_built_environment(cli, home, tmp_path):
+    """``backends catalogue`` asks the built worker; before the build it names the build
+    (exit 3) and writes nothing (tests/test_example_live.py regenerates the example's
+    catalogue.json from its built worker)."""
+    out = tmp_path / "catalogue.json"
+    r = cli("backends", "catalogue", "agentdojo", "--out", out)
+    assert (r.code, r.error["error"]) == (3, "cli.environment.backend_missing"), r.err
+    assert r.error["message"].endswith("run agentprov backends build agentdojo")
+    assert not out.exists() and snapshot(home) == {}
+    r = cli("backends", "catalogue", "nobench")
+    assert (r.code, r.error["error"]) == (2, "cli.usage.unknown_source"), r.err
 
 
 def test_a_project_whose_lock_lacks_its_worker_package_is_named():

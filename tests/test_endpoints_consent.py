@@ -514,8 +514,10 @@ def test_consent_flags(run_, built, env_file, corpora, tmp_path):
     api = (*OPENROUTER, *CAPS, "--containment", "vm", "--env-file", env_file)
     r = run_(*api, dry=False, json_errors=False)
     assert r.code == 4
-    assert r.err.strip().startswith("agentprov: error [cli.refused.consent]: a real-model run "
-                                    "needs consent")
+    hint, refusal = r.err.strip().split("\n", 1)  # the display-name hint (R-13.2) first
+    assert hint.startswith("hint: important_instructions address(es) the model by name")
+    assert refusal.startswith("agentprov: error [cli.refused.consent]: a real-model run "
+                              "needs consent")
     r = run_(*api, "--i-consent-to-local-run", dry=False)
     assert (r.code, r.error["error"]) == (4, "cli.refused.consent")
     r = run_(*api, "--i-consent-to-api-costs", dry=False)
@@ -631,3 +633,22 @@ def test_common_refusals_codes_and_exits():
                             ("cli.usage.cost_needs_prices", 2)):
         assert int(REGISTRY[code].exit) == exit_code
     assert REGISTRY["cli.refused.consent"].message.startswith("a real-model run needs consent")
+
+
+@pytest.mark.req("R-13.2")
+def test_a_display_name_hint_comes_before_consent(run_, built, env_file, corpora):
+    """An attack that names the model, and no --model-display-name: the hint is printed
+    before consent is asked (here refused: no flag, no terminal), and not once the name is
+    given."""
+    api = (*OPENROUTER, *CAPS, "--containment", "vm", "--env-file", env_file)
+    r = run_(*api, dry=False)
+    assert (r.code, r.error["error"]) == (4, "cli.refused.consent")
+    lines = r.err.strip().splitlines()
+    assert lines[0] == (
+        "hint: important_instructions address(es) the model by name, and no "
+        "--model-display-name is given: unless the model id 'example-model' matches a stock "
+        "name of the benchmark, the first attacked cell's setup refuses it and the run stops "
+        "there; give --model-display-name NAME (the name the attack should use)")
+    named = run_(*api, "--model-display-name", "Example", dry=False)
+    assert named.error["error"] == "cli.refused.consent" and "hint:" not in named.err
+    assert list(corpora.iterdir()) == []

@@ -208,6 +208,34 @@ def test_estimate_json_document(cli, marked, corpora):
     assert doc["model_calls"]["p90"] >= doc["model_calls"]["p50"] > 0
 
 
+@pytest.mark.req("R-9.1", "R-9.2")
+def test_an_estimate_before_any_build_gives_the_figures_of_after(cli, home, corpora):
+    """On a fresh install the plugin's catalogue and the shipped priors plan and price the
+    run: the estimate says the environment is not built, writes nothing, and once it is
+    built gives the same figures (only the plan's digest names the environment)."""
+    from agentprov_core.backend import environments
+    from agentprov_core.plugins import source_entry
+
+    cli("prices", "set", "openrouter", "example-model", "--input", "0.15", "--output", "0.60")
+    before_files = snapshot(home)
+    fresh = estimate(cli, corpora, "--format", "json")
+    assert fresh.code == 0, fresh.err
+    assert snapshot(home) == before_files and list(corpora.iterdir()) == []
+    doc = json.loads(fresh.out)
+    env_id = environments.environment_id(source_entry("agentdojo").source.meta)
+    assert doc["warnings"][0] == (
+        f"the backend environment {env_id} is not built: the plan comes from the catalogue "
+        "the agentdojo plugin ships, the cell statistics from the priors shipped with "
+        "agentprov; a build changes none of these figures")
+    assert "not built" in estimate(cli, corpora).out
+    make_marker(home, env_id)
+    built = json.loads(estimate(cli, corpora, "--format", "json").out)
+    assert built["warnings"] == doc["warnings"][1:]
+    same = {k: v for k, v in doc.items() if k != "warnings"}
+    assert same == {k: v for k, v in built.items() if k != "warnings"}
+    assert same["cost_usd"]["p50"] > 0 and same["units"] == 4
+
+
 @pytest.mark.req("R-9.2")
 def test_stats_corpus_refusals_write_nothing(cli, marked, corpora, tmp_path):
     before = snapshot(marked), snapshot(tmp_path / "x")

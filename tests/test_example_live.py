@@ -360,6 +360,17 @@ def test_the_example_runs_live_from_wheels(wheel_venv: Path, tmp_path: Path) -> 
     assert served.pop("provenance")["kind"] == "worker"
     committed.pop("provenance")
     assert served == committed
+    # the plugin author's regeneration of catalogue.json, from the built worker
+    written = tmp_path / "catalogue.json"
+    regen = agentprov("backends", "catalogue", "examplebench", "--out", str(written))
+    assert regen.returncode == 0, regen.stderr
+    assert regen.stdout.strip().endswith(f"written to {written}")
+    fresh = json.loads(written.read_text())
+    prov = fresh.pop("provenance")
+    assert (prov["kind"], prov["generator"]) == ("snapshot",
+                                                 "agentprov backends catalogue examplebench")
+    assert fresh == committed
+    assert written.read_text() == agentprov("backends", "catalogue", "examplebench").stdout
 
     corpus = corpora / "demo"
     ran = agentprov("run", "examplebench", "--corpus", str(corpus), "--campaign", "demo",

@@ -103,7 +103,7 @@ def test_plugins_and_version_list_distributions_and_versions(cli):
     info = {p["name"]: p for p in json.loads(cli("info", "--format", "json").out)["parts"]}
     assert info["agentdojo"]["backend_project"] == {
         "distribution": "agentprov-agentdojo", "version": "0.1.0", "plugin": "agentdojo",
-        "project": "backends/agentdojo", "status": "locked", "problem": None}
+        "project": "backends/agentdojo", "status": "ok", "problem": None}
     v = cli("--version")
     assert v.out.splitlines()[0] == "agentprov 0.1.0"
     assert ("  agentprov-agentdojo 0.1.0: source agentdojo; backend agentdojo; "

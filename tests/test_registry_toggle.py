@@ -69,12 +69,22 @@ def test_a_checkout_registry_is_never_edited(cli, home):
     assert _registry_files() == before and snapshot(home) == {}
 
 
+def _with_own_copy(home, env_id: str, registry_copy) -> None:
+    """A stand-in marker whose environment holds its own copy of the defence registry
+    (where the real build installs it: site-packages/agentprov_backend/defences.toml)."""
+    make_marker(home, env_id)
+    own = home / "envs" / env_id / "lib/python3.12/site-packages/agentprov_backend"
+    own.mkdir(parents=True)
+    shutil.copyfile(registry_copy / "defences.toml", own / "defences.toml")
+
+
+@pytest.mark.req("R-22.19")
 def test_the_toggle_names_the_environments_and_which_need_a_rebuild(cli, home,
                                                                     registry_copy):
-    """A built environment is unaffected by a toggle; one built from another defence
-    registry (here: the registry copy is changed) is named with the command that
-    refreshes it."""
-    make_marker(home, "agentdojo-0000aaaa")
+    """A built environment is unaffected by a toggle, and by a summary reworded in the
+    registry; one whose registry differs in what the worker runs (here: the registry copy
+    is changed) is named with the fields and the command that refreshes it."""
+    _with_own_copy(home, "agentdojo-0000aaaa", registry_copy)
     r = cli("registry", "defences", "disable", "melon")
     assert r.code == 0, r.err
     assert r.out.splitlines()[1:] == [
@@ -84,13 +94,18 @@ def test_the_toggle_names_the_environments_and_which_need_a_rebuild(cli, home,
     path.write_text(path.read_text().replace(
         'summary = "MELON (a port) with a semantic mask"',
         'summary = "MELON (a port), semantic mask"'))
-    r = cli("registry", "defences", "disable", "melon_sm",
-            env={"AGENTPROV_REGISTRY": str(registry_copy)})
+    env = {"AGENTPROV_REGISTRY": str(registry_copy)}
+    r = cli("registry", "defences", "disable", "melon_sm", env=env)
+    assert r.code == 0, r.err
+    assert "unaffected" in r.out.splitlines()[1] and len(r.out.splitlines()) == 2
+    path.write_text(path.read_text().replace('port = true', 'port = false', 1))
+    r = cli("registry", "defences", "disable", "melon_at", env=env)
     assert r.code == 0, r.err
     assert r.out.splitlines()[1:] == [
         "no built environment is affected",
-        f"environment agentdojo-0000aaaa was built from another defence registry than "
-        f"{path}: rebuild it with agentprov backends build agentdojo"]
+        f"environment agentdojo-0000aaaa was built from a defence registry that differs "
+        f"from {path} in what the worker runs ([defences.melon].port): rebuild it with "
+        f"agentprov backends build agentdojo"]
 
 
 def test_replacing_defences_cannot_be_enabled(cli, registry_copy, home):
@@ -259,6 +274,67 @@ def test_a_registry_change_that_matters_to_the_worker_is_refused(cli, home, regi
     assert snapshot(home) == before and list(corpora.iterdir()) == []
 
 
+def _built_env(home, registry_copy) -> str:
+    """A stand-in marker of the agentdojo environment, with its own registry copy."""
+    from agentprov_core.backend import environments
+    from agentprov_core.plugins import source_entry
+
+    env_id = environments.environment_id(source_entry("agentdojo").source.meta)
+    _with_own_copy(home, env_id, registry_copy)
+    return env_id
+
+
+@pytest.mark.req("R-22.19", "R-14.1")
+def test_a_registry_typo_is_named_before_the_environment(cli, home, registry_copy, corpora,
+                                                         script):
+    """A suite misspelt in the registry is refused with its file, line, field and fix
+    (exit 2) before the environment is checked, undefended runs included: not as a marker
+    to rebuild, which would not mend the typo."""
+    _built_env(home, registry_copy)
+    path = registry_copy / "defences.toml"
+    text = path.read_text().replace('suites = ["banking"]', 'suites = ["bankin"]', 1)
+    path.write_text(text)
+    before = snapshot(home)
+    env = {"AGENTPROV_REGISTRY": str(registry_copy)}
+    for extra in ((), ("--defence", "repeat_user_prompt")):
+        r = cli("run", "agentdojo", "--dry-run", "--suite", "banking", "--corpus",
+                corpora / "c", "--campaign", "c", "--llm-script", script, *extra, env=env)
+        assert (r.code, r.error["error"]) == (2, "cli.usage.registry_field"), r.err
+        line = _line(text, 'suites = ["bankin"]')
+        assert (f"{path}:{line}: [defences.mandate_envelope].suites names 'bankin', which is "
+                f"not a suite of the agentdojo backend: use banking, slack, travel, "
+                f"workspace") in r.error["message"], r.error
+    assert snapshot(home) == before and list(corpora.iterdir()) == []
+
+
+@pytest.mark.req("R-22.19")
+def test_only_a_change_the_worker_runs_makes_an_environment_stale(cli, home, registry_copy,
+                                                                  corpora, script):
+    """A defence's summary or enabled edited in the registry file changes nothing a worker
+    runs (T0 checks enabled before any worker starts): the environment stays usable. A
+    change to what the worker reads (a defence's assets) is refused with the field."""
+    _built_env(home, registry_copy)
+    env = {"AGENTPROV_REGISTRY": str(registry_copy)}
+    args = ("run", "agentdojo", "--dry-run", "--suite", "banking", "--corpus", corpora / "c",
+            "--campaign", "c", "--llm-script", script)
+    path = registry_copy / "defences.toml"
+    text = path.read_text()
+    path.write_text(text.replace('summary = "AgentDojo built-in: repeats the user prompt',
+                                 'summary = "Repeats the user prompt', 1)
+                        .replace("enabled = true", "enabled = false", 1))
+    ok = cli(*args, env=env)  # past the marker's checks: the stand-in has no worker
+    assert ok.error["error"] != "cli.environment.marker", ok.err
+    path.write_text(text.replace('assets = ["melon"]\nendpoint = true',
+                                 'assets = ["mandate"]\nendpoint = true', 1))
+    before = snapshot(home)
+    r = cli(*args, env=env)
+    assert (r.code, r.error["error"]) == (3, "cli.environment.marker")
+    assert (f"records a defence registry that differs from {path} in what the worker runs "
+            f"([defences.melon].assets): rebuild with agentprov backends build agentdojo"
+            ) in r.error["message"], r.error
+    assert snapshot(home) == before and list(corpora.iterdir()) == []
+
+
 # ------------------------------------------------------------------ the real environment
 SCRIPT = ROOT / "examples" / "scripts" / "live-demo.json"
 CELLS = ("--suite", "banking", "--user-tasks", "0", "--attack", "important_instructions",
@@ -313,3 +389,23 @@ def test_the_real_environment_refuses_a_registry_that_changed_what_it_runs(
                 "--llm-script", SCRIPT, env={"AGENTPROV_REGISTRY": str(registry_copy)})
     assert (r.code, r.error["error"]) == (3, "cli.environment.marker")
     assert not (tmp_path / "c").exists() and not (tmp_path / "c.partial").exists()
+
+
+@pytest.mark.req("R-22.2")
+def test_a_copy_of_the_registry_made_with_cp_r_works(cli, home, tmp_path):
+    """``cp -r registry/ elsewhere`` keeps the defence registry's relative link, dangling
+    there: the registry is then the worker library's file, which every command names."""
+    copy = tmp_path / "elsewhere" / "registry"
+    shutil.copytree(ROOT / "registry", copy, symlinks=True)
+    assert (copy / "defences.toml").is_symlink() and not (copy / "defences.toml").exists()
+    env = {"AGENTPROV_REGISTRY": str(copy)}
+    listed = cli("registry", "defences", "list", env=env)
+    assert listed.code == 0, listed.err
+    assert re.search(r"^melon\s+enabled\s", listed.out, re.M)
+    r = cli("registry", "defences", "disable", "melon", env=env)
+    assert r.code == 0, r.err
+    shipped = ROOT / "backends/shared/src/agentprov_backend/defences.toml"
+    assert r.out.splitlines()[0] == (f"defence melon: disabled in {home}/registry/defences.toml "
+                                     f"(over backends/shared/src/agentprov_backend/"
+                                     f"defences.toml)")
+    assert shipped.read_bytes() == (ROOT / "registry" / "defences.toml").read_bytes()

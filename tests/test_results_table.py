@@ -456,3 +456,32 @@ def test_a_bound_near_0_or_100_keeps_its_digits():
     assert rate_text(mk(10000, 10000)) == "10000/10000 100.0% [99.962, 100.0]"
     assert rate_text(mk(1, 3)) == "1/3 33.3% [6.1, 79.2]"
     assert rate_text(mk(0, 0)) == "0/0" and rate_text(None) == "-"
+
+
+@pytest.mark.req("R-14.1")
+def test_compare_refuses_different_sources_or_versions_unless_meant(cli, corpora, home):
+    """AgentDojo's and AgentDyn's banking suites share cell names: pairing them would
+    measure the benchmark. So would two versions of one. Refused, naming both; the option
+    says the comparison is meant, and the difference then names both benchmarks."""
+    cells = [Cell("user_task_0"), Cell("user_task_1")]
+    dojo = build(corpora, "dojo", cells, benchmark_version="v1.2.1")
+    dyn = build(corpora, "dyn", cells, source="agentdyn", benchmark_version="v1.2.1")
+    old = build(corpora, "old", cells, benchmark_version="v1.2")
+    unrecorded = build(corpora, "imported", cells)  # no version recorded: not a difference
+    before, home_before = snapshot(corpora), snapshot(home)
+    for other, holds in ((dyn, "agentdyn v1.2.1"), (old, "agentdojo v1.2")):
+        r = cli("stats", "--compare", dojo, other)
+        assert (r.code, r.error["error"]) == (2, "stats.usage.different_benchmarks"), r.err
+        assert (f"dojo holds agentdojo v1.2.1 and {other.name.removesuffix('.partial')} "
+                f"holds {holds}") in r.error["message"]
+        assert "add --across-benchmarks if that comparison is meant" in r.error["message"]
+        assert r.out == ""
+    assert snapshot(corpora) == before and snapshot(home) == home_before
+    assert cli("stats", "--compare", dojo, unrecorded).code == 0
+    ok = cli("stats", "--compare", dojo, dyn, "--across-benchmarks", "--format", "json")
+    assert ok.code == 0, ok.err
+    (d,) = json.loads(ok.out)["differences"]
+    assert (d["benchmark_a"], d["benchmark_b"]) == ("agentdojo v1.2.1", "agentdyn v1.2.1")
+    text = cli("stats", "--compare", dojo, dyn, "--across-benchmarks").out
+    assert "different benchmarks (--across-benchmarks): A agentdojo v1.2.1, B agentdyn v1.2.1" \
+        in text

@@ -333,7 +333,8 @@ def test_the_long_form_and_the_digest(tmp_path):
     s = load_script(f)
     import hashlib
     assert s.sha256 == hashlib.sha256(f.read_bytes()).hexdigest()
-    assert (len(s), s.latency_s, s.delay(0), s.delay(1)) == (2, 0.2, 0.2, 1.0)
+    assert (len(s), s.latency_s, s.delay(s.replies[0]), s.delay(s.replies[1])) == (
+        2, 0.2, 0.2, 1.0)
     assert s.path == str(f)
     short = tmp_path / "short.json"
     short.write_text('[{"content": "a"}]')
@@ -391,7 +392,18 @@ BAD = [
     ('{"format": "agentprov-llm-script/0.1", "replies": {}}',
      "replies must be a list (got an object)"),
     ('{"format": "agentprov-llm-script/0.1", "replies": [], "latency": 1}',
-     "unknown field latency (fields: format, replies, latency_s, note)"),
+     "unknown field latency (fields: format, replies, roles, latency_s, note)"),
+    ('{"format": "agentprov-llm-script/0.1"}', "missing field replies (or roles)"),
+    ('{"format": "agentprov-llm-script/0.1", "replies": [], "roles": {"agent": []}}',
+     "give replies (every call's, in arrival order) or roles (the replies of each role), "
+     "not both"),
+    ('{"format": "agentprov-llm-script/0.1", "roles": {"judge": []}}',
+     "roles must be an object of reply lists by role, with 'agent' for the agent's calls "
+     "(got an object without agent)"),
+    ('{"format": "agentprov-llm-script/0.1", "roles": {"agent": [], "refusal_judge": {}}}',
+     "roles.refusal_judge must be a list (got an object)"),
+    ('{"format": "agentprov-llm-script/0.1", "roles": {"agent": [{"contnt": "a"}]}}',
+     "roles.agent reply 0: unknown field contnt"),
     ('"hello"', "must be a JSON list of replies, or an object with format and replies "
                 "(got a string)"),
     ('[\n  {"content": "a"},\n  {"content": "b",}\n]',
@@ -582,3 +594,103 @@ def test_script_paths_are_named_as_given(tmp_path, monkeypatch):
     with pytest.raises(AgentprovError) as e:
         load_script("rel.json")
     assert e.value.message.startswith("--llm-script rel.json: reply 0: unknown field bogus")
+
+
+# --- a script by role
+ROLES = {"format": FORMAT, "roles": {
+    "agent": [{"tool_calls": [{"name": "get_contacts", "arguments": {}}]},
+              {"content": "Done."}],
+    "refusal_judge": [{"content": "Answer: No"}, {"content": "Answer: No"}],
+    "semantic_judge": [{"content": "pass"}]}}
+MODELS = {"agent": "scripted", "refusal_judge": "refusal-m", "semantic_judge": "semantic-m"}
+
+
+def _role_endpoint(tmp_path, doc=ROLES) -> ScriptedEndpoint:
+    f = tmp_path / "roles.json"
+    f.write_text(json.dumps(doc))
+    return ScriptedEndpoint(load_script(f), models=MODELS).start()
+
+
+@pytest.mark.req("R-8.14")
+def test_a_script_by_role_answers_each_role_from_its_own_replies(tmp_path):
+    """The calls of each role, told apart by the model they name, take that role's replies
+    in their own order: a judge's spare reply can never answer the agent's next call, and
+    what each role left over is reported."""
+    ep = _role_endpoint(tmp_path)
+    try:
+        def ask(model: str) -> httpx.Response:
+            return chat(ep, body={"model": model, "messages": [{"role": "user",
+                                                                "content": "x"}]})
+
+        first = ask("scripted").json()
+        assert first["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == \
+            "get_contacts"
+        judged = ask("refusal-m").json()
+        assert judged["choices"][0]["message"]["content"] == "Answer: No"
+        assert judged["id"] == "chatcmpl-scripted-refusal_judge-0"
+        assert ask("semantic-m").json()["choices"][0]["message"]["content"] == "pass"
+        # the agent's next call takes the agent's next reply, whatever the judges left
+        assert ask("scripted").json()["choices"][0]["message"]["content"] == "Done."
+        assert ep.unused("s1") == {"refusal_judge": 1}
+        spent = ask("semantic-m")
+        assert spent.status_code == 400
+        assert spent.json()["error"]["message"] == (
+            "scripted transport: the script has no reply 1 of role semantic_judge "
+            "(it holds 1)")
+        stranger = ask("other-m")
+        assert stranger.status_code == 400
+        assert "no role's model is 'other-m'" in stranger.json()["error"]["message"]
+        assert ep.unused("s2") == {"agent": 2, "refusal_judge": 2, "semantic_judge": 1}
+    finally:
+        ep.stop()
+
+
+def test_a_script_that_is_not_by_role_reports_what_a_session_left(serve):
+    ep = serve([{"content": "a"}, {"content": "b"}])
+    chat(ep)
+    assert ep.unused("s1") == {"replies": 1}
+    chat(ep)
+    assert ep.unused("s1") == {}
+
+
+@pytest.mark.req("R-8.14")
+def test_a_script_by_role_names_the_plans_roles_each_with_its_own_model(tmp_path):
+    from agentprov_core.live.scripted.script import check_roles
+
+    f = tmp_path / "roles.json"
+    f.write_text(json.dumps(ROLES))
+    script = load_script(f)
+    check_roles(script, {"refusal_judge": "refusal-m", "semantic_judge": "semantic-m"})
+    check_roles(parse_script(b"[]"), {"refusal_judge": "m", "semantic_judge": "m"})
+    for judges, what in (
+            ({"refusal_judge": "m", "semantic_judge": "m"},
+             "roles: refusal_judge and semantic_judge both call the model 'm', so their "
+             "calls cannot be told apart: give each judge a model name of its own "
+             "(--judge semantic_judge=NAME; a scripted run calls no real model, and the "
+             "agent's is 'scripted')"),
+            ({"refusal_judge": "scripted", "semantic_judge": "s"},
+             "roles: agent and refusal_judge both call the model 'scripted'"),
+            ({"refusal_judge": "r"},
+             "roles.semantic_judge: not a role of this plan; its roles are agent, "
+             "refusal_judge")):
+        with pytest.raises(AgentprovError) as e:
+            check_roles(script, judges)
+        assert (e.value.code, e.value.exit_code) == ("cli.usage.llm_script", 2)
+        assert e.value.message == f"--llm-script {f}: {what}" or what in e.value.message, \
+            e.value.message
+
+
+@pytest.mark.req("R-8.14", "R-14.1")
+def test_a_run_refuses_a_script_by_role_whose_judges_share_a_model(cli, tmp_path, home):
+    """Before anything else is looked at (no environment is needed to be refused), and
+    nothing is written."""
+    script = tmp_path / "roles.json"
+    script.write_text(json.dumps(ROLES))
+    r = cli("run", "agentharm", "--dry-run", "--corpus", tmp_path / "c", "--campaign", "c",
+            "--task", "inspect_evals/agentharm", "--split", "val", "--samples", "45-1",
+            "--message-limit", "10", "--token-limit", "20000", "--time-limit", "600",
+            "--judge", "refusal_judge=m", "--judge", "semantic_judge=m",
+            "--llm-script", script)
+    assert (r.code, r.error["error"]) == (2, "cli.usage.llm_script"), r.err
+    assert "refusal_judge and semantic_judge both call the model 'm'" in r.error["message"]
+    assert not (tmp_path / "c").exists() and not any(home.rglob("*"))

@@ -142,8 +142,10 @@ def test_register_refuses_a_misspelled_hook() -> None:
     assert plugins.record("misspelled") is None
 
 
-def test_a_duplicate_source_is_ignored_and_reported(agentprov_plugin, agentprov_cli) -> None:
-    """The first registered plugin keeps the name; the second is listed as a duplicate."""
+def test_a_second_plugin_of_a_source_name_is_refused(agentprov_plugin, agentprov_cli) -> None:
+    """The first registered plugin keeps the name; a second one can only add the source
+    under another entry-point name, and is refused for it (listed as failed, with the
+    fix), so nothing of it is used."""
     from agentprov_core.source import Source, SourceMeta
 
     def plugin(label: str) -> SimpleNamespace:
@@ -157,13 +159,49 @@ def test_a_duplicate_source_is_ignored_and_reported(agentprov_plugin, agentprov_
 
         return SimpleNamespace(agentprov_sources=agentprov_sources)
 
-    agentprov_plugin(plugin("first"), "dup-a")
+    agentprov_plugin(plugin("first"), "dupbench")
     plugins = agentprov_plugin(plugin("second"), "dup-b")
     entry = plugins.sources()["dupbench"]
-    assert (entry.plugin.name, entry.source.meta.label) == ("dup-a", "first")
+    assert (entry.plugin.name, entry.source.meta.label) == ("dupbench", "first")
     listed = agentprov_cli("plugins", "--format", "json").json()
-    assert listed["duplicates"] == [
-        "source 'dupbench' from dup-b ignored: already registered by dup-a"]
+    (dup_b,) = [p for p in listed["plugins"] if p["name"] == "dup-b"]
+    assert dup_b["status"] == "failed"
+    assert "comes from the entry point 'dup-b'" in dup_b["error"]
+
+
+@pytest.mark.req("R-14.1")
+def test_an_entry_point_not_named_as_its_source_is_refused(agentprov_plugin, agentprov_cli,
+                                                            agentprov_home, tmp_path,
+                                                            monkeypatch) -> None:
+    """Not only the contract suite: ``plugins`` lists the plugin as failed with the fix,
+    and ``run`` and ``backends build`` of its source (or its backend) refuse it (exit 3)
+    with the same words, writing nothing."""
+    from agentprov_core.backendproject import BackendProject
+
+    shutil.copytree(EXAMPLE_BACKEND, tmp_path / "calbench")
+    monkeypatch.setenv("AGENTPROV_BACKENDS", str(tmp_path))
+    agentprov_plugin(_bench_plugin("calbench", BackendProject(name="calbench",
+                                                              path="calbench")),
+                     "calbench-plugin", distribution="agentprov-calbench", version="1.0")
+    fix = ("source 'calbench' comes from the entry point 'calbench-plugin': the entry-point "
+           "name must be the source's name (name the entry point calbench in the "
+           "distribution's [project.entry-points.agentprov] table)")
+    listed = agentprov_cli("plugins", "--format", "json").json()
+    (rec,) = [p for p in listed["plugins"] if p["name"] == "calbench-plugin"]
+    assert (rec["status"], rec["error"]) == ("failed", fix)
+    assert "calbench" not in listed["sources"] and "calbench" not in {
+        b["name"] for b in listed["backends"]}
+    text = agentprov_cli("plugins")
+    assert fix in text.stdout
+    (tmp_path / "s.json").write_text("[]")
+    for args in (("run", "calbench", "--dry-run", "--llm-script", tmp_path / "s.json",
+                  "--corpus", tmp_path / "c", "--campaign", "c"),
+                 ("backends", "build", "calbench", "--dry-run")):
+        done = agentprov_cli("--error-format", "json", *map(str, args))
+        assert (done.exit_code, done.error["error"]) == (3, "cli.environment.plugin_failed"), \
+            done.stderr
+        assert fix in done.error["message"]
+    assert list(agentprov_home.iterdir()) == [] and not (tmp_path / "c").exists()
 
 
 # -------------------------------------------------------------- a fresh environment
@@ -485,8 +523,10 @@ def test_the_third_party_backend_is_found_through_its_hook(agentprov: ThirdParty
     lines = done.out.splitlines()
     assert lines[0] == f"backend examplebench: environment {agentprov.home}/envs/{env_id}"
     assert ("--exclude-newer 2026-10-07T00:00:00Z") in lines[2]
-    assert lines[-2] == (f"  project: {installed} (from agentprov-example-source 0.1.0; "
+    assert lines[-3] == (f"  project: {installed} (from agentprov-example-source 0.1.0; "
                          "worker examplebench-worker)")
+    assert lines[-2] == ("  pins: httpx 0.28.1 (the project's direct dependencies, as its "
+                         "uv.lock records them)")
     assert lines[-1] == ("  host libraries: agentprov-backend from the copy shipped with "
                          "agentprov 0.1.0; agentprov-capture from the copy shipped with "
                          "agentprov 0.1.0")
@@ -510,7 +550,7 @@ def test_the_third_party_backend_is_found_through_its_hook(agentprov: ThirdParty
     example = {r["name"]: r for r in info["parts"]}["examplebench"]
     assert example["backend_project"] == {
         "distribution": "agentprov-example-source", "version": "0.1.0",
-        "plugin": "examplebench", "project": str(installed), "status": "locked",
+        "plugin": "examplebench", "project": str(installed), "status": "ok",
         "problem": None}
 
 
@@ -624,7 +664,7 @@ def test_two_distributions_contributing_one_backend(agentprov_plugin, agentprov_
     monkeypatch.setenv("AGENTPROV_BACKENDS", str(tmp_path))
     agentprov_plugin(_bench_plugin("twinbench", BackendProject(name="twinbench",
                                                                path="twinbench")),
-                     "twin-a", distribution="agentprov-twin-a", version="1.0")
+                     "twinbench", distribution="agentprov-twin-a", version="1.0")
     agentprov_plugin(_bench_plugin("twinbench", BackendProject(
         name="twinbench", package="agentprov_example_source", path="backend"), source=False),
         "twin-b", distribution="agentprov-twin-b", version="1.1")
@@ -651,3 +691,100 @@ def test_a_backend_hook_that_returns_something_else(agentprov_plugin, agentprov_
     assert (rec["status"], rec["error"]) == (
         "failed", "agentprov_backends: returned dict, not a BackendProject")
     assert listed.json()["backends"] == []
+
+
+@pytest.mark.req("R-14.1")
+def test_catalogue_errors_list_every_field_and_run_agrees_with_catalogue(
+        agentprov_plugin, agentprov_cli, agentprov_home, tmp_path, monkeypatch) -> None:
+    """A committed catalogue with two bad fields is refused naming both; once the backend
+    environment is built, a run plans with the catalogue the environment recorded from its
+    worker (as ``--catalogue`` prints the worker's), so a stale committed file no longer
+    decides a dry run while ``--catalogue`` answers."""
+    from agentprov_core.backend import environments, marker
+    from agentprov_core.backendproject import BackendProject
+    from agentprov_core.base.digests import file_sha256
+    from agentprov_core.source import SourceMeta, SuiteSource
+
+    good = json.loads((EXAMPLE_PKG / "catalogue.json").read_text())
+    good["source"] = good["backend"] = "calbench"
+    bad = json.loads(json.dumps(good))
+    bad["suites"][0]["user_tasks"] = "user_task_0"
+    bad["attacks"] = [{"name": "x", "dos": "yes"}]
+    committed = tmp_path / "catalogue.json"
+    committed.write_text(json.dumps(bad))
+
+    class CalBench(SuiteSource):
+        meta = SourceMeta(name="calbench", label="calbench", summary="a catalogue test",
+                          kind="suites", backend="calbench")
+        catalogue_file = committed
+
+    shutil.copytree(EXAMPLE_BACKEND, tmp_path / "backends" / "calbench")
+    monkeypatch.setenv("AGENTPROV_BACKENDS", str(tmp_path / "backends"))
+    agentprov_plugin(SimpleNamespace(
+        agentprov_sources=hookimpl(lambda: [CalBench()]),
+        agentprov_backends=hookimpl(lambda: [BackendProject(name="calbench",
+                                                            path="calbench")])), "calbench")
+    script = tmp_path / "s.json"
+    script.write_text("[]")
+    dry = ("--error-format", "json", "run", "calbench", "--dry-run", "--llm-script",
+           str(script), "--corpus", str(tmp_path / "c"), "--campaign", "c")
+    for args in (dry, ("--error-format", "json", "run", "calbench", "--catalogue")):
+        r = agentprov_cli(*args)
+        assert (r.exit_code, r.error["error"]) == (3, "cli.environment.no_catalogue"), r.stderr
+        assert "is not a catalogue (2 problem(s): " in r.error["message"]
+        assert "Expected `array`, got `str` - at `$.suites[0].user_tasks`" in r.error["message"]
+        assert "Expected `bool`, got `str` - at `$.attacks[0].dos`" in r.error["message"]
+    # the environment built: its worker's catalogue recorded, its digest in the marker
+    env_id = environments.environment_id(CalBench.meta)
+    env_dir = agentprov_home / "envs" / env_id
+    (env_dir / "agentprov").mkdir(parents=True)
+    rel = "agentprov/catalogue-calbench.json"
+    (env_dir / rel).write_text(json.dumps(good))
+    marker.write(env_dir, marker.Marker(
+        format=marker.FORMAT, environment_id=env_id, backend="calbench", project="calbench",
+        built_at="2026-11-29T00:00:00Z", agentprov="0.1.0", python="3.12.1", uv="uv",
+        lock_sha256=file_sha256(tmp_path / "backends/calbench/uv.lock"), exclude_newer=None,
+        pinned_commit=None, distributions={}, files_verified=0,
+        guarded={rel: file_sha256(env_dir / rel)}, defence_registry_sha256=None,
+        hello={"sources": ["calbench"]}, probe={}, identity_sha256="0" * 64))
+    r = agentprov_cli(*dry)
+    assert r.error["error"] != "cli.environment.no_catalogue", r.stderr
+    # a recorded file that is not the one the marker hashed is not planned with
+    (env_dir / rel).write_text(json.dumps(good) + " ")
+    assert agentprov_cli(*dry).error["error"] == "cli.environment.no_catalogue"
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.req("R-22.2")
+def test_a_third_party_part_can_be_toggled(agentprov_plugin, agentprov_cli,
+                                           agentprov_home) -> None:
+    """A maintainer toggles the live status of any installed plugin's part, not only of
+    those registry/parts.toml names: the overlay holds it, ``info`` and ``registry parts
+    list`` show it, and setting the plugin's own status back removes the overlay."""
+    agentprov_plugin(_bench_plugin("calbench", None), "calbench",
+                     distribution="agentprov-calbench", version="1.0")
+
+    def status(cmd: tuple[str, ...]) -> str:
+        done = agentprov_cli(*cmd, "--format", "json")
+        assert done.exit_code == 0, done.stderr
+        rows = done.json()["parts"] if cmd == ("info",) else done.json()
+        return {r["name"]: r["live_status"] for r in rows}["calbench"]
+
+    assert status(("info",)) == status(("registry", "parts", "list")) == "planned"
+    r = agentprov_cli("registry", "parts", "set-status", "calbench", "partial")
+    assert r.exit_code == 0, r.stderr
+    overlay = agentprov_home / "registry" / "parts.toml"
+    assert r.stdout.startswith(f"part calbench: live status partial in {overlay}")
+    assert '[parts.calbench]\nlive_status = "partial"' in overlay.read_text()
+    assert status(("info",)) == status(("registry", "parts", "list")) == "partial"
+    assert agentprov_cli("registry", "parts", "set-status", "calbench", "planned"
+                         ).exit_code == 0
+    assert not overlay.exists()
+    unknown = agentprov_cli("--error-format", "json", "registry", "parts", "set-status",
+                            "nobench", "partial")
+    assert (unknown.exit_code, unknown.error["error"]) == (
+        2, "cli.usage.registry_unknown_entry")
+    assert unknown.error["message"].endswith(
+        "is not in registry/parts.toml nor a part of an installed plugin; entries: agentdojo, "
+        "agentdyn, agentharm, autodojo, calbench, rope")
+    assert [p for p in agentprov_home.rglob("*") if p.is_file()] == []

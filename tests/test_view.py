@@ -335,9 +335,12 @@ def test_serve_binds_loopback_and_sends_the_policy(made, home, browser):
 
     root, _ = made
     env = {**child_env(), "AGENTPROV_HOME": str(home)}
+    # SIGINT as a terminal delivers it, even when this runner was started with it ignored
+    # (a background job), which the server would inherit and never stop on
     p = subprocess.Popen([sys.executable, "-m", "agentprov_core", "view", str(root),
                           "--serve"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=env, start_new_session=True)
+                         text=True, env=env, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         url = None
         for _ in range(2):
@@ -363,7 +366,12 @@ def test_serve_binds_loopback_and_sends_the_policy(made, home, browser):
         assert w.clean() == []
     finally:
         os.killpg(p.pid, signal.SIGINT)
-        p.wait(timeout=10)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # never leave the server running
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            raise
 
 
 def test_a_live_corpus_shows_what_each_call_sent_and_a_damaged_capture(tmp_path, cli,
@@ -473,3 +481,20 @@ def test_an_aer_of_the_wrong_shape_still_renders(made, cli, browser):
     assert "altered" in visible(w, "#exec-error")
     assert w.page.locator("#steps .step").count() == 0
     assert w.clean() == []
+
+
+def test_a_call_whose_mapper_left_out_the_count_says_so():
+    """A mapper that does not record ``messages_sent`` leaves the caption saying so, never
+    "of not recorded"; the browser tests show the caption on the page."""
+    from agentprov_core.view.execution import steps
+
+    aer = {"records": [{"kind": "model_call", "call_id": "c1"},
+                       {"kind": "model_call", "call_id": "c2", "messages_sent": 3},
+                       {"kind": "model_call", "call_id": "c3", "messages_sent": "not recorded"},
+                       {"kind": "model_call", "call_id": "c4", "messages_sent": True}]}
+    got = [s["sent_label"] for s in steps(aer, {"c1": [{}, {}], "c2": [{}], "c3": []})]
+    assert got == [
+        "sent (2 new message(s); the number sent in all is not recorded by the mapper)",
+        "sent (1 new message(s) of 3)",
+        "messages sent: not recorded by the mapper",
+        "messages sent: not recorded by the mapper"]

@@ -20,6 +20,14 @@ not: Newcombe's hybrid score interval for independent proportions (the differenc
 two Wilson intervals, squared and added), for a reader whose corpora hold different
 repeats of the same cells. The attack success rate is compared over attacked units only.
 
+**Benchmarks.** A difference measures what changed between two runs of one benchmark.
+Corpora of different sources (AgentDojo against AgentDyn, whose suites share names) or of
+different benchmark versions (``v1.2`` against ``v1.2.1``, as their AERs record them) are
+refused (``stats.usage.different_benchmarks``, exit 2, naming both corpora and what each
+holds) unless ``across=True`` (``--across-benchmarks``) says the comparison is meant; then
+each difference names both benchmarks. A version one corpus does not record (an import
+whose log named none) differs from no version.
+
 Corpora that share no cell cannot be compared: ``stats.usage.no_shared_cells`` (exit 2)
 names them, and nothing is printed.
 """
@@ -32,7 +40,7 @@ import msgspec
 
 from agentprov_core.audit.intervals import LEVEL, paired_difference, unpaired_difference
 from agentprov_core.audit.results import ResultsTable, table_of
-from agentprov_core.audit.units import CorpusUnits, Unit
+from agentprov_core.audit.units import BENCHMARK_VERSION, NOT_RECORDED, CorpusUnits, Unit
 
 COMPARE_FORMAT = "agentprov-compare/0.1"
 ARROW = " -> "
@@ -76,6 +84,8 @@ class Against(msgspec.Struct, kw_only=True):
     pairs: int
     ambiguous: int  # counted units whose cell and repeat their corpus holds twice
     rows: list[DiffRow]
+    benchmark_a: str  # what each corpus's counted units are: "agentdojo v1.2.1"
+    benchmark_b: str
 
 
 class Comparison(msgspec.Struct, kw_only=True):
@@ -165,9 +175,33 @@ def _refusals(units: list[Unit]) -> list[bool]:
             if (r := _refused(u, sample)) is not None]
 
 
-def against(a: CorpusUnits, b: CorpusUnits, a_id: str, b_id: str, by: list[str]) -> Against:
+def _benchmark(units: list[Unit]) -> tuple[frozenset[str], frozenset[str]]:
+    """The sources and the recorded benchmark versions of the counted units."""
+    counted = [u for u in units if u.reason is None]
+    return (frozenset(u.keys["source"] for u in counted),
+            frozenset(v for u in counted if (v := u.keys[BENCHMARK_VERSION]) != NOT_RECORDED))
+
+
+def benchmark_text(units: list[Unit]) -> str:
+    """``agentdojo v1.2.1``; several of either joined by commas."""
+    sources, versions = _benchmark(units)
+    return " ".join(x for x in (",".join(sorted(sources)) or NOT_RECORDED,
+                                ",".join(sorted(versions))) if x)
+
+
+def same_benchmark(a: list[Unit], b: list[Unit]) -> bool:
+    (sa, va), (sb, vb) = _benchmark(a), _benchmark(b)
+    return sa == sb and (not va or not vb or va == vb)
+
+
+def against(a: CorpusUnits, b: CorpusUnits, a_id: str, b_id: str, by: list[str],
+            across: bool = False) -> Against:
     from agentprov_core.errors import AgentprovError
 
+    bench_a, bench_b = benchmark_text(a.units), benchmark_text(b.units)
+    if not across and not same_benchmark(a.units, b.units):
+        raise AgentprovError("stats.usage.different_benchmarks", a=a_id, b=b_id,
+                             a_holds=bench_a, b_holds=bench_b)
     shared = _cells(a.units) & _cells(b.units)
     if not shared:
         raise AgentprovError("stats.usage.no_shared_cells", a=a_id, b=b_id)
@@ -213,17 +247,19 @@ def against(a: CorpusUnits, b: CorpusUnits, a_id: str, b_id: str, by: list[str])
         rows.append(row)
     n_pairs = sum(r.pairs for r in rows)
     return Against(a=a_id, b=b_id, shared_cells=len(shared), pairs=n_pairs,
-                   ambiguous=amb_a + amb_b, rows=rows)
+                   ambiguous=amb_a + amb_b, rows=rows, benchmark_a=bench_a,
+                   benchmark_b=bench_b)
 
 
-def compare(corpora: list[Any], by: list[str]) -> Comparison:
+def compare(corpora: list[Any], by: list[str], across: bool = False) -> Comparison:
     """The comparison of the opened corpora (:class:`~agentprov_core.corpus.opening.OpenCorpus`)
-    ``corpora``, the first the baseline; ``by`` checked by the caller."""
+    ``corpora``, the first the baseline; ``by`` checked by the caller; ``across``: corpora
+    of different benchmarks are meant to be compared."""
     from agentprov_core.audit.units import read_units
 
     read = [(c, read_units(c.root, c.corpus_id)) for c in corpora]
     tables = [table_of(cu, corpus=str(c.root), corpus_id=c.corpus_id, state=c.state, by=by)
               for c, cu in read]
     (c0, base), rest = read[0], read[1:]
-    diffs = [against(base, cu, c0.corpus_id, c.corpus_id, by) for c, cu in rest]
+    diffs = [against(base, cu, c0.corpus_id, c.corpus_id, by, across) for c, cu in rest]
     return Comparison(by=by, tables=tables, differences=diffs)

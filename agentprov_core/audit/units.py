@@ -70,6 +70,10 @@ class _Producer(msgspec.Struct):
     mapper: Any = NOT_RECORDED
 
 
+class _Backend(msgspec.Struct):
+    benchmark_version: Any = NOT_RECORDED
+
+
 class _Header(msgspec.Struct):
     task: _Task
     execution_id: Any = ""
@@ -77,6 +81,7 @@ class _Header(msgspec.Struct):
     source: Any = NOT_RECORDED
     agent: _Agent = msgspec.field(default_factory=_Agent)
     producer: _Producer = msgspec.field(default_factory=_Producer)
+    backend: _Backend = msgspec.field(default_factory=_Backend)
     instrumentation: list[Any] = []
 
 
@@ -125,7 +130,7 @@ class Unit:
     """A unit, with what it counts as (``reason`` None) or why it is left out."""
 
     uid: str
-    keys: dict[str, str]  # the grouping keys (see KEYS)
+    keys: dict[str, str]  # the grouping keys (see KEYS) and BENCHMARK_VERSION
     kind: str  # "agentdojo" (utility and security) or "inspect" (scores)
     reason: str | None = None
     utility: bool | None = None
@@ -139,6 +144,8 @@ class Unit:
 #: the keys a table can be grouped by (``--by``), in the order they are printed
 KEYS = ("corpus", "source", "mode", "model", "suite", "attack", "defence", "user_task",
         "injection_task", "repeat")
+#: a key every unit holds beside KEYS: what ``--compare`` checks two corpora share
+BENCHMARK_VERSION = "benchmark_version"
 
 
 @dataclass
@@ -159,11 +166,13 @@ def _keys(corpus_id: str, aer: ReadAER | None, cell_key: str, defence: str,
         suite, user, attack, inj = (parts + [NOT_RECORDED] * 4)[:4] if len(parts) == 4 \
             else (NOT_RECORDED,) * 4
         return {"corpus": corpus_id, "source": _UNREAD, "mode": _UNREAD,
-                "model": _UNREAD, "suite": suite, "attack": attack, "defence": defence,
-                "user_task": user, "injection_task": inj, "repeat": str(repeat)}
+                "model": _UNREAD, BENCHMARK_VERSION: _UNREAD, "suite": suite,
+                "attack": attack, "defence": defence, "user_task": user,
+                "injection_task": inj, "repeat": str(repeat)}
     h, t = aer.header, aer.header.task
     return {"corpus": corpus_id, "source": _s(h.source), "mode": _s(h.mode),
-            "model": _s(h.agent.model), "suite": _s(t.suite), "attack": _s(t.attack or "none"),
+            "model": _s(h.agent.model), BENCHMARK_VERSION: _s(h.backend.benchmark_version),
+            "suite": _s(t.suite), "attack": _s(t.attack or "none"),
             "defence": _s(t.defense_id or "none"), "user_task": _s(t.user_task_id),
             "injection_task": _s(t.injection_task_id or "none"), "repeat": str(t.repeat)}
 
@@ -270,10 +279,10 @@ def read_units(root: Path, corpus_id: str) -> CorpusUnits:
 
 
 def _fill(units: list[Unit]) -> None:
-    """A unit none of whose AERs could be read takes the corpus's source, mode and model
-    when every other unit has the same one (a live corpus: one source, one model); else
-    they are not recorded."""
-    for k in ("source", "mode", "model"):
+    """A unit none of whose AERs could be read takes the corpus's source, mode, model and
+    benchmark version when every other unit has the same one (a live corpus: one source,
+    one model); else they are not recorded."""
+    for k in ("source", "mode", "model", BENCHMARK_VERSION):
         values = {u.keys[k] for u in units if u.keys[k] != _UNREAD}
         fill = next(iter(values)) if len(values) == 1 else NOT_RECORDED
         for u in units:

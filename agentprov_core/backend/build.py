@@ -102,6 +102,9 @@ def backend_meta(name: str) -> SourceMeta:
             metas.setdefault(m.backend, m)
             metas.setdefault(m.name, m)
     if name not in metas:
+        from agentprov_core.plugins import refuse_failed
+
+        refuse_failed(name)  # a failed plugin's source or backend: its error, not unknown
         raise AgentprovError("cli.usage.unknown_backend", name=name,
                              known=", ".join(sorted({m.backend for m in metas.values()})))
     return metas[name]
@@ -285,6 +288,8 @@ def dry_run_lines(bp: BuildPlan) -> list[str]:
         *([f"  project: {bp.located.where} (from {bp.located.origin}; "
             + (f"worker {bp.located.entry.project.worker})" if bp.located.entry.project.worker
                else "any worker package)")] if bp.located is not None else []),
+        *([f"  pins: {pins} (the project's direct dependencies, as its uv.lock records "
+           "them)"] if (pins := ", ".join(direct_pins(bp.project))) else []),
         "  host libraries: " + _host_line(),
         *(["  " + bp.dataset.summary()] if bp.dataset is not None else
           [f"  dataset: none given (--dataset DIR: a local copy of {bp.dataset_spec.origin} at "
@@ -293,6 +298,27 @@ def dry_run_lines(bp: BuildPlan) -> list[str]:
         *([f"  task files: {', '.join(bp.task_files)} (each file's sha256 in the marker)"]
           if bp.task_files else []),
     ]
+
+
+def direct_pins(project: Path) -> list[str]:
+    """``name version`` of each dependency the project itself declares that its ``uv.lock``
+    takes from a package index (``inspect-ai 0.3.263``): what the environment runs, as the
+    specification's table of environments names it. Path sources (the worker package, a
+    pinned upstream) are named by the dry run's other lines."""
+    import tomllib
+
+    try:
+        lock = tomllib.loads((project / "uv.lock").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    packages = lock.get("package", [])
+    root = next((p for p in packages if (p.get("source") or {}).get("virtual") == "."
+                 or (p.get("source") or {}).get("editable") == "."), None)
+    if root is None:
+        return []
+    wanted = {d.get("name") for d in root.get("dependencies", [])}
+    return [f"{p['name']} {p.get('version', '?')}" for p in packages
+            if p.get("name") in wanted and "registry" in (p.get("source") or {})]
 
 
 def _host_line() -> str:
@@ -734,8 +760,7 @@ def offline_check(bp: BuildPlan) -> marker.Marker:
 
     with hold(bp.env_id):
         if not bp.env_dir.is_dir():
-            raise AgentprovError("cli.environment.backend_missing", env_id=bp.env_id,
-                                 backend=bp.meta.backend)
+            raise environments.not_built(bp.meta.backend, bp.env_id)
         m = environments.read_marker(bp.meta, bp.env_id)
         if m.lock_sha256 != bp.lock_sha256:
             raise fail(f"the marker's lock_sha256 differs from {bp.located.where}/uv.lock "

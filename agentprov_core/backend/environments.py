@@ -6,6 +6,7 @@ git-pinned backend, else of the sha256 of the backend project's ``uv.lock`` (R-5
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from agentprov_core.backend import projects
@@ -46,13 +47,44 @@ def environment_dir(env_id: str) -> Path:
     return paths.home() / "envs" / env_id
 
 
+#: the identity digest of an environment that is not built yet (an estimate plans
+#: before a build: :func:`planned_identity`)
+NOT_BUILT = "not built"
+
+
+def planned_identity(meta: SourceMeta) -> tuple[str, dict]:
+    """The environment id and identity a plan records, as :func:`backend_identity` gives
+    them for a built environment; for one not built yet (``agentprov estimate`` before
+    ``backends build``), the id the lock gives and the identity :data:`NOT_BUILT`."""
+    env_id = environment_id(meta)  # from the lock or the pinned commit: exit 3 without
+    if not (environment_dir(env_id) / MARKER).is_file():
+        return env_id, {"environment_id": env_id, "identity_sha256": NOT_BUILT}
+    return backend_identity(meta)
+
+
 def require_built(meta: SourceMeta) -> str:
     """The environment id, or exit 3 telling the user to build it (R-16.2)."""
     env_id = environment_id(meta)
     if not (environment_dir(env_id) / MARKER).is_file():
-        raise AgentprovError("cli.environment.backend_missing", env_id=env_id,
-                             backend=meta.backend)
+        raise not_built(meta.backend, env_id)
     return env_id
+
+
+def not_built(backend: str | None, env_id: str) -> AgentprovError:
+    """Why the environment ``env_id`` of ``backend`` is not there, with the fix that can
+    work: a project whose lock does not match it cannot be built
+    (``cli.environment.lock_mismatch``); else ``cli.environment.backend_missing`` naming
+    the build command that can succeed here (``--source-repo`` for an upstream that is not
+    public and not in the fetch cache)."""
+    from agentprov_core.backend import upstream
+
+    loc = projects.locate(backend)
+    if loc is not None and loc.present and (what := projects.lock_problem(loc)):
+        return projects.lock_mismatch(loc, what)
+    build = upstream.build_command(loc.entry.project) if loc is not None else \
+        f"agentprov backends build {backend}"
+    return AgentprovError("cli.environment.backend_missing", env_id=env_id, backend=backend,
+                          build=build)
 
 
 def read_marker(meta: SourceMeta, env_id: str):
@@ -66,8 +98,7 @@ def read_marker(meta: SourceMeta, env_id: str):
     try:
         m = markermod.read(env_dir)
     except FileNotFoundError:
-        raise AgentprovError("cli.environment.backend_missing", env_id=env_id,
-                             backend=meta.backend) from None
+        raise not_built(meta.backend, env_id) from None
     except ValueError as exc:
         raise AgentprovError("cli.environment.marker", marker=where, what=str(exc),
                              backend=meta.backend) from None
@@ -82,13 +113,38 @@ def read_marker(meta: SourceMeta, env_id: str):
             raise AgentprovError("cli.environment.marker", marker=where, backend=meta.backend,
                                  what=f"records lock_sha256 {m.lock_sha256[:8]}, but "
                                       f"{loc.where}/uv.lock ({loc.origin}) is {lock[:8]}")
-    reg = paths.defence_registry()
-    if m.defence_registry_sha256 is not None and reg.is_file() and (
-            file_sha256(reg) != m.defence_registry_sha256):
+    stale = registry_changes(env_dir, m)
+    if stale:
         raise AgentprovError("cli.environment.marker", marker=where, backend=meta.backend,
-                             what="records a defence registry that differs from the "
-                                  "repository's (registry/defences.toml)")
+                             what=f"records a defence registry that differs from "
+                                  f"{paths.display(paths.defence_registry())} in what the "
+                                  f"worker runs ({', '.join(stale[:6])}"
+                                  f"{', …' if len(stale) > 6 else ''})")
     return m
+
+
+def registry_changes(env_dir: Path, m) -> list[str]:
+    """What the defence registry changed since the environment ``env_dir`` installed its
+    copy, in what a worker runs (:func:`~agentprov_core.registries.defences.run_changes`:
+    a defence's ``summary`` or ``enabled`` is no change). The registry is read checked
+    (exit 2 naming file, line, field and fix). An environment whose installed copy is
+    missing or is not the one its marker hashed is compared by the file's sha256."""
+    from agentprov_core.backend.identity import site_packages
+    from agentprov_core.registries import defences as defmod
+
+    reg = paths.defence_registry()
+    if m.defence_registry_sha256 is None or not reg.is_file():
+        return []
+    _, now = defmod.read_file(reg)
+    try:
+        built = (site_packages(env_dir) / "agentprov_backend" / "defences.toml").read_bytes()
+    except OSError:
+        built = b""
+    if hashlib.sha256(built).hexdigest() != m.defence_registry_sha256:
+        return [] if file_sha256(reg) == m.defence_registry_sha256 else \
+            ["its sha256: the environment's own copy is missing or changed, so the field "
+             "cannot be named"]
+    return defmod.run_changes(built.decode("utf-8"), now)
 
 
 def backend_identity(meta: SourceMeta) -> tuple[str, dict]:

@@ -141,7 +141,9 @@ def ensure(pin: Pin, *, source_repo: str | None = None, allow_network: bool = Fa
         if source_repo is None and not (allow_network and pin.upstream):  # no URL: not public
             raise AgentprovError("cli.environment.source_not_cached", name=pin.name,
                                  commit=pin.commit, path=repo,
-                                 upstream=pin.upstream or "its upstream, which has no URL")
+                                 how=f", or --allow-network to fetch it from {pin.upstream}"
+                                 if pin.upstream else "; its upstream has no URL "
+                                 "--allow-network could fetch from")
         _init(repo)
         fetch_ref = pin.commit if len(pin.commit) == 40 else None
         try:

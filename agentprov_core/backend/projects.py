@@ -153,14 +153,12 @@ def lock_problem(loc: Located) -> str | None:
     return None
 
 
-def survey(check_locks: bool = True) -> list[dict[str, Any]]:
+def survey() -> list[dict[str, Any]]:
     """Every contributed backend project with its state, for ``agentprov plugins`` and
     ``agentprov info``: ``ok``, ``unlocked`` (a project slot with no ``uv.lock``),
     ``missing`` (its directory, or the ``pyproject.toml`` beside a lock, is not there), ``lock mismatch``
     (:func:`lock_problem`) or ``conflict`` (more
-    than one distribution contributes the name). Without ``check_locks`` (``info``, which
-    reads the files' presence only: the comparison parses every lock) a project with both
-    files is ``locked``, not ``ok``."""
+    than one distribution contributes the name)."""
     from agentprov_core.plugins import manager
 
     rows = []
@@ -179,8 +177,6 @@ def survey(check_locks: bool = True) -> list[dict[str, Any]]:
                 problem = f"{loc.where}/uv.lock is absent: the project cannot be built"
             elif not (loc.directory / "pyproject.toml").is_file():
                 status, problem = "missing", missing(loc).message
-            elif not check_locks:
-                status = "locked"
             elif what := lock_problem(loc):
                 status, problem = "lock mismatch", lock_mismatch(loc, what).message
             rows.append({"name": name, "plugin": rec.name, "distribution": rec.distribution,

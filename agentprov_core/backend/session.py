@@ -86,6 +86,33 @@ def _checked_worker(meta: SourceMeta, env_id: str, m: Marker) -> Iterator[tuple[
         yield w, hello
 
 
+def recorded_catalogue(src: Source) -> Catalogue | None:
+    """The catalogue the source's built environment recorded from its worker at build time
+    (``agentprov/catalogue-SOURCE.json``, its sha256 in the marker), which a run plans
+    with, as ``--catalogue`` prints the worker's: ``None`` when no environment is built,
+    its worker does not serve the source, or the recorded file is not the one the marker
+    hashed (step 5 then refuses the environment, exit 3)."""
+    import hashlib
+
+    from agentprov_core.backend import marker as markermod
+
+    meta = src.meta
+    try:
+        env_dir = environments.environment_dir(environments.environment_id(meta))
+        m = markermod.read(env_dir)
+        rel = f"agentprov/catalogue-{meta.name}.json"
+        data = (env_dir / rel).read_bytes() if meta.name in m.hello.get("sources", []) \
+            else b""
+    except (AgentprovError, OSError, ValueError):
+        return None
+    if not data or hashlib.sha256(data).hexdigest() != m.guarded.get(rel):
+        return None
+    try:
+        return msgspec.json.decode(data, type=Catalogue)
+    except msgspec.DecodeError:
+        return None
+
+
 def worker_catalogue(src: Source) -> Catalogue | None:
     """The catalogue served by the source's built environment, or ``None`` when the
     environment is not built (the plugin's committed catalogue then answers)."""

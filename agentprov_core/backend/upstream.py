@@ -92,9 +92,29 @@ def of(project: BackendProject) -> Upstream | None:
 
 
 def not_public(why: str) -> str:
-    """What ``cli.environment.source_not_cached`` says of an upstream with no URL."""
-    return (f"its upstream, whose URL this build does not know ({why}): here only "
-            "--source-repo can provide it")
+    """What ``cli.environment.source_not_cached`` adds for an upstream with no URL: no
+    ``--allow-network`` could fetch it."""
+    return (f"; only --source-repo can provide it: this build knows no URL of its upstream "
+            f"({why}), so --allow-network cannot fetch it")
+
+
+def fetch_from(url: str) -> str:
+    """What ``cli.environment.source_not_cached`` adds for a public upstream."""
+    return f", or --allow-network to fetch it from {url}"
+
+
+def build_command(project: BackendProject) -> str:
+    """The ``agentprov backends build`` that can build ``project`` here: with
+    ``--source-repo URL`` when its upstream is not public and not in the fetch cache."""
+    up = of(project)
+    command = f"agentprov backends build {project.name}"
+    if up is None or up.pin.upstream:
+        return command
+    repo = fetchcache.repo_path(up.pin.name)
+    if (repo / "HEAD").is_file() and fetchcache.resolve(repo, up.pin.commit) is not None:
+        return command
+    return (f"{command} --source-repo URL (a mirror, a path or a bundle holding its pinned "
+            f"commit {up.pin.commit}: {up.unpublished or 'its upstream is not public'})")
 
 
 def require_reachable(up: Upstream, source_repo: str | None) -> None:
@@ -108,7 +128,7 @@ def require_reachable(up: Upstream, source_repo: str | None) -> None:
         return
     raise AgentprovError("cli.environment.source_not_cached", name=up.pin.name,
                          commit=up.pin.commit, path=repo,
-                         upstream=not_public(up.unpublished or "it is not public"))
+                         how=not_public(up.unpublished or "it is not public"))
 
 
 def _path_sources(project: Path) -> list[Path]:

@@ -29,10 +29,26 @@ def registry_dir() -> Path:
     return _PKG / "_registry"
 
 
+#: the defence registry inside the worker library that backends install (R-22.2), from a
+#: checkout's root and inside a wheel's ``agentprov_core/``
+SHIPPED_DEFENCES = ("backends/shared/src/agentprov_backend/defences.toml",
+                    "_worker/agentprov-backend/src/agentprov_backend/defences.toml")
+
+
 def defence_registry() -> Path:
-    """The defence registry file (R-22.2): ``registry/defences.toml`` links to
-    ``backends/shared/src/agentprov_backend/defences.toml``, which backends ship."""
-    return registry_dir() / "defences.toml"
+    """The defence registry file (R-22.2). It is the worker library's
+    (``backends/shared/src/agentprov_backend/defences.toml``, which every backend
+    environment installs); ``registry/defences.toml`` links to it so that the registry
+    files are read in one place. A copy of ``registry/`` made elsewhere (``cp -r``) keeps
+    the link relative and dangling: the registry is then the shipped file, as it is for a
+    copy without one."""
+    path = registry_dir() / "defences.toml"
+    if path.is_file():
+        return path
+    root = repo_root()
+    shipped = [root / SHIPPED_DEFENCES[0]] if root is not None else []
+    shipped.append(_PKG / SHIPPED_DEFENCES[1])
+    return next((p for p in shipped if p.is_file()), path)
 
 
 def overlay_dir() -> Path:

@@ -125,3 +125,44 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
         click.echo(f"  defence asset {aid}: {len(rec['files'])} file(s) verified (sha256 and "
                    f"git blob id), digest {rec['sha256'][:16]}…")
     return 0
+
+
+@backends.command("catalogue")
+@click.argument("source")
+@click.option("--out", metavar="FILE",
+              help="Write the catalogue to FILE (the plugin's catalogue.json) instead of "
+                   "printing it.")
+def catalogue(source: str, out: str | None) -> int:
+    """Ask the built environment's worker for SOURCE's catalogue and print it (or write it
+    to FILE) as a committed snapshot: canonical JSON, provenance ``snapshot`` naming the
+    environment and its packages. A plugin author regenerates the catalogue.json that
+    ``run`` plans with before the environment is built."""
+    import msgspec
+
+    from agentprov_core.backend import environments
+    from agentprov_core.backend.session import worker_catalogue
+    from agentprov_core.catalogue import dumps
+    from agentprov_core.errors import AgentprovError
+    from agentprov_core.plugins import source_entry
+    from agentprov_core.run.prepare import gate_backend
+
+    gate_backend(source)  # a source with no backend, or one this build cannot build: exit 5
+    src = source_entry(source).source
+    env_id = environments.require_built(src.meta)  # exit 3 naming the build that can work
+    cat = worker_catalogue(src)
+    if cat is None:
+        raise AgentprovError("cli.environment.no_catalogue", source=source,
+                             why=f"the worker of {env_id} does not serve it (its hello names "
+                                 "no such source)")
+    cat = msgspec.structs.replace(cat, provenance=msgspec.structs.replace(
+        cat.provenance, kind="snapshot", generator=f"agentprov backends catalogue {source}",
+        note=f"the catalogue the worker of {env_id} served, committed for T0 to plan with "
+             "before the environment is built"), defences=[])
+    text = dumps(cat)
+    if out is None:
+        click.echo(text, nl=False)
+        return 0
+    Path(out).write_text(text, encoding="utf-8")
+    click.echo(f"agentprov backends catalogue: {source}'s catalogue from the worker of "
+               f"{env_id} written to {out}")
+    return 0

@@ -10,6 +10,7 @@ from agentprov_core.cli.common import echo_json, format_option, table
 
 
 def parts_rows() -> list[dict[str, Any]]:
+    from agentprov_core import plugins as plugins_mod
     from agentprov_core.plugins import manager
     from agentprov_core.registries import parts as partsmod
 
@@ -17,9 +18,12 @@ def parts_rows() -> list[dict[str, Any]]:
     sources = plugins.sources()
     failed = {r.name: r for r in plugins.failed()}
     rows = []
-    registry = partsmod.load()
+    own, _ = partsmod.read_file(partsmod.parts_file())
+    registry = plugins_mod.parts()  # with the overlay's live statuses, a plugin's too
     contributed = backend_projects()
     for name, part in registry.items():
+        if name not in own:
+            continue  # a part only its plugin declares: below
         entry = sources.get(name)
         row = {"name": name, "label": part.label, "live_status": part.live_status,
                "caveat": part.caveat, "distribution": part.distribution,
@@ -42,10 +46,11 @@ def parts_rows() -> list[dict[str, Any]]:
             row["note"] = (f"its plugin is not installed: pip install {part.distribution}"
                            if part.distribution else "no plugin provides it")
         rows.append(row)
-    for name in sorted(set(sources) - set(registry)):
+    for name in sorted(set(sources) - set(own)):
         entry = sources[name]
         meta = entry.source.meta
-        rows.append({"name": name, "label": meta.label, "live_status": meta.live_status,
+        rows.append({"name": name, "label": meta.label,
+                     "live_status": registry[name].live_status,
                      "caveat": meta.caveat, "distribution": entry.plugin.distribution,
                      "source": "plugin", "backend": meta.backend,
                      "backend_project": contributed.get(meta.backend),
@@ -152,14 +157,14 @@ def contributed_line(row: dict[str, Any]) -> str:
 
 
 def backend_projects() -> dict[str, dict[str, Any] | None]:
-    """Which distribution contributes each backend's project, and its state from the files'
-    presence (``locked``, ``unlocked``, ``missing``, ``conflict``): ``agentprov plugins``
-    lists every contribution and compares each lock with its project; a conflicting name
-    shows its first here."""
+    """Which distribution contributes each backend's project, and its state as ``agentprov
+    plugins`` reports it (``ok``, ``lock mismatch``, ``unlocked``, ``missing``,
+    ``conflict``): each lock compared with its project, so a project that cannot be built
+    is never shown as fine; a conflicting name shows its first here."""
     from agentprov_core.backend import projects
 
     out: dict[str, dict[str, Any] | None] = {}
-    for b in projects.survey(check_locks=False):
+    for b in projects.survey():
         out.setdefault(b["name"], {k: b[k] for k in ("distribution", "version", "plugin",
                                                      "project", "status", "problem")})
     return out

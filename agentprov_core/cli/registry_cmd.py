@@ -23,28 +23,18 @@ def defences() -> None:
     """The defence registry (backends/shared/src/agentprov_backend/defences.toml)."""
 
 
-def _suites_of(backend: str) -> set[str] | None:
-    """The suites of ``backend`` by the catalogues of its installed sources (``None`` when
-    none is installed)."""
-    from agentprov_core.plugins import manager
-
-    found = [e.source for e in manager().sources().values() if e.source.meta.backend == backend]
-    if not found:
-        return None
-    return {s.name for src in found for s in src.catalogue().suites}
-
-
 def _checked_defences(with_overlay: bool = True):
     """The defence registry checked whole: its path, its overlay's, its own entries and
     the entries as the overlay toggles them (its own again when ``with_overlay`` is false:
     a toggle checks the overlay it writes as it will be)."""
     from agentprov_core.backend import defassets
     from agentprov_core.base import paths
+    from agentprov_core.plugins import suites_of_backend
     from agentprov_core.registries import overlay
     from agentprov_core.registries.defences import load_registry
 
     base = paths.defence_registry()
-    own = load_registry(base, suites_of=_suites_of)
+    own = load_registry(base, suites_of=suites_of_backend)
     defassets.load(base)
     over = overlay.path_of(base)
     return base, over, own, load_registry(base, over) if with_overlay else own
@@ -73,23 +63,24 @@ def _environments(base) -> list[str]:
     its files, and ``enabled`` is checked when a run is planned), or was already built from
     another defence registry and needs a rebuild."""
     from agentprov_core.backend import marker
+    from agentprov_core.backend.environments import registry_changes
     from agentprov_core.base import paths
-    from agentprov_core.base.digests import file_sha256
 
     envs = paths.home() / "envs"
-    ours = file_sha256(base)
     ok, stale = [], []
     for d in sorted(envs.iterdir()) if envs.is_dir() else ():
         try:
             m = marker.read(d)
         except (OSError, ValueError):
             continue
-        if m.defence_registry_sha256 in (None, ours):
+        changed = registry_changes(d, m)
+        if not changed:
             ok.append(m.environment_id)
         else:
-            stale.append(f"environment {m.environment_id} was built from another defence "
-                         f"registry than {paths.display(base)}: rebuild it with agentprov "
-                         f"backends build {m.backend}")
+            stale.append(f"environment {m.environment_id} was built from a defence registry "
+                         f"that differs from {paths.display(base)} in what the worker runs "
+                         f"({', '.join(changed[:6])}): rebuild it with agentprov backends "
+                         f"build {m.backend}")
     head = ("built environments unaffected (no file of theirs changes; runs check the "
             "toggle when they are planned): " + ", ".join(ok)) if ok else \
         "no built environment is affected"
@@ -152,9 +143,10 @@ def defences_reset(name: str | None) -> None:
     _reset(paths.defence_registry(), "defences", name, defences)
 
 
-def _reset(base, table: str, name: str | None, module) -> None:
+def _reset(base, table: str, name: str | None, module, own=None) -> None:
     """``registry TABLE reset [NAME]`` of the registry file ``base`` (``module`` reads it
-    and its overlay). Only the result's overlay is checked: the command repairs it."""
+    and its overlay; ``own``: the entries the overlay may name, the file's by default). Only
+    the result's overlay is checked: the command repairs it."""
     from agentprov_core.registries import overlay
     from agentprov_core.registries.edit import reset_overlay
 
@@ -162,13 +154,17 @@ def _reset(base, table: str, name: str | None, module) -> None:
     if name is None:
         click.echo(reset_overlay(over, table, None, lambda text: None))
         return
-    own, _ = module.read_file(base)
+    if own is None:
+        own, _ = module.read_file(base)
     click.echo(reset_overlay(over, table, name,
                              lambda text: module.read_overlay(over, text, own)))
 
 
 def _checked_parts(with_overlay: bool = True):
-    from agentprov_core.plugins import manager
+    """The parts registry checked whole: its path, its overlay's, the parts a maintainer
+    can toggle (the file's, and each installed source's it does not hold) and the parts
+    as the overlay sets them (its own again when ``with_overlay`` is false)."""
+    from agentprov_core.plugins import installed_parts, manager
     from agentprov_core.registries import overlay
     from agentprov_core.registries.parts import check_names, load, parts_file, read_file
 
@@ -185,7 +181,9 @@ def _checked_parts(with_overlay: bool = True):
             provided.setdefault(e.plugin.distribution, []).append(n)
     check_names(base, text, own, set(sources), provided)
     over = overlay.path_of(base)
-    return base, over, own, load(base, over) if with_overlay else own
+    installed = installed_parts()
+    own |= {n: p for n, p in installed.items() if n not in own}
+    return base, over, own, load(base, over, installed) if with_overlay else own
 
 
 @parts.command("list")
@@ -216,7 +214,8 @@ def parts_set_status(name: str, status: str) -> None:
     _checked_defences()  # the other registry and its overlay: nothing is written when invalid
     if name not in own:
         raise AgentprovError("cli.usage.registry_unknown_entry", kind="part", name=name,
-                             registry=paths.display(base), known=", ".join(sorted(own)))
+                             registry=f"{paths.display(base)} nor a part of an installed "
+                                      "plugin", known=", ".join(sorted(own)))
     changed = set_overlay(over, base, PARTS_FORMAT, "parts", name, "live_status", status,
                           own[name].live_status, lambda text: read_overlay(over, text, own))
     click.echo(f"part {name}: live status {status}" + ("" if changed else " (unchanged)")
@@ -228,6 +227,10 @@ def parts_set_status(name: str, status: str) -> None:
 def parts_reset(name: str | None) -> None:
     """Remove part NAME's live status from the overlay (its registry value holds again), or
     without NAME the whole overlay: repairs an overlay a hand edit broke."""
+    from agentprov_core.plugins import installed_parts
     from agentprov_core.registries import parts as module
 
-    _reset(module.parts_file(), "parts", name, module)
+    base = module.parts_file()
+    own, _ = module.read_file(base)
+    installed = installed_parts()
+    _reset(base, "parts", name, module, own | {n: p for n, p in installed.items() if n not in own})

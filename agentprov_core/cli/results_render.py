@@ -181,6 +181,9 @@ def render_comparison(c: Comparison, fmt: str) -> str:
                     + "; differences B - A in percentage points, 95% intervals: paired "
                       "Newcombe (method 10) over the pairs, unpaired Newcombe hybrid score "
                       "over every counted unit")
+            if d.benchmark_a != d.benchmark_b:
+                note += (f"; different benchmarks (--across-benchmarks): A {d.benchmark_a}, "
+                         f"B {d.benchmark_b}")
             text += "\n\n" + (f"- {note}" if fmt == "md" else note)
         blocks.append(f"{title}\n{text}")
     return "\n\n".join(blocks)

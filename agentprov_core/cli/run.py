@@ -164,6 +164,8 @@ def run(ctx: click.Context, source: str, **options) -> int:
 
         bound = bound_of(prepared, planning.model_params(req, prepared.source,
                                                          prepared.endpoint))
+        if hint := consent.display_name_hint(prepared):  # before consent
+            click.echo(hint, err=True)
         consented = consent.decide(prepared, bound=bound)  # step 7: cli.refused.consent (4)
     from agentprov_core.run import campaign
 

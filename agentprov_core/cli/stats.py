@@ -36,10 +36,13 @@ def _tables(ctx: click.Context, _param: click.Parameter, value: str | None
 @click.option("--compare", is_flag=True,
               help="Compare the results tables of the corpora given as DIR_A DIR_B [DIR_C …]: "
                    "each later one against the first.")
+@click.option("--across-benchmarks", "across", is_flag=True,
+              help="With --compare: compare corpora of different sources or benchmark "
+                   "versions (refused without it).")
 @click.option("--format", "fmt", metavar="FORMAT", default="text", show_default=True,
               help="Output format: text, json, tsv, md.")
 def stats(corpora: tuple[str, ...], corpus: str | None, names: tuple[str, ...] | None,
-          by: str | None, compare: bool, fmt: str) -> None:
+          by: str | None, compare: bool, across: bool, fmt: str) -> None:
     """Tables of a corpus: counts (one row per source and profile: records, executions
     observed, outcome statuses), issues (register codes) and results (utility and attack
     success rates with 95% Wilson intervals; docs/results.md). With --compare, the results
@@ -53,7 +56,7 @@ def stats(corpora: tuple[str, ...], corpus: str | None, names: tuple[str, ...] |
                              formats=", ".join(FORMATS))
     keys = check_by(by.split(",") if by is not None else DEFAULT_BY)
     if compare:
-        _compare(corpora, corpus, names, keys, fmt)
+        _compare(corpora, corpus, names, keys, fmt, across)
         return
     if corpus is not None and corpora:
         raise AgentprovError("cli.usage.exclusive", first="--corpus", second="DIR")
@@ -66,7 +69,7 @@ def stats(corpora: tuple[str, ...], corpus: str | None, names: tuple[str, ...] |
 
 
 def _compare(corpora: tuple[str, ...], corpus: str | None, names: tuple[str, ...] | None,
-             keys: list[str], fmt: str) -> None:
+             keys: list[str], fmt: str, across: bool) -> None:
     from agentprov_core.audit.compare import compare
     from agentprov_core.cli.results_render import render_comparison
     from agentprov_core.corpus.opening import open_corpus
@@ -79,7 +82,7 @@ def _compare(corpora: tuple[str, ...], corpus: str | None, names: tuple[str, ...
     if len(given) < 2:
         raise AgentprovError("stats.usage.compare_corpora", given=len(given))
     opened = [open_corpus(g) for g in given]
-    result = compare(opened, keys)
+    result = compare(opened, keys, across)
     if fmt == "json":
         echo_json(result)
         return

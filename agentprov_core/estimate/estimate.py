@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentprov_core.backend.environments import NOT_BUILT
 from agentprov_core.estimate import cellstats, prices
 from agentprov_core.estimate.cellstats import Stat
 
@@ -196,6 +197,15 @@ def judge_price(prepared: Prepared, ep_name: str, judges: dict[str, str],
     return dear, warnings
 
 
+def not_built_warning(prepared: Prepared) -> str:
+    """What an estimate says when the backend environment is not built: what it planned
+    from, and that the figures stay the same once it is."""
+    env_id = prepared.identity["environment_id"]
+    return (f"the backend environment {env_id} is not built: the plan comes from the "
+            f"catalogue the {prepared.source.meta.name} plugin ships, the cell statistics "
+            f"from the priors shipped with agentprov; a build changes none of these figures")
+
+
 def build(prepared: Prepared, *, corpora: cellstats.CorpusStats | None,
           priors: cellstats.Priors | None, stand_in: bool) -> Estimate:
     o = prepared.request.options
@@ -222,6 +232,8 @@ def build(prepared: Prepared, *, corpora: cellstats.CorpusStats | None,
     est.warnings += jwarn
     if stand_in:
         est.warnings.insert(0, STAND_IN_WARNING)
+    if prepared.identity.get("identity_sha256") == NOT_BUILT:
+        est.warnings.insert(0, not_built_warning(prepared))
     due, est.settled = due_units(prepared)
     plan = prepared.plan
     est.units, est.due_units = plan.units, len(due)

@@ -95,6 +95,22 @@ def bound_lines(prepared: Prepared, bound: Bound | None) -> list[str]:
     return [line]
 
 
+def display_name_hint(prepared: Prepared) -> str | None:
+    """The hint a real-model run prints before consent (R-13.2) when its plan holds an
+    attack that addresses the model by name (the catalogue's ``names_model``) and no
+    ``--model-display-name`` is given: a model id that matches no stock name of the
+    benchmark is refused by the first attacked cell's setup, which stops the run (R-13.3).
+    A local server has a stock name (AgentDojo's ``Local model``): no hint."""
+    plan = prepared.plan
+    if not plan.named_attacks or plan.display_name or prepared.endpoint_class == "local":
+        return None
+    return (f"hint: {', '.join(plan.named_attacks)} address(es) the model by name, and no "
+            f"--model-display-name is given: unless the model id "
+            f"{prepared.request.options.get('model_id')!r} matches a stock name of the "
+            f"benchmark, the first attacked cell's setup refuses it and the run stops there; "
+            f"give --model-display-name NAME (the name the attack should use)")
+
+
 def decide(prepared: Prepared, *, stdin: IO[str] | None = None, stderr: IO[str] | None = None,
            bound: Bound | None = None) -> dict[str, Any]:
     """Consent for the prepared real-model run, or ``cli.refused.consent`` (exit 4).

@@ -97,6 +97,36 @@ def read_overlay(overlay: Path, text: str | None,
                            lambda v: None if isinstance(v, bool) else "write true or false")
 
 
+#: the keys of a defence entry that change nothing a worker runs: T0 reads ``enabled`` (and
+#: the overlay's) before any worker starts, and ``summary`` is a description
+NOT_RUN = frozenset({"enabled", "summary"})
+
+
+def run_changes(built: str, now: str) -> list[str]:
+    """The fields of the defence registry text ``now`` that differ from ``built`` (the text
+    an environment installed) in what a worker runs: every key but :data:`NOT_RUN`'s, of
+    every defence and asset table, as ``[defences.melon].assets`` (a table added or
+    removed by its name alone). Both texts are already checked (:func:`read_file`)."""
+    import tomllib
+
+    def runs(text: str) -> dict[str, dict]:
+        data = tomllib.loads(text)
+        out = {f"defences.{n}": {k: v for k, v in e.items() if k not in NOT_RUN}
+               for n, e in (data.get("defences") or {}).items()}
+        out |= {f"assets.{n}": dict(e) for n, e in (data.get("assets") or {}).items()}
+        return out
+
+    a, b = runs(built), runs(now)
+    changed = []
+    for table in sorted(a.keys() | b.keys()):
+        if table not in a or table not in b:
+            changed.append(f"[{table}] {'added' if table in b else 'removed'}")
+            continue
+        changed += [f"[{table}].{k}" for k in sorted(a[table].keys() | b[table].keys())
+                    if a[table].get(k) != b[table].get(k)]
+    return changed
+
+
 def built_by(entries: list[DefenceEntry], backend: str | None) -> list[DefenceEntry]:
     """The enabled, non-replacing entries that ``backend`` builds."""
     return [d for d in entries

@@ -75,13 +75,19 @@ def check_names(path: Path, text: str, parts: dict[str, PartEntry], sources: set
         raise fields.refuse(path, text, f"parts.{name}", None, what, fix)
 
 
-def load(path: Path | None = None, overlay: Path | None = None) -> dict[str, PartEntry]:
+def load(path: Path | None = None, overlay: Path | None = None,
+         installed: dict[str, PartEntry] | None = None) -> dict[str, PartEntry]:
     """The parts, each checked, with the overlay's live statuses when ``path`` is the
-    default (``$AGENTPROV_HOME/registry/parts.toml``, :mod:`.overlay`)."""
+    default (``$AGENTPROV_HOME/registry/parts.toml``, :mod:`.overlay`).
+
+    :param installed: the parts of installed sources (their plugin's label, live status and
+        caveat, :func:`agentprov_core.plugins.parts`), for those the file does not hold:
+        the overlay may set their live status too."""
     if path is None:
         path = parts_file()
         overlay = overlay or overlaymod.path_of(path)
     out, _ = read_file(path)
+    out |= {n: p for n, p in (installed or {}).items() if n not in out}
     if overlay is not None:
         for name, status in read_overlay(overlay, None, out).items():
             out[name] = msgspec.structs.replace(out[name], live_status=status)

@@ -295,6 +295,11 @@ class _Loop:
                                    self.seq, self.live, drop=self.mappings.drop_later)
         self.mappings.submit(entry, fl)  # counted once mapped (harvest)
         del self.flights[fut]  # ledgered: an interrupt from here on leaves it alone
+        # a complete cell that left scripted replies over (one that failed stopped early)
+        if self.live.scripted and entry.status == "complete" and (
+                left := self.live.endpoint.unused(fl.session_id)):
+            self.tally.script_unused.append(f"{fl.unit.cell.key} ({fl.session_id}): " + ", ".join(
+                f"{role} {n}" for role, n in left.items()))
         if entry.setup_refusal and self.stop is None:
             self.stop = "config"
             self.tally.refusals.append(f"{fl.unit.cell.key}: {entry.setup_refusal['message']}")

@@ -22,6 +22,7 @@ import msgspec
 
 from agentprov_core.backend import environments
 from agentprov_core.corpus.working import WorkingCorpus
+from agentprov_core.live.scripted.script import AGENT, SCRIPTED_MODEL
 from agentprov_core.run import testfaults
 
 if TYPE_CHECKING:
@@ -74,7 +75,8 @@ class Live:
             from agentprov_core.live.scripted.script import load_script
             from agentprov_core.live.scripted.server import ScriptedEndpoint
 
-            self.endpoint = ScriptedEndpoint(load_script(Path(o["llm_script"])))
+            self.endpoint = ScriptedEndpoint(load_script(Path(o["llm_script"])),
+                                             models=script_models(p))
             self.endpoint.start()
             return Worker(p.plan.environment_id, env_dir, staging_root, network=True,
                           extra_env=self.warm_env())
@@ -138,7 +140,7 @@ class Live:
         llm_element = o.get("llm_element") or "native"
         if self.scripted:
             return {"scripted": True, "base_url": self.endpoint.base_url(session_id),
-                    "model_id": "scripted", "pipeline_name": "scripted", "key_env": None,
+                    "model_id": SCRIPTED_MODEL, "pipeline_name": "scripted", "key_env": None,
                     "display_name": o.get("model_display_name"), "llm_element": llm_element}
         r = self.prepared.resolved
         ident = self.prepared.local_identity
@@ -174,6 +176,13 @@ class Live:
 
     def egress_record(self) -> dict[str, Any] | None:
         return self.proxy.record() if self.proxy is not None else None
+
+
+def script_models(prepared: Prepared) -> dict[str, str]:
+    """Each role's model in a scripted run, by which a script by role tells the calls
+    apart: the agent's (``scripted``) and each judge's ``--judge ROLE=MODEL``."""
+    insp = prepared.doc.inspect
+    return {AGENT: SCRIPTED_MODEL} | (dict(insp.judges) if insp is not None else {})
 
 
 def prewarm(prepared: Prepared) -> None:

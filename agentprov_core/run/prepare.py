@@ -479,8 +479,8 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     (its presence only, as a dry run does) only when a key option is given for an API
     endpoint; step 4 never contacts a local server. Without that key the plan is made with
     the scripted stand-in's agent configuration (:func:`estimate_stand_in`)."""
-    from agentprov_core.plugins import source_entry
-    from agentprov_core.registries import parts as partsmod
+    from agentprov_core.backend.session import recorded_catalogue
+    from agentprov_core.plugins import parts, source_entry, suites_of_backend
 
     gate_backend(req.source)  # nothing of a source that cannot run is worth checking
     # ---- step 1: usage
@@ -496,11 +496,18 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     preset = presetrun.check_usage(req.options, req.given, req.scripted, ep)
     params = model_params(req, src, ep)
     ctx = run_context(req, ep)
-    cat = src.catalogue()
+    # the built environment's catalogue (its worker's, as --catalogue prints), else the
+    # plugin's committed one
+    cat = recorded_catalogue(src) or src.catalogue()
     src.check_plan(doc, cat, ctx)
     cells = src.expand(doc, cat, ctx)
+    if req.scripted:  # a script by role names the plan's roles, each with its own model
+        from agentprov_core.live.scripted.script import check_roles, load_script
+
+        check_roles(load_script(req.options["llm_script"]),
+                    dict(doc.inspect.judges) if doc.inspect is not None else {})
     # ---- step 2: live status gate, backend and defence refusals, the environment
-    part = partsmod.load().get(meta.name)
+    part = parts().get(meta.name)
     status = part.live_status if part is not None else meta.live_status
     if not req.scripted and LIVE_ORDER.get(status, 0) < LIVE_ORDER["partial"]:
         raise AgentprovError("run.unsupported.planned", source=meta.name,
@@ -515,14 +522,20 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     if ep is not None and element in checks.LOCAL_ONLY_ELEMENTS:  # the class as the flag,
         # the setting and the registry decide it (.env is read at step 3, after the caps)
         checks.check_element_scope(element, ep.name, endpoint_class(req, ep), meta.name)
+    # the whole registry checked (exit 2 naming file, line, field and fix) before the
+    # environment, whose marker would otherwise blame a rebuild for the registry's typo
     entry = defmod.check(meta.name, meta.backend, doc.defence, src.suites_of_plan(cells),
-                         defmod.load_registry(), paths.display(paths.defence_registry()),
+                         defmod.load_registry(suites_of=suites_of_backend),
+                         paths.display(paths.defence_registry()),
                          wire=epmod.wire_of(ep) if ep is not None else "openai",
                          agent_endpoint=ep.name if ep is not None else None,
                          defence_endpoint=req.options.get("defence_endpoint"))
     check_mapper(meta)
-    env_id, identity = environments.backend_identity(meta)
-    if entry is not None and entry.assets:  # its pinned files, in the plan's environment
+    # an estimate plans before a build as after it: from the catalogue a run plans with
+    env_id, identity = (environments.planned_identity if estimate
+                        else environments.backend_identity)(meta)
+    if entry is not None and entry.assets and \
+            identity["identity_sha256"] != environments.NOT_BUILT:  # its pinned files
         from agentprov_core.backend import defassets
 
         defassets.require_provisioned(entry, environments.read_marker(meta, env_id),

@@ -39,6 +39,8 @@ class Tally:
     quality: dict[str, Any] = field(default_factory=dict)
     canary: list[Any] = field(default_factory=list)  # canary findings (stop or notice)
     cap: str | None = None  # why a cap stopped the campaign
+    #: complete scripted sessions that left replies over: "CELL (SESSION): refusal_judge 2"
+    script_unused: list[str] = field(default_factory=list)
 
     def add_mappings(self, other: Tally) -> None:
         """Count the executions ``other`` derived and the mappings that failed in it (the
@@ -124,6 +126,9 @@ def summary(prepared: Prepared, wc: WorkingCorpus, t: Tally, stop: str | None, c
              if usd is not None else ""))
     for f in t.canary:
         e(f"{'canary' if stop == 'canary' else 'notice: canary'}: {f.line()}")
+    for u in t.script_unused:
+        e(f"notice: scripted replies left over at the end of a cell (the script holds more "
+          f"than its calls took): {u}")
     e(f"  corpus   {wc.root} (working; {len(wc.attempts())} attempt(s) in the ledger)")
     if stop in ("config", "worker"):
         for n in notices:

@@ -71,6 +71,7 @@ def register(plugins: Plugins, plugin: Any, name: str | None = None, *,
     plugins._sources = None  # recomputed, with the new plugin, on next use
     plugins._backends = plugins._mappers = None
     plugins.duplicates.clear()
+    plugins.misnamed.clear()
     return rec
 
 

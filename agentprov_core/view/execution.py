@@ -192,8 +192,20 @@ def steps(aer: dict[str, Any], sent: dict[str, list[Any]]) -> list[dict[str, Any
         s["aux"] = isinstance(r.get("actor"), str)
         if r.get("kind") == "model_call":
             s["sent"] = sent.get(str(r.get("call_id")), [])
+            s["sent_label"] = sent_label(len(s["sent"]), r.get("messages_sent"))
         out.append(s)
     return out
+
+
+def sent_label(new: int, total: Any) -> str:
+    """The caption of a model call's messages: how many it sent that its previous call had
+    not, of how many in all when the mapper recorded that (``messages_sent``, a count)."""
+    counted = isinstance(total, int) and not isinstance(total, bool)
+    if not new:
+        return f"messages sent: {total}" if counted else \
+            "messages sent: not recorded by the mapper"
+    return f"sent ({new} new message(s) of {total})" if counted else \
+        f"sent ({new} new message(s); the number sent in all is not recorded by the mapper)"
 
 
 def document(root: Path, eid: str, aer_bytes: bytes | None, error: str | None

@@ -105,27 +105,43 @@ class Reply(_Struct):
 
 class _Header(_Struct):
     format: str
-    replies: Any
+    replies: Any = UNSET
+    roles: Any = UNSET
     latency_s: Seconds = 0.0
     note: str | UnsetType = UNSET
 
 
+#: the role of the agent's calls in a script by role (``roles``); a judge's role is its
+#: ``--judge ROLE=MODEL`` name
+AGENT = "agent"
+#: the agent's model id in a scripted run: what its calls name
+SCRIPTED_MODEL = "scripted"
+
+
 class Script(msgspec.Struct, frozen=True, kw_only=True):
-    """A validated script. ``sha256`` is the digest of the file's bytes."""
+    """A validated script. ``sha256`` is the digest of the file's bytes. ``roles``: the
+    replies of each role, for a script by role (the long form's ``roles``), whose calls are
+    told apart by the model they name (:mod:`.server`); else empty, and ``replies``
+    answer every call of a session in arrival order."""
 
     path: str
     sha256: str
     replies: tuple[Reply, ...]
     latency_s: float = 0.0
+    roles: dict[str, tuple[Reply, ...]] = {}
 
     def __len__(self) -> int:
         return len(self.replies)
 
-    def delay(self, n: int) -> float:
-        """Seconds to wait before answering with reply ``n``: its ``delay_s``, else the
+    def replies_of(self, role: str | None) -> tuple[Reply, ...]:
+        """The replies answering ``role``'s calls (every call's, ``None``, for a script
+        that is not by role)."""
+        return self.replies if role is None else self.roles[role]
+
+    def delay(self, reply: Reply) -> float:
+        """Seconds to wait before answering with ``reply``: its ``delay_s``, else the
         script's ``latency_s``."""
-        d = self.replies[n].delay_s
-        return self.latency_s if d is UNSET else d
+        return self.latency_s if reply.delay_s is UNSET else reply.delay_s
 
 
 def load_script(path: str | Path) -> Script:
@@ -167,27 +183,72 @@ def parse_script(data: bytes, name: str = "<script>") -> Script:
             _fail(name, _explain(exc, _Header))
         if header.format != FORMAT:
             _fail(name, f"format must be {FORMAT!r} (got {header.format!r})")
-        if not isinstance(header.replies, list):
-            _fail(name, f"replies must be a list (got {_json_kind(header.replies)})")
-        entries, latency = header.replies, header.latency_s
+        if (header.replies is UNSET) == (header.roles is UNSET):
+            _fail(name, "give replies (every call's, in arrival order) or roles (the "
+                        "replies of each role), not both" if header.roles is not UNSET
+                  else "missing field replies (or roles)")
+        latency = header.latency_s
+        if header.roles is not UNSET:
+            if not isinstance(header.roles, dict) or AGENT not in header.roles:
+                _fail(name, f"roles must be an object of reply lists by role, with "
+                            f"{AGENT!r} for the agent's calls (got "
+                            f"{_json_kind(header.roles)}"
+                            f"{'' if not isinstance(header.roles, dict) else ' without agent'})")
+            roles = {role: _replies(name, entries, role)
+                     for role, entries in header.roles.items()}
+            return Script(path=name, sha256=hashlib.sha256(data).hexdigest(),
+                          replies=roles[AGENT], latency_s=latency, roles=roles)
+        entries = header.replies
     elif isinstance(doc, list):
         entries = doc
     else:
         _fail(name, "must be a JSON list of replies, or an object with format and replies "
                     f"(got {_json_kind(doc)})")
+    return Script(path=name, sha256=hashlib.sha256(data).hexdigest(),
+                  replies=_replies(name, entries), latency_s=latency)
+
+
+def check_roles(script: Script, judges: dict[str, str]) -> None:
+    """A script by role names only the roles of the plan (``agent``, and each judge's
+    ``--judge ROLE=MODEL``), and each role calls a model of its own, by which the scripted
+    endpoint tells its calls apart (``cli.usage.llm_script``, exit 2)."""
+    if not script.roles:
+        return
+    known = [AGENT, *sorted(judges)]
+    extra = [r for r in script.roles if r not in known]
+    if extra:
+        _fail(script.path, f"roles.{extra[0]}: not a role of this plan; its roles are "
+                           + ", ".join(known))
+    models = {AGENT: SCRIPTED_MODEL} | judges
+    seen: dict[str, str] = {}
+    for role, model in models.items():
+        if model in seen:
+            _fail(script.path, f"roles: {seen[model]} and {role} both call the model "
+                               f"{model!r}, so their calls cannot be told apart: give each "
+                               f"judge a model name of its own (--judge {role}=NAME; a "
+                               f"scripted run calls no real model, and the agent's is "
+                               f"{SCRIPTED_MODEL!r})")
+        seen[model] = role
+
+
+def _replies(name: str, entries: Any, role: str | None = None) -> tuple[Reply, ...]:
+    """The checked replies of the list ``entries``: the script's (``role`` None) or a
+    role's, as errors name them (``script.json: roles.agent reply 3: …``)."""
+    field = "replies" if role is None else f"roles.{role}"
+    if not isinstance(entries, list):
+        _fail(name, f"{field} must be a list (got {_json_kind(entries)})")
     replies = []
     for i, entry in enumerate(entries):
-        where = f"{name}: reply {i}"
+        at = f"{name}: reply {i}" if role is None else f"{name}: {field} reply {i}"
         if not isinstance(entry, dict):
-            _fail(where, f"must be an object (got {_json_kind(entry)})")
+            _fail(at, f"must be an object (got {_json_kind(entry)})")
         try:
             reply = msgspec.convert(entry, Reply, strict=True)
         except msgspec.ValidationError as exc:
-            _fail(where, _explain(exc, Reply))
-        _check(where, reply)
+            _fail(at, _explain(exc, Reply))
+        _check(at, reply)
         replies.append(reply)
-    return Script(path=name, sha256=hashlib.sha256(data).hexdigest(), replies=tuple(replies),
-                  latency_s=latency)
+    return tuple(replies)
 
 
 def _check(where: str, r: Reply) -> None:

@@ -9,8 +9,12 @@ the real path. Routes, under ``/s/<session>/v1``:
 ``GET  .../models``            a listing with the one model id ``scripted``
 
 Every session replays the script from its first reply, so a cell's replies do not depend on
-what else runs concurrently. A session that asks for more replies than the script holds gets
-HTTP 400 (an OpenAI-style error, which the SDK does not retry). Request bodies are never
+what else runs concurrently. A script by role (``roles``) answers each call from the
+replies of its role, told apart by the request's ``model`` (``models``: the agent's model
+id, ``scripted``, and each judge's ``--judge ROLE=MODEL``), so a reply one role did not use
+can never answer another's call. A session that asks for more replies than the script (or
+its role) holds gets HTTP 400 (an OpenAI-style error, which the SDK does not retry);
+:meth:`ScriptedEndpoint.unused` says what a session left over. Request bodies are never
 logged. Responses are deterministic: ``created`` is 0, ids are ``chatcmpl-scripted-<n>`` and
 ``call_<n>_<k>``, and no Date header is sent.
 """
@@ -30,7 +34,7 @@ from typing import Any
 
 from msgspec import UNSET
 
-from agentprov_core.live.scripted.script import Reply, Script
+from agentprov_core.live.scripted.script import AGENT, Reply, Script
 
 MODEL_ID = "scripted"
 MAX_BODY = 64 * 1024 * 1024
@@ -61,7 +65,7 @@ def default_usage(request: dict[str, Any], message: dict[str, Any]) -> dict[str,
             "total_tokens": prompt + completion}
 
 
-def completion_body(reply: Reply, n: int, request: dict[str, Any]) -> dict[str, Any]:
+def completion_body(reply: Reply, n: int | str, request: dict[str, Any]) -> dict[str, Any]:
     """The Chat Completions response of reply ``n`` to ``request``."""
     message: dict[str, Any] = {"role": "assistant",
                                "content": None if reply.content is UNSET else reply.content}
@@ -224,10 +228,15 @@ class _Handler(BaseHTTPRequestHandler):
 class ScriptedEndpoint:
     """Serve ``script`` on loopback: ``start()`` / ``stop()`` or ``with``."""
 
-    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0,
+                 models: dict[str, str] | None = None) -> None:
+        """:param models: for a script by role, each role's model id (the request's
+            ``model`` that names the role)."""
         if not host.startswith("127.") and host != "localhost":
             raise ValueError(f"the scripted endpoint listens on loopback only, not {host!r}")
         self.script = script
+        self._roles = {m: r for r, m in (models or {}).items()} if script.roles else {}
+        self._used: dict[tuple[str, str | None], int] = {}
         self.host = "127.0.0.1" if host == "localhost" else host
         self._port = port
         self._lock = threading.Lock()
@@ -297,19 +306,30 @@ class ScriptedEndpoint:
         with self._lock:
             self._errors += 1
 
-    def _take(self, session_id: str) -> int:
+    def unused(self, session_id: str) -> dict[str, int]:
+        """The replies the session left over, by role (``replies`` for a script that is not
+        by role), only those with some left."""
         with self._lock:
-            n = self._counts.get(session_id, 0)
-            self._counts[session_id] = n + 1
+            roles = list(self.script.roles) if self.script.roles else [None]
+            left = {r or "replies": len(self.script.replies_of(r))
+                    - self._used.get((session_id, r), 0) for r in roles}
+        return {r: n for r, n in left.items() if n > 0}
+
+    def _take(self, session_id: str, role: str | None) -> int:
+        with self._lock:
+            self._counts[session_id] = self._counts.get(session_id, 0) + 1
+            n = self._used.get((session_id, role), 0)
+            self._used[(session_id, role)] = n + 1
             return n
 
     # --- answers
     def _answer(self, h: _Handler, session_id: str, raw: bytes) -> None:
-        n = self._take(session_id)
         try:
             request = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             request = None
+        role = self._roles.get(request.get("model")) if isinstance(request, dict) else None
+        n = self._take(session_id, role)
         if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
             return h._send_json(400, error_body(
                 "scripted transport: the request body must be a JSON object with messages"))
@@ -317,12 +337,21 @@ class ScriptedEndpoint:
             return h._send_json(400, error_body(
                 "scripted transport: streaming is not supported (send stream false)",
                 code="unsupported_parameter"))
-        if n >= len(self.script):
+        if self.script.roles and role is None:
             return h._send_json(400, error_body(
-                f"scripted transport: the script has no reply {n} "
-                f"(it holds {len(self.script)})"))
-        reply = self.script.replies[n]
-        delay = self.script.delay(n)
+                f"scripted transport: the script is by role, and no role's model is "
+                f"{str(request.get('model'))[:200]!r} (roles: "
+                f"{', '.join(f'{r} {m!r}' for m, r in sorted(self._roles.items()))})"))
+        replies = self.script.replies_of(role)
+        if n >= len(replies):
+            whose = f" of role {role}" if role is not None else ""
+            return h._send_json(400, error_body(
+                f"scripted transport: the script has no reply {n}{whose} "
+                f"(it holds {len(replies)})"))
+        reply = replies[n]
+        # the ids of a judge's replies name its role: chatcmpl-scripted-refusal_judge-0
+        number: int | str = n if role in (None, AGENT) else f"{role}-{n}"
+        delay = self.script.delay(reply)
         if delay and self._stopping.wait(delay):
             h.close_connection = True
             return None
@@ -339,11 +368,11 @@ class ScriptedEndpoint:
             err = reply.http_error
             body = err.body
             if body is UNSET:
-                body = error_body(f"scripted transport: HTTP {err.status} (reply {n})",
+                body = error_body(f"scripted transport: HTTP {err.status} (reply {number})",
                                   type_="server_error" if err.status >= 500
                                   else "invalid_request_error")
             if isinstance(body, str):
                 return h._send(err.status, body.encode(), "text/plain; charset=utf-8",
                                err.headers)
             return h._send_json(err.status, body, err.headers)
-        return h._send_json(200, completion_body(reply, n, request))
+        return h._send_json(200, completion_body(reply, number, request))

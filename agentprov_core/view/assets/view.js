@@ -284,11 +284,11 @@
       head.appendChild(el('span', {class: 'title', text: 'model call ' + s.call_id + ' · ' + str(s.element) + ' · ' + str(s.status) + (s.retries ? ' · ' + s.retries + ' retries' : '')}));
       var sent = arr(s.sent);
       if (sent.length) {
-        var msgs = el('div', {class: 'sent'}, [el('div', {class: 'label', text: 'sent (' + sent.length + ' new message(s) of ' + str(s.messages_sent) + ')'})]);
+        var msgs = el('div', {class: 'sent'}, [el('div', {class: 'label', text: str(s.sent_label)})]);
         sent.forEach(function (m) { msgs.appendChild(message(m, doc)); });
         box.appendChild(restrictedBox(doc, msgs));
       } else {
-        box.appendChild(el('div', {class: 'label muted', text: 'messages sent: ' + str(s.messages_sent)}));
+        box.appendChild(el('div', {class: 'label muted', text: str(s.sent_label)}));
       }
       var reply = el('div', {class: 'reply'}, [el('div', {class: 'label', text: 'reply'})]);
       reply.appendChild(s.reply ? message(s.reply, doc) : el('span', {class: 'muted', text: 'no reply'}));
