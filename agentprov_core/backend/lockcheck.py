@@ -77,12 +77,16 @@ class Dep:
         return text
 
 
-def differences(project: Path) -> list[str]:
+def differences(project: Path, lock: dict[str, Any] | None = None) -> list[str]:
     """What the project's ``uv.lock`` does not record as its ``pyproject.toml`` (and its
-    path dependencies) declare; empty when they agree or cannot be compared."""
+    path dependencies) declare; empty when they agree or cannot be compared.
+
+    :param lock: the lock already parsed (it is the largest file read: a caller that reads
+        it anyway passes it rather than have it parsed twice)."""
     try:
         pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
-        lock = tomllib.loads((project / "uv.lock").read_text(encoding="utf-8"))
+        if lock is None:
+            lock = tomllib.loads((project / "uv.lock").read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
         return []  # unreadable files are reported by whoever reads them next (uv)
     if lock.get("version") != 1 or "project" not in pyproject:

@@ -137,9 +137,12 @@ def lock_problem(loc: Located) -> str | None:
     from agentprov_core.backend import hostlibs, lockcheck
 
     assert loc.directory is not None
-    if diffs := lockcheck.differences(loc.directory):
+    try:
+        lock = tomllib.loads((loc.directory / "uv.lock").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        return f"its uv.lock cannot be read ({type(exc).__name__}: {exc}): lock it again"
+    if diffs := lockcheck.differences(loc.directory, lock):
         return "; ".join(diffs[:5]) + (f" (+{len(diffs) - 5} more)" if len(diffs) > 5 else "")
-    lock = tomllib.loads((loc.directory / "uv.lock").read_text(encoding="utf-8"))
     if host := hostlibs.locked(lock):
         return (f"it locks {', '.join(host)}, the worker host's own libraries, which agentprov "
                 "backends build installs from the running agentprov: remove them from the "
