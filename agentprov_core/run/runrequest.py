@@ -114,6 +114,10 @@ def check_usage(req: RunRequest) -> None:
         if v is not None and hi is not None and v > hi:
             raise AgentprovError("cli.usage.option_value", option=flag, value=_short(str(v)),
                                  what=f"must be {hi:,} or less")
+    if o.get("executor") is not None:
+        from agentprov_core.backend.executor import check_name
+
+        check_name(o["executor"])
     if o.get("preflight_only"):
         return
     if not o.get("corpus") or not o.get("campaign"):
