@@ -137,6 +137,8 @@ def test_a_plugin_executor_gives_the_default_executors_corpus(e2e_cli, tmp_path)
         assert r.out.strip().splitlines()[-1] == (
             "agentprov run: 4 attempt(s); 4 conclusive, 0 inconsistent, 0 inconclusive; "
             "4 derived, 0 failed; 0 of 4 unit(s) done before")
+        manifest = json.loads((partial(corpus) / "manifest.json").read_text())
+        assert manifest["producer"]["executor"] == name
         runs[name] = ledger(corpus)
     local, threads = runs["local"], runs["threads"]
     # the plugin's executor ran exactly the threads campaign's sessions
