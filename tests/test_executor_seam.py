@@ -109,6 +109,10 @@ def test_an_unknown_executor_is_refused_at_usage_naming_the_installed_ones(cli, 
         r.error["message"]
     assert not corpus.exists() and not partial(corpus).exists()
     assert snapshot(home) == {}
+    long = cli("run", "agentdojo", "--corpus", corpus, "--campaign", "c", "--llm-script",
+               script, "--executor", "x" * 5000)
+    assert long.code == 2 and "--executor " + "x" * 40 + "…: names no installed" in \
+        long.error["message"] and "x" * 41 not in long.error["message"]
 
 
 def test_a_plugin_executor_is_installed_beside_local(cli, tmp_path, home, script):
@@ -119,6 +123,10 @@ def test_a_plugin_executor_is_installed_beside_local(cli, tmp_path, home, script
             env={"PYTHONPATH": str(site)})
     assert r.code == 2, r.err
     assert "(installed: local, threads)" in r.error["message"]
+    named = cli("run", "agentdojo", "--corpus", tmp_path / "c", "--campaign", "c",
+                "--llm-script", script, "--executor", "threads", "--suite", "nosuch",
+                env={"PYTHONPATH": str(site)})
+    assert named.code == 2 and "--executor" not in named.error["message"], named.err
 
 
 @pytest.mark.slow

@@ -96,21 +96,10 @@ def executors() -> dict[str, ExecutorMeta]:
 
 
 def start(name: str, launch: Launch) -> Executor:
-    """Start the executor named ``name`` (checked at usage, :func:`check_name`)."""
+    """Start the executor named ``name`` (an installed one: ``--executor`` is checked at
+    usage)."""
     module, _, attr = executors()[name].start.partition(":")
     return getattr(importlib.import_module(module), attr)(launch)
-
-
-def check_name(name: str) -> None:
-    """Refuse (usage, exit 2) an executor no installed plugin registers, naming those that
-    are."""
-    from agentprov_core.errors import AgentprovError
-
-    known = executors()
-    if name not in known:
-        raise AgentprovError("cli.usage.option_value", option="--executor", value=name,
-                             what="names no installed executor (installed: "
-                                  + ", ".join(known) + ")")
 
 
 class LocalExecutor:
