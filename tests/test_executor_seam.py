@@ -28,9 +28,7 @@ this executor's own pool; every session it is given is logged to $SEAM_THREADS_L
 import os
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from agentprov_core.backend.executor import ExecutorMeta
-from agentprov_core.backend.workerclient import Worker
-from agentprov_core.plugins import hookimpl
+from agentprov_core.api import ExecutorMeta, Worker, hookimpl
 
 
 @hookimpl
