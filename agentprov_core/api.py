@@ -68,6 +68,8 @@ _NAMES = {
     "Launch": "agentprov_core.backend.executor",
     "LocalExecutor": "agentprov_core.backend.executor",
     "Worker": "agentprov_core.backend.workerclient",
+    # what an executor raises when a cell cannot be run to an answer
+    "AgentprovError": "agentprov_core.errors",
 }
 #: modules a plugin uses whole: the AER's record types and builders (``aer.Header``,
 #: ``aer.Outcome``, …), the capture view's readers, the AutoDojo fork's pin
@@ -124,6 +126,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
         Suite,
         TaskParameter,
     )
+    from agentprov_core.errors import AgentprovError  # noqa: F401
     from agentprov_core.evidence import aer, capture_view  # noqa: F401
     from agentprov_core.evidence.aer import (  # noqa: F401
         AER,

@@ -40,6 +40,7 @@ class ExecutorMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     summary: str = ""
 
 
+# a dataclass, not a msgspec struct: its repr must leave out the key (field(repr=False))
 @dataclass(frozen=True)
 class Launch:
     """What starting the campaign's worker needs, decided by T0 (:mod:`agentprov_core.run.live`):
