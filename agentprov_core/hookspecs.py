@@ -1,16 +1,17 @@
 """The hooks through which agentprov is extended.
 
-agentprov is a small host: benchmark sources, their backend projects, defences, endpoint kinds, containment
-providers and evidence mappers are all contributed through these hooks, by third-party
-distributions and by the core itself (``agentprov_core.builtin`` registers the built-in
-endpoint kinds, containment providers and the ``local`` executor exactly as a plugin would).
+agentprov is a small host: benchmark sources, their backend projects, defences, endpoint
+kinds, containment providers, executors and evidence mappers are all contributed through
+these hooks, by third-party distributions and by the core itself
+(``agentprov_core.builtin`` registers the built-in endpoint kinds, containment providers and
+the ``local`` executor exactly as a plugin would).
 
 A plugin is a module (or object) registered under the entry-point group ``agentprov``; the
 entry point's name is the plugin's name, and for a source plugin, by convention, the name
 of the source it adds. Implement a hook by defining a function of the same name decorated
 with :data:`agentprov_core.api.hookimpl` (the public plugin API). Every hook returns what it
-contributes; the host decides what a duplicate means (the first registered plugin wins, and the duplicate
-is reported by ``agentprov plugins``).
+contributes; the host decides what a duplicate means (the first registered plugin wins, and
+the duplicate is reported by ``agentprov plugins``).
 
 The plugin author's guide (docs/plugins.md) walks through a complete source plugin.
 """
