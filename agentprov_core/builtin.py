@@ -41,6 +41,14 @@ def agentprov_containment_providers():
 
 
 @hookimpl
+def agentprov_executors():
+    from agentprov_core.backend.executor import ExecutorMeta
+
+    return [ExecutorMeta(name="local", start="agentprov_core.backend.executor:LocalExecutor",
+                         summary="one worker subprocess on this machine")]
+
+
+@hookimpl
 def agentprov_mapper_for(evidence_format):
     from agentprov_core.plugins import manager
 

@@ -1,16 +1,17 @@
 """The hooks through which agentprov is extended.
 
-agentprov is a small host: benchmark sources, their backend projects, defences, endpoint kinds, containment
-providers and evidence mappers are all contributed through these hooks, by third-party
-distributions and by the core itself (``agentprov_core.builtin`` registers the built-in
-endpoint kinds and containment providers exactly as a plugin would).
+agentprov is a small host: benchmark sources, their backend projects, defences, endpoint
+kinds, containment providers, executors and evidence mappers are all contributed through
+these hooks, by third-party distributions and by the core itself
+(``agentprov_core.builtin`` registers the built-in endpoint kinds, containment providers and
+the ``local`` executor exactly as a plugin would).
 
 A plugin is a module (or object) registered under the entry-point group ``agentprov``; the
 entry point's name is the plugin's name, and for a source plugin, by convention, the name
 of the source it adds. Implement a hook by defining a function of the same name decorated
-with :data:`agentprov_core.plugins.hookimpl`. Every hook returns what it contributes; the
-host decides what a duplicate means (the first registered plugin wins, and the duplicate
-is reported by ``agentprov plugins``).
+with :data:`agentprov_core.api.hookimpl` (the public plugin API). Every hook returns what it
+contributes; the host decides what a duplicate means (the first registered plugin wins, and
+the duplicate is reported by ``agentprov plugins``).
 
 The plugin author's guide (docs/plugins.md) walks through a complete source plugin.
 """
@@ -24,6 +25,7 @@ import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentprov_core.backend.containment import ContainmentProvider
+    from agentprov_core.backend.executor import ExecutorMeta
     from agentprov_core.backendproject import BackendProject
     from agentprov_core.live.endpoints import EndpointKind
     from agentprov_core.mapping import Mapper
@@ -40,6 +42,7 @@ __all__ = [
     "agentprov_defences",
     "agentprov_endpoint_kinds",
     "agentprov_containment_providers",
+    "agentprov_executors",
     "agentprov_mappers",
     "agentprov_mapper_for",
 ]
@@ -128,6 +131,27 @@ def agentprov_containment_providers() -> Sequence[ContainmentProvider]:
     The core registers ``sandbox-exec``, ``dedicated-user`` and ``vm``.
 
     :returns: a sequence of :class:`agentprov_core.backend.containment.ContainmentProvider`.
+
+    .. versionadded:: 0.1
+    """
+
+
+# ------------------------------------------------------------------------------ executors
+@hookspec
+def agentprov_executors() -> Sequence[ExecutorMeta]:
+    """Return the executors this plugin offers for ``agentprov run --executor NAME``.
+
+    An executor is where a campaign's cells run. T0 gives it the worker's ``run-cell``
+    request of each attempt and ingests the session the worker staged, with the rules it
+    applies to every session; the executor only runs the cell and returns the worker's
+    result (:class:`agentprov_core.backend.executor.Executor`). Evidence, caps, the canary,
+    stops and resume stay with T0. The core registers ``local``: one worker subprocess on
+    this machine, the default.
+
+    :returns: a sequence of :class:`agentprov_core.backend.executor.ExecutorMeta`; its
+        ``start`` (``module:function``) is imported only when a run names the executor,
+        and called with a :class:`agentprov_core.backend.executor.Launch`. A name already
+        registered is ignored.
 
     .. versionadded:: 0.1
     """

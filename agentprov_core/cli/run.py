@@ -86,6 +86,7 @@ def _opts(f):
         click.option("--allow-mixed-config", is_flag=True, help="Admit a different configuration digest in the corpus."),
         click.option("--canary", type=int, metavar="N", help="Units the canary watches [10]; 0 disables."),
         click.option("--cell-timeout", type=int, metavar="S", help="Seconds per cell [1800]."),
+        click.option("--executor", metavar="NAME", help="Where the cells run: an installed executor [local]; another name is refused, naming those installed."),
         click.option("--jobs", type=int, metavar="N", help="Cells at once; above the host's maximum is refused."),
         click.option("--start-stagger", type=float, metavar="S", help="Seconds between cell starts."),
         click.option("--preset", metavar="NAME", help="A compute preset (registry/presets/): --jobs, start stagger and request timeout for a local server."),

@@ -1,7 +1,8 @@
-"""One attempt of a unit: launched in the worker, then ingested by T0.
+"""One attempt of a unit: launched through the executor, then ingested by T0.
 
-Each attempt gets a session id and a staging directory in the working corpus; the worker
-runs the cell there and writes the capture/0.1 log and the native log. T0 then reads what
+Each attempt gets a session id and a staging directory in the working corpus; the
+executor (:mod:`agentprov_core.backend.executor`) has the worker run the cell there, and
+the worker writes the capture/0.1 log and the native log. T0 then reads what
 was staged (once, through descriptors: what the worker staged and returned is hostile
 input), checks the capture's hash chain, runs the redaction scan, stores both logs in the
 raw store and appends the attempt to the ledger. A failed execution is kept, never
@@ -31,14 +32,14 @@ from agentprov_core.run.live import missing_log as live_missing_log
 from agentprov_core.run.units import Unit
 
 if TYPE_CHECKING:
-    from agentprov_core.backend.workerclient import Worker
+    from agentprov_core.backend.executor import Executor
     from agentprov_core.run.live import Live
     from agentprov_core.run.prepare import Prepared
 
 
 @dataclass
 class Flight:
-    """An attempt in flight: launched in the worker, not yet ledgered."""
+    """An attempt in flight: launched through the executor, not yet ledgered."""
 
     unit: Unit
     session_id: str
@@ -50,9 +51,9 @@ class Flight:
     charge: Any = None
 
 
-def launch(prepared: Prepared, wc: WorkingCorpus, worker: Worker, live: Live, unit: Unit,
+def launch(prepared: Prepared, wc: WorkingCorpus, executor: Executor, live: Live, unit: Unit,
            local_model: dict[str, Any] | None = None, first: bool = False) -> Flight:
-    """Submit ``unit``'s next attempt to the worker, in a fresh staging directory."""
+    """Submit ``unit``'s next attempt to the executor, in a fresh staging directory."""
     o = prepared.request.options
     plan = prepared.plan
     session_id = f"s-{uuid.uuid4().hex[:16]}"
@@ -81,7 +82,7 @@ def launch(prepared: Prepared, wc: WorkingCorpus, worker: Worker, live: Live, un
     if hostile is not None:
         req["test_fault"] = hostile
     try:
-        future = worker.submit("run-cell", **req)
+        future = executor.submit(req)
     except AgentprovError:
         wc.drop_staging(session_id)  # nothing started in it
         raise
@@ -89,11 +90,11 @@ def launch(prepared: Prepared, wc: WorkingCorpus, worker: Worker, live: Live, un
     return Flight(unit, session_id, staging, now(), future)
 
 
-def result(worker: Worker, fl: Flight) -> dict[str, Any]:
-    """The worker's result of a finished flight; a worker failure seals its capture
-    ``aborted``."""
+def result(executor: Executor, fl: Flight) -> dict[str, Any]:
+    """The worker's result of a finished flight; a failure to run it to an answer seals
+    its capture ``aborted``."""
     try:
-        return worker.result(fl.future, timeout=0)
+        return executor.result(fl.future, timeout=0)
     except AgentprovError as exc:
         capture_seal.seal(fl.staging / "capture.jsonl", "aborted", exc.message,
                            "session.worker_failed")

@@ -1,8 +1,9 @@
-"""T0's campaign: run the due units of a plan in the worker and keep what happened.
+"""T0's campaign: run the due units of a plan through an executor and keep what happened.
 
 Every unit (cell × repeat) that is not yet settled and has attempts left
 (:mod:`agentprov_core.run.units`) is started, up to ``--jobs`` at once. Each attempt is
-launched in the worker and ingested by T0: its capture checked, scanned, stored and
+launched through the executor (:mod:`agentprov_core.backend.executor`: where the cell runs,
+``local`` by default) and ingested by T0: its capture checked, scanned, stored and
 ledgered (:mod:`agentprov_core.run.attempt`); right after, it is mapped behind the loop,
 failed attempts too (:mod:`agentprov_core.run.mappings`).
 
@@ -24,7 +25,7 @@ import errno
 import sys
 import time
 import uuid
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -39,7 +40,7 @@ from agentprov_core.run.stops import CapStop, Interrupted, Signals
 from agentprov_core.run.summary import Tally
 
 if TYPE_CHECKING:
-    from agentprov_core.backend.workerclient import Worker
+    from agentprov_core.backend.executor import Executor
     from agentprov_core.live.caps import Account
     from agentprov_core.run.attempt import Flight
     from agentprov_core.run.prepare import Prepared
@@ -161,7 +162,7 @@ class _Loop:
         self.invocation = uuid.uuid4().hex[:12]
         self.signals = Signals()
         self.signals.install()
-        self.worker: Worker | None = None
+        self.executor: Executor | None = None
         self.flights: dict[Future, Flight] = {}
         self.seq = [seq0]
         self.started_units = 0
@@ -180,14 +181,14 @@ class _Loop:
         progress: units.Progress | None = None
         try:
             with timing.span("live.start"):
-                self.worker = self.live.start(self.wc.root / "staging")
+                self.executor = self.live.start(self.wc.root / "staging")
             if self.queue and not self.live.scripted:  # the preflight probe (R-18)
                 why = self.acc.fits(0) if self.acc.caps.active else None
                 if why is not None:
                     raise CapStop("cap_reached", f"the next cell does not fit: {why}")
                 with timing.span("preflight"):
                     self.run_state["preflight"] = preflight.run_preflight(
-                        self.prepared, self.live, self.worker, self.wc.root / "staging",
+                        self.prepared, self.live, self.executor, self.wc.root / "staging",
                         self.wc, self.acc, self.invocation)
             progress = units.Progress(self.total)
             limit = self.options.get("limit")
@@ -200,19 +201,17 @@ class _Loop:
                     break
                 self.mappings.start()  # the last cell's mapping, now the next one is launched
                 with timing.span("wait"):
-                    done, _ = wait(list(self.flights), timeout=0.25,
-                                   return_when=FIRST_COMPLETED)
+                    done = self.executor.wait_any(self.flights, timeout=0.25)
                 self.signals.critical = bool(done)
                 for fut in done:
                     self._settle(fut)
                 self.signals.critical = False
                 self.mappings.harvest()
                 self.signals.raise_pending()
-                if self.stop is None and self.worker.proc.poll() is not None:
+                failure = self.executor.failure() if self.stop is None else None
+                if failure is not None:
                     self.stop = "worker"  # it died, even on the last cell
-                    self.tally.refusals.append(
-                        f"the worker of {self.prepared.plan.environment_id} exited (code "
-                        f"{self.worker.proc.returncode}) with a cell in flight")
+                    self.tally.refusals.append(f"{failure} with a cell in flight")
                 progress.update(self.tally.attempts, len(self.flights), self.tally.failed,
                                 sum(q["calls"] for q in self.tally.quality.values()))
                 if self.stop is None and stops.drain_requested(self.options):
@@ -254,7 +253,7 @@ class _Loop:
             self.signals.critical = True  # a launched cell is always tracked
             try:
                 with timing.span("launch"):
-                    fl = attempt.launch(self.prepared, self.wc, self.worker, self.live, unit,
+                    fl = attempt.launch(self.prepared, self.wc, self.executor, self.live, unit,
                                         local_note, first=not self.started_units)
                 self.flights[fl.future] = fl
             except AgentprovError as exc:  # the worker died: stop, re-run resumes
@@ -289,7 +288,7 @@ class _Loop:
         from agentprov_core.live import caps as capsmod
 
         fl = self.flights[fut]
-        result = attempt.result(self.worker, fl)
+        result = attempt.result(self.executor, fl)
         with timing.span("ingest", session=fl.session_id):
             entry = attempt.ingest(self.prepared, self.wc, fl, result, self.invocation,
                                    self.seq, self.live, drop=self.mappings.drop_later)
@@ -312,16 +311,16 @@ class _Loop:
         if found:
             self.tally.canary += found
             if (self.stop is None and (self.queue or self.flights)
-                    and self.worker.proc.poll() is None):
+                    and self.executor.failure() is None):
                 self.stop = "canary"
         fl.records = None
 
     def _abort_in_flight(self) -> None:
-        """An interrupt: the worker killed, the cells in flight sealed ``aborted`` and
-        ledgered."""
+        """An interrupt: the cells in flight ended (the executor cancelled), sealed
+        ``aborted`` and ledgered."""
         self.stop = "interrupt"
-        if self.worker is not None:
-            self.worker.kill()
+        if self.executor is not None:
+            self.executor.cancel()
         for fl in self.flights.values():
             capture_seal.seal(fl.staging / "capture.jsonl", "aborted",
                                "interrupted: the parent received a signal", "session.interrupted")
@@ -334,20 +333,20 @@ class _Loop:
         self.flights.clear()
 
     def _close(self, switch: float) -> None:
-        """The worker and the endpoint side stopped (cells still in flight, after a worker
-        death or a failure of T0 such as a full disk, sealed ``aborted`` where they can be
-        written); the last mappings waited for."""
+        """The executor and the endpoint side stopped (cells still in flight, after a worker
+        death or a failure of T0 such as a full disk, cancelled and sealed ``aborted`` where
+        they can be written); the last mappings waited for."""
         t_close = time.time()
-        worker = self.worker
-        if worker is not None:
+        executor = self.executor
+        if executor is not None:
             if self.flights:
-                worker.kill()
+                executor.cancel()
             for fl in self.flights.values():
                 with contextlib.suppress(OSError):  # unsealed in staging if it cannot be written
                     capture_seal.seal(fl.staging / "capture.jsonl", "aborted",
                                        "the worker ended with the cell in flight",
                                        "session.worker_died")
-            worker.close()
+            executor.close()
         self.live.stop()
         t_drain = time.time()
         self.signals.critical = True  # a signal now waits for the last mappings

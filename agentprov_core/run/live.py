@@ -26,7 +26,7 @@ from agentprov_core.live.scripted.script import AGENT, SCRIPTED_MODEL
 from agentprov_core.run import testfaults
 
 if TYPE_CHECKING:
-    from agentprov_core.backend.workerclient import Worker
+    from agentprov_core.backend.executor import Executor, Launch
     from agentprov_core.live.caps import Account, Bound, Charge
     from agentprov_core.run.prepare import Prepared
 
@@ -37,7 +37,7 @@ PREFLIGHT_LEDGER = "preflight/ledger.jsonl"
 
 class Live:
     """The endpoint side of one invocation: the scripted endpoint, or a real endpoint's key,
-    egress proxy and containment; and the worker started with them."""
+    egress proxy and containment; and the executor that runs the cells, started with them."""
 
     def __init__(self, prepared: Prepared) -> None:
         self.prepared = prepared
@@ -62,10 +62,17 @@ class Live:
         """The values the redaction scan looks for (the key, by its variable's name)."""
         return {self.secret.name: self.secret.reveal()} if self.secret is not None else {}
 
-    def start(self, staging_root: Path) -> Worker:
+    def start(self, staging_root: Path) -> Executor:
         """Start the endpoint side (the scripted endpoint, or the key, egress proxy and
-        containment) and the worker with it."""
-        from agentprov_core.backend.workerclient import Worker
+        containment) and, with it, the executor ``--executor`` names (``local``: the
+        worker on this machine)."""
+        from agentprov_core.backend import executor
+
+        name = self.prepared.request.options.get("executor") or executor.DEFAULT
+        return executor.start(name, self._launch(staging_root))
+
+    def _launch(self, staging_root: Path) -> Launch:
+        from agentprov_core.backend.executor import Launch
 
         p = self.prepared
         o = p.request.options
@@ -78,7 +85,7 @@ class Live:
             self.endpoint = ScriptedEndpoint(load_script(Path(o["llm_script"])),
                                              models=script_models(p))
             self.endpoint.start()
-            return Worker(p.plan.environment_id, env_dir, staging_root, network=True,
+            return Launch(p.plan.environment_id, env_dir, staging_root,
                           extra_env=self.warm_env())
         import tempfile
         from urllib.parse import urlsplit
@@ -117,8 +124,8 @@ class Live:
             with os.fdopen(fd, "wb") as f:
                 f.write(Path(ca).read_bytes())
             env["SSL_CERT_FILE"] = str(pem)
-        return Worker(p.plan.environment_id, env_dir, staging_root, network=True,
-                      extra_env=env, containment=recorded,
+        return Launch(p.plan.environment_id, env_dir, staging_root, extra_env=env,
+                      containment=recorded,
                       allowed=cm.Allowed(loopback_ports=loopback, unix_sockets=routes))
 
     def warm_env(self) -> dict[str, str]:

@@ -46,7 +46,9 @@ def manifest_of(prepared: Prepared, old: dict[str, Any] | None) -> dict[str, Any
                              "distributions": marker.distributions},
         "producer": {"agentprov": __version__,
                      "sandbox": None if scripted else prepared.containment,
-                     "python": sys.version.split()[0]},
+                     "python": sys.version.split()[0],
+                     # where this invocation's cells ran (docs/running.md, "Executors")
+                     "executor": prepared.request.options.get("executor") or "local"},
         "plugins": sorted(({"name": r.name, "distribution": r.distribution,
                             "version": r.version, "status": r.status}
                            for r in manager().records), key=lambda r: r["name"]),

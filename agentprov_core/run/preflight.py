@@ -37,7 +37,7 @@ from agentprov_core.run.live import (
 from agentprov_core.run.stops import CapStop
 
 if TYPE_CHECKING:
-    from agentprov_core.backend.workerclient import Worker
+    from agentprov_core.backend.executor import Executor
     from agentprov_core.live.caps import Account
     from agentprov_core.run.prepare import Prepared
 
@@ -48,7 +48,7 @@ def _preflight():
     return preflight
 
 
-def probe_call(prepared: Prepared, live: Live, worker: Worker, staging_root: Path,
+def probe_call(prepared: Prepared, live: Live, executor: Executor, staging_root: Path,
                wc: WorkingCorpus | None, acc: Account, invocation: str):
     """The ``call`` of :class:`agentprov_core.live.preflight.Probe`: one probe call in its own
     session, charged to the caps and (in a campaign) kept under ``preflight/``."""
@@ -73,7 +73,7 @@ def probe_call(prepared: Prepared, live: Live, worker: Worker, staging_root: Pat
                "config_digest": plan.config_digest, "timeout_s": 300,
                "preflight": {"call": n, "instruction": text, "user": _preflight().USER}}
         try:
-            result = worker.result(worker.submit("run-cell", **req), timeout=330)
+            result = executor.result(executor.submit(req), timeout=330)
         except AgentprovError as exc:
             result = {"status": "aborted", "error": exc.message}
             capture_seal.seal(staging / "capture.jsonl", "aborted", exc.message,
@@ -123,7 +123,7 @@ def probe_call(prepared: Prepared, live: Live, worker: Worker, staging_root: Pat
     return call
 
 
-def run_preflight(prepared: Prepared, live: Live, worker: Worker, staging_root: Path,
+def run_preflight(prepared: Prepared, live: Live, executor: Executor, staging_root: Path,
                   wc: WorkingCorpus | None, acc: Account, invocation: str) -> dict[str, Any]:
     """Run the probe (R-18); returns what ``live.preflight`` records. Raises
     ``cli.refused.preflight`` (4), ``cli.environment.preflight`` (3) or a cap stop."""
@@ -138,7 +138,7 @@ def run_preflight(prepared: Prepared, live: Live, worker: Worker, staging_root: 
                                  live.wire)
     probe = pf.Probe(resolved.name, epmod.shown(resolved.base_url), s)
     try:
-        verdict = probe.run(probe_call(prepared, live, worker, staging_root, wc, acc,
+        verdict = probe.run(probe_call(prepared, live, executor, staging_root, wc, acc,
                                        invocation))
     except AgentprovError:
         click.echo(f"preflight: {len(probe.calls)} call(s): "
@@ -157,15 +157,15 @@ def preflight_only(prepared: Prepared) -> int:
     nothing is kept and no corpus is written."""
     live = Live(prepared)
     acc = account_of(prepared, None, live)
-    worker = None
+    executor = None
     with tempfile.TemporaryDirectory(prefix="agentprov-pf-") as tmp:
         try:
-            worker = live.start(Path(tmp) / "staging")
-            run_preflight(prepared, live, worker, Path(tmp) / "staging", None, acc,
+            executor = live.start(Path(tmp) / "staging")
+            run_preflight(prepared, live, executor, Path(tmp) / "staging", None, acc,
                           uuid.uuid4().hex[:12])
         finally:
-            if worker is not None:
-                worker.close()
+            if executor is not None:
+                executor.close()
             live.stop()
     click.echo(f"agentprov run: preflight only: {acc.probe.billed} billed probe call(s); no "
                "cell was run and nothing was written")

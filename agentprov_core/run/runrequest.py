@@ -118,6 +118,15 @@ def check_usage(req: RunRequest) -> None:
         if v is not None and hi is not None and v > hi:
             raise AgentprovError("cli.usage.option_value", option=flag, value=_short(str(v)),
                                  what=f"must be {hi:,} or less")
+    if o.get("executor") is not None:
+        from agentprov_core.backend.executor import executors
+
+        name, known = o["executor"], executors()
+        if name not in known:
+            raise AgentprovError("cli.usage.option_value", option="--executor",
+                                 value=name if len(name) <= 40 else name[:40] + "…",
+                                 what="names no installed executor (installed: "
+                                      + ", ".join(known) + ")")
     if o.get("preflight_only"):
         return
     if not o.get("corpus") or not o.get("campaign"):

@@ -17,9 +17,8 @@ from typing import Any
 
 import agentprov_capture
 
-from agentprov_core.evidence import aer as A
-from agentprov_core.evidence.aer import NOT_RECORDED
-from agentprov_core.mapping import LiveEvidence
+from agentprov_core.api import NOT_RECORDED, LiveEvidence
+from agentprov_core.api import aer as A
 
 # as plugin.py's MapperRef declares them (a reference that differs is refused when it loads)
 NAME = "examplebench.capture"
@@ -138,7 +137,7 @@ class CaptureMapper:
     evidence_formats = (CAPTURE_FORMAT,)
 
     def map(self, evidence: LiveEvidence) -> A.AER:
-        from agentprov_core import __version__
+        from agentprov_core.api import __version__
 
         ev, a, m = evidence, evidence.attempt, evidence.manifest or {}
         problems = ["the capture log is missing from the raw store"]

@@ -6,10 +6,7 @@ package runs its cells) and the mapper of the evidence those cells leave.
 
 from pathlib import Path
 
-from agentprov_core.backendproject import BackendProject
-from agentprov_core.mapping import MapperRef
-from agentprov_core.plugins import hookimpl
-from agentprov_core.source import SourceMeta, SuiteSource
+from agentprov_core.api import BackendProject, MapperRef, SourceMeta, SuiteSource, hookimpl
 
 
 class ExampleBench(SuiteSource):

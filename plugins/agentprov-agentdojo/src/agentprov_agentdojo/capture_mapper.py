@@ -28,12 +28,8 @@ from msgspec import UNSET
 
 from agentprov_agentdojo import defence_records, live_native
 from agentprov_agentdojo.plugin import CAPTURE_MAPPER
-from agentprov_core.evidence import aer as A
-from agentprov_core.evidence import capture_view
-from agentprov_core.evidence.aer import NOT_RECORDED
-from agentprov_core.evidence.capture_view import CaptureView
-from agentprov_core.live.sse import reply_body
-from agentprov_core.mapping import LiveEvidence
+from agentprov_core.api import NOT_RECORDED, CaptureView, LiveEvidence, capture_view, reply_body
+from agentprov_core.api import aer as A
 
 NAME = CAPTURE_MAPPER.name
 # 0.1.1: the chain is read by agentprov_capture.check (verify's check), so a

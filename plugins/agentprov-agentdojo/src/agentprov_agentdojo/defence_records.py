@@ -26,8 +26,8 @@ from typing import Any
 
 from msgspec import UNSET
 
-from agentprov_core.evidence import aer as A
-from agentprov_core.evidence.aer import NOT_RECORDED
+from agentprov_core.api import NOT_RECORDED
+from agentprov_core.api import aer as A
 
 INSTALLED = "defence.installed"
 DENIED = "defence.tool_denied"

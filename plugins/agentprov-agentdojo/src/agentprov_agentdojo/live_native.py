@@ -54,7 +54,7 @@ from typing import Any
 
 from msgspec import UNSET
 
-from agentprov_core.evidence.aer import LiveVsNative, ModelCall, ToolCall
+from agentprov_core.api import LiveVsNative, ModelCall, ToolCall
 
 COMPARED = ("task", "assistant_messages", "tool_calls", "tool_results", "utility", "security")
 DEFENDED = (*COMPARED, "defence")

@@ -33,9 +33,8 @@ from typing import Any
 # a tool result's digest is a live session's (``result_sha256``), so the two compare
 from agentprov_agentdojo.capture_mapper import _canonical, _sha
 from agentprov_agentdojo.plugin import RESULTS_MAPPER
-from agentprov_core.evidence import aer as A
-from agentprov_core.evidence.aer import NOT_RECORDED
-from agentprov_core.mapping import ImportCell, ImportEvidence, ImportRefused
+from agentprov_core.api import NOT_RECORDED, ImportCell, ImportEvidence, ImportRefused
+from agentprov_core.api import aer as A
 
 NAME = RESULTS_MAPPER.name
 VERSION = RESULTS_MAPPER.version
@@ -87,7 +86,7 @@ def configuration_parts(configuration: str) -> tuple[str, str]:
 
 
 def _doc(data: bytes) -> dict[str, Any]:
-    from agentprov_core.base import inputfile
+    from agentprov_core.api import check_json_depth
 
     try:
         text = data.decode("utf-8")
@@ -95,7 +94,7 @@ def _doc(data: bytes) -> dict[str, Any]:
         raise ImportRefused("import.file.malformed",
                             f"it is not UTF-8 text (byte {exc.start})") from None
     try:
-        inputfile.check_json_depth(text)
+        check_json_depth(text)
         doc = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise ImportRefused("import.file.malformed", f"it is not JSON ({exc})") from None
@@ -240,7 +239,7 @@ class ResultsMapper:
 
 
 def _agentprov() -> str:
-    from agentprov_core import __version__
+    from agentprov_core.api import __version__
 
     return __version__
 

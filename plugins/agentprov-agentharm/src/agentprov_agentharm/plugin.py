@@ -2,9 +2,16 @@
 
 from pathlib import Path
 
-from agentprov_core.backendproject import BackendDataset, BackendProject, DatasetFile
-from agentprov_core.plugins import hookimpl
-from agentprov_core.source import InspectCellBound, InspectSource, Restricted, SourceMeta
+from agentprov_core.api import (
+    BackendDataset,
+    BackendProject,
+    DatasetFile,
+    InspectCellBound,
+    InspectSource,
+    Restricted,
+    SourceMeta,
+    hookimpl,
+)
 
 
 class AgentHarm(InspectSource):

@@ -2,15 +2,7 @@
 
 from pathlib import Path
 
-from agentprov_core.backend.autodojofork import (
-    PIN_OVERRIDE,
-    PINNED_COMMIT,
-    UNPUBLISHED,
-    UPSTREAM,
-)
-from agentprov_core.backendproject import BackendProject
-from agentprov_core.plugins import hookimpl
-from agentprov_core.source import SourceMeta, SuiteSource
+from agentprov_core.api import BackendProject, SourceMeta, SuiteSource, autodojofork, hookimpl
 
 
 class AutoDojo(SuiteSource):
@@ -22,7 +14,7 @@ class AutoDojo(SuiteSource):
         backend="autodojo",
         backend_project="autodojo",
         environment_prefix="autodojo",
-        pinned_commit=PINNED_COMMIT,
+        pinned_commit=autodojofork.PINNED_COMMIT,
         live_status="partial",
         caveat="local",
         # gateway_compat binds to private helpers whose versions differ in the fork
@@ -46,11 +38,13 @@ def agentprov_backends():
     installs the fork's code from its pinned commit (extracted from the fetch cache at build
     time, where only ``--source-repo`` can put it: the fork is not public) and the worker
     package ``backends/autodojo/worker``."""
-    return [BackendProject(name="autodojo", path="autodojo", pinned_commit=PINNED_COMMIT,
-                           upstream=UPSTREAM, unpublished=UNPUBLISHED,
+    return [BackendProject(name="autodojo", path="autodojo",
+                           pinned_commit=autodojofork.PINNED_COMMIT,
+                           upstream=autodojofork.UPSTREAM, unpublished=autodojofork.UNPUBLISHED,
                            upstream_paths=UPSTREAM_PATHS,
                            licence="not stated: the fork is not public",
-                           worker="agentprov-worker-autodojo", pin_override=PIN_OVERRIDE)]
+                           worker="agentprov-worker-autodojo",
+                           pin_override=autodojofork.PIN_OVERRIDE)]
 
 
 @hookimpl

@@ -33,11 +33,8 @@ from typing import Any
 
 from msgspec import UNSET
 
-from agentprov_core.evidence import aer as A
-from agentprov_core.evidence import capture_view
-from agentprov_core.evidence.aer import NOT_RECORDED
-from agentprov_core.evidence.capture_view import CaptureView
-from agentprov_core.mapping import CAPTURE_FORMAT, LiveEvidence
+from agentprov_core.api import CAPTURE_FORMAT, NOT_RECORDED, CaptureView, LiveEvidence, capture_view
+from agentprov_core.api import aer as A
 from agentprov_inspect_harness import evalread
 from agentprov_inspect_harness.plugin import EVAL_FORMAT, EVAL_MAPPER
 

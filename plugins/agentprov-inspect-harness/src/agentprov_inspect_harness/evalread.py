@@ -39,7 +39,7 @@ class EvalUnreadable(Exception):
 
 def environment_python(env_id: str) -> Path:
     """The Python of the built backend environment ``env_id`` (which holds Inspect)."""
-    from agentprov_core.backend.environments import environment_dir
+    from agentprov_core.api import environment_dir
 
     if not env_id or "/" in env_id or env_id.startswith("."):
         raise EvalUnreadable(f"the corpus names no usable environment ({env_id!r})")

@@ -1,8 +1,7 @@
 """The plugin's hooks: the ``inspect.eval`` mapper, by reference (its code is imported when
 it first maps)."""
 
-from agentprov_core.mapping import MapperRef
-from agentprov_core.plugins import hookimpl
+from agentprov_core.api import MapperRef, hookimpl
 
 #: the evidence format a source names (``SourceMeta.evidence_format``) when its live
 #: evidence is an Inspect ``.eval`` log with the wire log beside it

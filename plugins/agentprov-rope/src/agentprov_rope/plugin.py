@@ -1,7 +1,6 @@
 """ROPE (head): a planned part with no backend in this build; `agentprov run rope` exits 5."""
 
-from agentprov_core.plugins import hookimpl
-from agentprov_core.source import Source, SourceMeta
+from agentprov_core.api import Source, SourceMeta, hookimpl
 
 
 class Rope(Source):

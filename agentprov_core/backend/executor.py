@@ -1,0 +1,137 @@
+"""Executors: where the cells of a campaign run.
+
+The campaign (:mod:`agentprov_core.run.campaign`) hands each attempt to an executor as the
+worker's ``run-cell`` request (``agentprov-worker/0.1``, docs/protocol.md) and gets back
+what the worker returned; the worker has staged the session (capture log, native log) in
+the request's ``staging`` directory, and T0 ingests it with the rules it always applies
+(chain check, redaction scan, hostile-input checks). An executor only runs and returns:
+evidence, caps, the canary, stops and resume stay with T0.
+
+Executors come through the ``agentprov_executors`` hook as :class:`ExecutorMeta`; the core
+registers ``local`` (:class:`LocalExecutor`, one worker subprocess on this machine, the
+default). ``agentprov run --executor NAME`` chooses one.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Collection
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentprov_core.backend.containment import Allowed, Recorded
+
+#: the executor a run uses unless ``--executor`` names another
+DEFAULT = "local"
+
+
+class ExecutorMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """An executor as a plugin registers it: its ``name`` (``--executor NAME``), a
+    one-line ``summary``, and ``start``, a ``module:function`` string (imported only when a
+    run uses it) called as ``start(launch) -> Executor`` with a :class:`Launch`."""
+
+    name: str
+    start: str
+    summary: str = ""
+
+
+# a dataclass, not a msgspec struct: its repr must leave out the key (field(repr=False))
+@dataclass(frozen=True)
+class Launch:
+    """What starting the campaign's worker needs, decided by T0 (:mod:`agentprov_core.run.live`):
+    the built environment, the staging root the sessions are staged under, the variables the
+    worker gets beyond its scrubbed environment (the endpoint's key among them: never
+    written, never shown), the resolved containment and where the contained worker may
+    connect. An executor that runs a cell elsewhere must give it the same."""
+
+    environment_id: str
+    env_dir: Path
+    staging_root: Path
+    extra_env: dict[str, str] = field(default_factory=dict, repr=False)
+    containment: Recorded | None = None
+    allowed: Allowed | None = None
+
+
+class Executor(Protocol):
+    """A started executor, for one invocation. Its futures resolve to the worker's result
+    of a ``run-cell`` request (a dict: hostile input, which T0 checks), or raise
+    :class:`agentprov_core.errors.AgentprovError` when the cell could not be run to an
+    answer (T0 then seals its capture ``aborted``)."""
+
+    def submit(self, request: dict[str, Any]) -> Future:
+        """Start the cell of this ``run-cell`` request; raise ``AgentprovError`` if it
+        cannot be started (nothing then ran in its staging directory)."""
+
+    def wait_any(self, futures: Collection[Future], timeout: float) -> set[Future]:
+        """Those of ``futures`` that have finished, waiting up to ``timeout`` seconds for
+        the first."""
+
+    def result(self, future: Future, timeout: float | None = None) -> dict[str, Any]:
+        """The worker's result of a submitted cell."""
+
+    def failure(self) -> str | None:
+        """Why it can run no further cell (``the worker of ENV exited (code N)``), or
+        None while it can."""
+
+    def cancel(self) -> None:
+        """End every cell in flight at once (an interrupt; a failure of T0)."""
+
+    def close(self) -> None:
+        """Stop, after the last cell; release what it holds."""
+
+
+def executors() -> dict[str, ExecutorMeta]:
+    """Every registered executor by name, in registration order (the first one wins)."""
+    from agentprov_core.plugins import manager
+
+    found: dict[str, ExecutorMeta] = {}
+    for impl in manager().hook.agentprov_executors.get_hookimpls():
+        for meta in impl.function() or ():
+            found.setdefault(meta.name, meta)
+    return found
+
+
+def start(name: str, launch: Launch) -> Executor:
+    """Start the executor named ``name`` (an installed one: ``--executor`` is checked at
+    usage)."""
+    module, _, attr = executors()[name].start.partition(":")
+    return getattr(importlib.import_module(module), attr)(launch)
+
+
+class LocalExecutor:
+    """The default: one worker subprocess on this machine
+    (:class:`agentprov_core.backend.workerclient.Worker`), cells in flight together."""
+
+    def __init__(self, launch: Launch) -> None:
+        from agentprov_core.backend.workerclient import Worker
+
+        self.environment_id = launch.environment_id
+        self.worker = Worker(launch.environment_id, launch.env_dir, launch.staging_root,
+                             network=True, extra_env=launch.extra_env,
+                             containment=launch.containment, allowed=launch.allowed)
+
+    def submit(self, request: dict[str, Any]) -> Future:
+        return self.worker.submit("run-cell", **request)
+
+    def wait_any(self, futures: Collection[Future], timeout: float) -> set[Future]:
+        return wait(list(futures), timeout=timeout, return_when=FIRST_COMPLETED)[0]
+
+    def result(self, future: Future, timeout: float | None = None) -> dict[str, Any]:
+        return self.worker.result(future, timeout=timeout)
+
+    def failure(self) -> str | None:
+        code = self.worker.proc.poll()
+        if code is None:
+            return None
+        return f"the worker of {self.environment_id} exited (code {code})"
+
+    def cancel(self) -> None:
+        self.worker.kill()
+
+    def close(self) -> None:
+        self.worker.close()
