@@ -757,9 +757,11 @@ class _Verifier:
                    if self.report.working else
                    "the corpus has no checksums.sha256 (this build seals no corpus)")
             self.add("unverified", "checksums.absent", "checksums.sha256", why)
-        else:
+        elif not (self.root / "seal").is_dir():
             self.add("unverified", "checksums.unsupported", "checksums.sha256",
-                     "this build does not read sealed checksums (no sealed format yet)")
+                     "a checksums.sha256 without seal/ is not a sealed corpus this build "
+                     "reads (agentprov-corpus/0.3)")
+        # a sealed corpus's checksums.sha256: level sealed reads it (audit/sealed.py)
 
     def jsonl(self, rel: str, prefix: str, dec: msgspec.json.Decoder, what: str,
               reader: str) -> Iterator[tuple[int, Any, bytes]]:
