@@ -380,9 +380,6 @@ _reg("run.unsupported.preset_memory", X, "cannot_run",
 _reg("run.unsupported.defence_endpoint", X, "cannot_run",
      "defence {defence} with --defence-endpoint {endpoint}.", "none in this build",
      "A defence's own model endpoint is not wired in this build: its key would be a second key in the worker and its host:port a second pair of the egress proxy, and neither is built or tested (docs/provisioning-defences.md).")
-_reg("package.unsupported.live", X, "coded",
-     "sealing a live corpus is not supported in this build",
-     "keep the working corpus under $AGENTPROV_HOME; sealing live corpora is planned for v0.2 (agentprov-corpus/0.3)")
 _reg("package.refused.restricted", R, "coded",
      "{corpus} is not packaged: {why} (its evidence holds {holds}; licence: {licence}), which is never deposited; releasing it needs a separate decision of the project owner (R-25.38). Keep it under $AGENTPROV_HOME: validate, verify, stats and recompute read it there",
      "keep the corpus under $AGENTPROV_HOME; validate, verify, stats and recompute read it where it is")
@@ -390,8 +387,8 @@ _reg("recompute.unsupported.remap_live", X, "coded",
      "re-mapping a live corpus from its raw evidence is not supported (D-43): recompute re-derives SEM, PROV and validation from the stored AER",
      "drop --remap")
 _reg("package.unsupported.sealing", X, "coded",
-     "this build seals no corpus: {corpus} is {format}, and no sealed corpus format is written yet",
-     "keep the corpus as it is; sealed formats arrive with a later build")
+     "{corpus} is {format}: package seals the live corpus of a run (agentprov-live-corpus/0.1) only, and an import or a sealed corpus is not sealed again",
+     "seal the working corpus a run wrote; keep an import corpus as it is")
 _reg("package.usage.version", U, "usage",
      "package needs --corpus-version V (the version of the sealed corpus, e.g. 0.1.0)",
      "add --corpus-version V")

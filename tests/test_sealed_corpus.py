@@ -23,7 +23,6 @@ from test_corpus_tools import build_corpus
 
 FILE_BACKEND = "agentprov_core.testing.memkeyring.FileTestKeyring"
 FAIL_BACKEND = "keyring.backends.fail.Keyring"
-SUPERSEDED = ("R-1.8", "R-27.13", "R-29.15", "R-27.15")
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +93,7 @@ def verify(cli, *args) -> tuple[int, str, set[str]]:
 
 
 # ----------------------------------------------------------------------------- sealing
-@pytest.mark.req(*SUPERSEDED, "R-27.16", "R-27.4")
+@pytest.mark.req("R-27.15", "R-27.16")
 def test_package_seals_a_scripted_corpus_signed_and_verifiable(cli, work, sealed, signer):
     before = snapshot(work)
     # the working corpus's files, unchanged, beside the seal; .lock and staging/ left out
@@ -151,13 +150,15 @@ def test_the_envelope_verifies_with_securesystemslib(sealed, signer, tmp_path, c
         env.verify([other], 1)
 
 
-@pytest.mark.req(*SUPERSEDED)
+@pytest.mark.req("R-2.25", "R-27.17")
 def test_an_unsigned_seal_says_so_and_does_not_pass(cli, work, release, tmp_path):
     out = tmp_path / "unsigned"
     r = seal(cli, work, release, out)
     assert r.code == 0, r.err
     assert "package: unsigned: nothing says who sealed it" in r.out
-    assert statement(out)["predicate"]["test_only"] is True
+    p = statement(out)["predicate"]
+    assert (p["test_only"], p["synthetic"], p["supports_live_capture_claim"]) == (
+        True, True, False)
     code, result, codes = verify(cli, "--corpus", out)
     assert (code, result, codes) == (1, "unverified", {"sealed.unsigned"})
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agentprov_core.audit import sealed
-from agentprov_core.base import dsse, merkle
+from agentprov_core.base import merkle
 from agentprov_core.errors import AgentprovError
 
 FORMAT = "agentprov-proof/0.1"

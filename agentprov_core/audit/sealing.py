@@ -30,7 +30,6 @@ from typing import Any
 from agentprov_core.audit import sealed
 from agentprov_core.base import dsse, merkle
 from agentprov_core.corpus.opening import OpenCorpus
-from agentprov_core.corpus.snapshot import APPENDED
 from agentprov_core.errors import AgentprovError
 
 REQUIRED = ("corpus_id", "source", "backend_identity", "plans", "config_digests", "producer")
