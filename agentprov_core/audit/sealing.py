@@ -211,9 +211,12 @@ def seal(r: Release) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{r.out.name}.sealing-", dir=r.out.parent))
     try:
         files: dict[str, str] = {}
+        made = {tmp}
         for rel, e in sealed.walk(r.corpus.root):
             dst = tmp / rel
-            dst.parent.mkdir(parents=True, exist_ok=True)
+            if dst.parent not in made:  # one mkdir per directory, not per file
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                made.add(dst.parent)
             files[rel] = _copy(Path(e.path), dst)
         (tmp / "licences").mkdir(exist_ok=True)
         for name, path in r.licences:
