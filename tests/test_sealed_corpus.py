@@ -19,23 +19,16 @@ from pathlib import Path
 
 import pytest
 from conftest import snapshot
-from test_corpus_tools import build_corpus
+from test_corpus_tools import corpus, pristine  # noqa: F401 (fixtures)
 
 FILE_BACKEND = "agentprov_core.testing.memkeyring.FileTestKeyring"
 FAIL_BACKEND = "keyring.backends.fail.Keyring"
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    return build_corpus(tmp_path_factory.mktemp("pristine"))
-
-
 @pytest.fixture
-def work(pristine: Path, tmp_path: Path) -> Path:
-    """A private copy of the example corpus (a finished scripted campaign)."""
-    root = tmp_path / "corpora" / pristine.name
-    shutil.copytree(pristine, root)
-    return root
+def work(request) -> Path:
+    """A private copy of test_corpus_tools' example corpus (a finished scripted campaign)."""
+    return request.getfixturevalue("corpus")
 
 
 @pytest.fixture
