@@ -77,9 +77,9 @@ def unsealable_name(rel: str) -> str | None:
     return None
 
 
-def walk(root: Path) -> Iterator[tuple[str, os.DirEntry]]:
-    """``(relative path, entry)`` of every entry under ``root`` but :data:`LEFT_OUT`,
-    directories entered, symlinks and other non-files yielded as they are (never
+def walk(root: Path, skip: tuple[str, ...] = ()) -> Iterator[tuple[str, os.DirEntry]]:
+    """``(relative path, entry)`` of every entry under ``root`` but the top-level names
+    ``skip``, directories entered, symlinks and other non-files yielded as they are (never
     followed)."""
     stack = [("", str(root))]
     while stack:
@@ -88,7 +88,7 @@ def walk(root: Path) -> Iterator[tuple[str, os.DirEntry]]:
             entries = sorted(it, key=lambda e: e.name)
         for e in entries:
             rel = prefix + e.name
-            if not prefix and e.name in LEFT_OUT:
+            if not prefix and e.name in skip:
                 continue
             if e.is_dir(follow_symlinks=False):
                 stack.append((rel + "/", e.path))

@@ -69,7 +69,7 @@ def check_finished(c: OpenCorpus) -> None:
 def check_contents(c: OpenCorpus) -> None:
     """What a sealed corpus must hold and say, and no file that cannot be sealed."""
     unsealable = "package.refused.unsealable"
-    for rel, e in sealed.walk(c.root):
+    for rel, e in sealed.walk(c.root, sealed.LEFT_OUT):
         if not e.is_file(follow_symlinks=False):
             raise _refuse(unsealable, c, f"{rel} is a symlink or a special file, which is "
                           "never sealed", fix="replace it by the file itself, or remove it")
@@ -212,7 +212,7 @@ def seal(r: Release) -> dict[str, Any]:
     try:
         files: dict[str, str] = {}
         made = {tmp}
-        for rel, e in sealed.walk(r.corpus.root):
+        for rel, e in sealed.walk(r.corpus.root, sealed.LEFT_OUT):
             dst = tmp / rel
             if dst.parent not in made:  # one mkdir per directory, not per file
                 dst.parent.mkdir(parents=True, exist_ok=True)

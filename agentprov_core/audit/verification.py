@@ -755,7 +755,8 @@ class _Verifier:
         if not (self.root / "checksums.sha256").is_file():
             why = ("a working tree has no checksums.sha256 (it is written at sealing)"
                    if self.report.working else
-                   "the corpus has no checksums.sha256 (this build seals no corpus)")
+                   "the corpus has no checksums.sha256: it is not sealed (agentprov package "
+                   "seals a copy of it)")
             self.add("unverified", "checksums.absent", "checksums.sha256", why)
         elif not (self.root / "seal").is_dir():
             self.add("unverified", "checksums.unsupported", "checksums.sha256",
