@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import snapshot
+from conftest import ROOT, snapshot
 from test_corpus_tools import corpus, pristine  # noqa: F401 (fixtures)
 
 FILE_BACKEND = "agentprov_core.testing.memkeyring.FileTestKeyring"
@@ -497,3 +497,39 @@ def test_a_consistency_proof_that_does_not_hold_fails(cli, work, release, tmp_pa
     code, result, codes = verify(cli, "--corpus", v2)
     assert (code, result) == (1, "failed")
     assert codes == {"sealed.consistency", "sealed.unsigned"}
+
+
+# ----------------------------------------------------------------------------- a real campaign
+@pytest.mark.slow
+@pytest.mark.req("R-27.15", "R-2.25")
+def test_a_scripted_campaign_seals_and_its_resume_seals_as_a_later_release(e2e_cli, tmp_path):
+    """A real scripted campaign through the built AgentDojo environment, stopped by
+    --limit, sealed; resumed to the end and sealed again with --previous: the second
+    release's statement proves the first tree is a prefix of its own."""
+    live = tmp_path / "live-demo"
+    args = ("run", "agentdojo", "--corpus", live, "--campaign", "demo", "--suite", "banking",
+            "--user-tasks", "0-1", "--attack", "important_instructions", "--injection-tasks",
+            "0", "--model-display-name", "Scripted Model",
+            "--llm-script", ROOT / "examples" / "scripts" / "live-demo.json")
+    first = e2e_cli(*args, "--limit", "2")
+    assert first.code == 0, first.err
+    spec = tmp_path / "corpus-spec.toml"
+    spec.write_text('format = "agentprov-corpus-spec/0.2"\n')
+    v1, v2 = tmp_path / "v1", tmp_path / "v2"
+    r = e2e_cli("package", "--corpus", live, "--corpus-version", "0.1.0", "--spec", spec,
+                "--out", v1)
+    assert r.code == 0, r.err
+    p1 = statement(v1)["predicate"]
+    assert (p1["test_only"], p1["corpus"]["partial"], p1["counts"]["executions"]) == (
+        True, True, 2)
+    second = e2e_cli(*args)
+    assert second.code == 0, second.err
+    r = e2e_cli("package", "--corpus", live, "--corpus-version", "0.2.0", "--spec", spec,
+                "--out", v2, "--previous", v1)
+    assert r.code == 0, r.err
+    p2 = statement(v2)["predicate"]
+    assert p2["counts"]["executions"] == 4 and p2["previous"]["version"] == "0.1.0"
+    r = e2e_cli("verify", "--corpus", v2, "--format", "json")
+    doc = json.loads(r.out)
+    assert doc["result"] == "passed" and doc["failed"] == 0
+    assert {f["code"] for f in doc["sealed"]["findings"]} == {"sealed.unsigned"}
