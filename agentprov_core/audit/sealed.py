@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,13 +44,14 @@ LEFT_OUT = (LOCK, "staging")
 #: sealed but no leaf: the seal itself and the manifest (rewritten by every run)
 NOT_LEAVES = (CHECKSUMS, TREE, ENVELOPE, MANIFEST)
 CHUNK = 1 << 20
+WORKERS = 2  # hashing threads (hashlib releases the GIL)
 
 
 def is_sealed(root: Path) -> bool:
     return (root / "seal").is_dir() or (root / CHECKSUMS).is_file()
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(path: str | Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(CHUNK):
@@ -246,14 +248,15 @@ def verify_sealed(root: Path, trusted: Any | None) -> SealedReport:
         report.fail("sealed.envelope", ENVELOPE, "the sealed corpus has no statement envelope")
         env_bytes = None
     st = read_statement(env_bytes, report, ENVELOPE, trusted) if env_bytes is not None else None
-    actual: dict[str, str] = {}
+    paths: dict[str, str] = {}
     for rel, e in walk(root):
         if not e.is_file(follow_symlinks=False):
             report.fail("sealed.file_added", rel, "not a regular file (a symlink or a device "
                         "is never sealed)")
-            continue
-        if rel != CHECKSUMS:
-            actual[rel] = sha256_file(Path(e.path))
+        elif rel != CHECKSUMS:
+            paths[rel] = e.path
+    with ThreadPoolExecutor(WORKERS, thread_name_prefix="sealed") as pool:
+        actual = dict(zip(paths, pool.map(sha256_file, paths.values()), strict=True))
     listed = _read_checksums(root, report)
     if listed is not None:
         for rel in sorted(listed.keys() - actual.keys()):

@@ -23,6 +23,7 @@ import os
 import shutil
 import tempfile
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -169,7 +170,7 @@ def predicate(r: Release, files: dict[str, str], size: int, head: bytes,
     }
 
 
-def _copy(src: Path, dst: Path) -> str:
+def _copy(src: str | Path, dst: Path) -> str:
     """Copy one file, returning the sha256 of the bytes copied (one read)."""
     h = hashlib.sha256()
     with open(src, "rb") as fi, open(dst, "xb") as fo:
@@ -210,14 +211,17 @@ def seal(r: Release) -> dict[str, Any]:
     r.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{r.out.name}.sealing-", dir=r.out.parent))
     try:
-        files: dict[str, str] = {}
         made = {tmp}
+        pairs: dict[str, tuple[str, Path]] = {}
         for rel, e in sealed.walk(r.corpus.root, sealed.LEFT_OUT):
             dst = tmp / rel
             if dst.parent not in made:  # one mkdir per directory, not per file
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 made.add(dst.parent)
-            files[rel] = _copy(Path(e.path), dst)
+            pairs[rel] = (e.path, dst)
+        with ThreadPoolExecutor(sealed.WORKERS, thread_name_prefix="seal") as pool:
+            files = dict(zip(pairs, pool.map(lambda p: _copy(*p), pairs.values()),
+                             strict=True))
         (tmp / "licences").mkdir(exist_ok=True)
         for name, path in r.licences:
             files[f"licences/{name}"] = _copy(path, tmp / "licences" / name)
