@@ -187,6 +187,19 @@ def test_a_unit_in_flight_is_refused(cli, work, release, tmp_path):
     assert "staging/" in r.error["message"]
 
 
+def test_what_a_finished_run_leaves_in_staging_is_not_in_flight(cli, work, release, tmp_path):
+    """The worker's home and stderr, and a session kept by --keep-staging (ledgered), stay
+    in staging/ after a campaign: the corpus is finished, and staging/ is not sealed."""
+    ledgered = json.loads((work / "ledger.jsonl").read_bytes().splitlines()[0])["session_id"]
+    for d in ("home", ledgered):
+        (work / "staging" / d).mkdir(parents=True)
+    (work / "staging" / "worker.stderr").write_text("")
+    out = tmp_path / "sealed"
+    r = seal(cli, work, release, out)
+    assert r.code == 0, r.err
+    assert not (out / "staging").exists()
+
+
 def test_a_campaign_that_never_closed_is_refused(cli, work, release, tmp_path):
     from agentprov_core.corpus.working import WorkingCorpus
 

@@ -33,6 +33,8 @@ from agentprov_core.base import dsse, merkle
 from agentprov_core.corpus.opening import OpenCorpus
 from agentprov_core.errors import AgentprovError
 
+#: what the worker keeps in staging/ beside the sessions: its home and its stderr
+WORKER_FILES = ("home", "worker.stderr")
 REQUIRED = ("corpus_id", "source", "backend_identity", "plans", "config_digests", "producer")
 
 
@@ -51,6 +53,25 @@ def _refuse(code: str, c: OpenCorpus, what: str, **extra: Any) -> AgentprovError
     return AgentprovError(code, corpus=c.root, what=what, **extra)
 
 
+def _ledgered(root: Path) -> set[str]:
+    """The sessions the ledger and the preflight ledger record (a session directory kept by
+    --keep-staging, or quarantined, is ingested: only one they do not record is in flight)."""
+    out: set[str] = set()
+    for rel in ("ledger.jsonl", "preflight/ledger.jsonl"):
+        try:
+            lines = (root / rel).read_bytes().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                sid = json.loads(line).get("session_id")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(sid, str):
+                out.add(sid)
+    return out
+
+
 def check_finished(c: OpenCorpus) -> None:
     from agentprov_core.corpus import snapshot
 
@@ -58,9 +79,15 @@ def check_finished(c: OpenCorpus) -> None:
     if note is not None:
         raise _refuse("package.refused.unfinished", c, f"a run holds it ({note})")
     staging = c.root / "staging"
-    if staging.is_dir() and any(staging.iterdir()):
+    held = sorted(p.name for p in staging.iterdir() if p.is_dir() and p.name not in
+                  WORKER_FILES) if staging.is_dir() else []
+    if held:
+        ingested = _ledgered(c.root)
+        held = [s for s in held if s not in ingested]
+    if held:
         raise _refuse("package.refused.unfinished", c,
-                      "a unit is in flight (staging/ holds a session a run has not ingested)")
+                      f"a unit is in flight (staging/ holds {', '.join(held[:3])}"
+                      f"{', …' if len(held) > 3 else ''}: a session a run has not ingested)")
     if not c.manifest.get("stops"):
         raise _refuse("package.refused.unfinished", c,
                       "manifest.json records no end of a campaign (stops): a run was cut "
