@@ -162,7 +162,6 @@ class Statement:
     head: bytes
     size: int
     predicate: dict[str, Any]
-    envelope: dsse.Envelope
 
 
 def read_statement(data: bytes, report: SealedReport, where: str,
@@ -192,7 +191,7 @@ def read_statement(data: bytes, report: SealedReport, where: str,
         return None
     report.tree_size, report.head = size, head.hex()
     report.version = str((pred.get("corpus") or {}).get("version", ""))
-    return Statement(head, size, pred, env)
+    return Statement(head, size, pred)
 
 
 def check_signature(env: dsse.Envelope, report: SealedReport, where: str,
