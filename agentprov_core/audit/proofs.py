@@ -26,36 +26,47 @@ FORMAT = "agentprov-proof/0.1"
 MAX_BYTES = 64 << 20
 
 
-def _leaf_bytes(root: Path, name: str) -> bytes:
-    path, _, line = name.partition("#L")
-    data = (root / path).read_bytes()
-    return data.splitlines(keepends=True)[int(line) - 1] if line else data
+class _Reader:
+    """The bytes of leaves of one sealed corpus; each appended file is read and split once."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.lines: dict[str, list[bytes]] = {}
+
+    def lines_of(self, path: str) -> list[bytes]:
+        if path not in self.lines:
+            self.lines[path] = (self.root / path).read_bytes().splitlines(keepends=True)
+        return self.lines[path]
+
+    def __call__(self, name: str) -> bytes:
+        path, _, line = name.partition("#L")
+        return self.lines_of(path)[int(line) - 1] if line else (self.root / path).read_bytes()
 
 
-def _names(root: Path, leaves: list[tuple[str, str]], execution_id: str) -> list[str]:
+def _names(read: _Reader, leaves: list[tuple[str, str]], execution_id: str) -> list[str]:
+    """The leaves of one execution: its files, its index line, its attempt's ledger line and
+    the raw files its AER cites."""
     from agentprov_core.evidence.executions import Executions
 
-    ex = Executions(root)
+    ex = Executions(read.root)
     entry = next((e for e in ex.entries() if e.execution_id == execution_id), None)
     if entry is None:
         raise AgentprovError("package.usage.option", option="--execution", value=execution_id,
-                             what=f"no execution of that id in {root}'s index")
-    prefix = f"executions/{execution_id}/"
-    names = {n for n, _ in leaves if n.startswith(prefix)}
-    for n, _ in leaves:
-        if n.startswith("executions.jsonl#L") or n.startswith("ledger.jsonl#L"):
+                             what=f"no execution of that id in {read.root}'s index")
+    names = {n for n, _ in leaves if n.startswith(f"executions/{execution_id}/")}
+    for path, key, want in (("executions.jsonl", "execution_id", execution_id),
+                            ("ledger.jsonl", "seq", entry.ledger_seq)):
+        for i, line in enumerate(read.lines_of(path), 1):
             try:
-                doc = json.loads(_leaf_bytes(root, n))
-            except ValueError:
+                if json.loads(line).get(key) == want:
+                    names.add(f"{path}#L{i}")
+            except (ValueError, AttributeError):
                 continue
-            if doc.get("execution_id") == execution_id or (
-                    n.startswith("ledger") and doc.get("seq") == entry.ledger_seq):
-                names.add(n)
     aer = json.loads(ex.path(execution_id, "aer").read_bytes())
     cited = {str(ev.get("path")) for ev in (aer.get("header") or {}).get("evidence") or []
              if isinstance(ev, dict)}
     names |= cited & {n for n, _ in leaves}
-    return sorted(names, key=sealed.sort_key)
+    return sorted(names & {n for n, _ in leaves}, key=sealed.sort_key)
 
 
 def write_bundle(root: Path, execution_id: str, out: Path) -> dict[str, Any]:
@@ -72,10 +83,11 @@ def write_bundle(root: Path, execution_id: str, out: Path) -> dict[str, Any]:
     hashes = sealed.leaf_hashes(leaves)
     index = {n: i for i, (n, _) in enumerate(leaves)}
     entries = []
-    for name in _names(root, leaves, execution_id):
+    read = _Reader(root)
+    for name in _names(read, leaves, execution_id):
         i = index[name]
         entries.append({"name": name, "index": i, "sha256": leaves[i][1],
-                        "content": base64.b64encode(_leaf_bytes(root, name)).decode("ascii"),
+                        "content": base64.b64encode(read(name)).decode("ascii"),
                         "inclusion": [h.hex() for h in merkle.inclusion_proof(i, hashes)]})
     env = json.loads((root / sealed.ENVELOPE).read_bytes())
     doc = {"format": FORMAT, "execution_id": execution_id, "tree_size": len(leaves),

@@ -287,8 +287,9 @@ def _check_tree(root: Path, actual: dict[str, str], st: Statement,
         report.fail("sealed.tree_head", TREE, f"the tree's leaves are not readable ({exc})")
         recorded = []
     now = dict(leaves_of(actual, lambda rel: (root / rel).read_bytes()))
+    sealed_names = {n for n, _ in recorded}
     order = [n for n, _ in recorded if n in now]
-    extra = sorted((n for n in now if n not in dict(recorded)), key=sort_key)
+    extra = sorted((n for n in now if n not in sealed_names), key=sort_key)
     for n, s in recorded:
         if n not in now:
             report.fail("sealed.file_removed", n, "a leaf of the sealed tree is gone")
