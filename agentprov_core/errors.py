@@ -380,9 +380,6 @@ _reg("run.unsupported.preset_memory", X, "cannot_run",
 _reg("run.unsupported.defence_endpoint", X, "cannot_run",
      "defence {defence} with --defence-endpoint {endpoint}.", "none in this build",
      "A defence's own model endpoint is not wired in this build: its key would be a second key in the worker and its host:port a second pair of the egress proxy, and neither is built or tested (docs/provisioning-defences.md).")
-_reg("package.unsupported.live", X, "coded",
-     "sealing a live corpus is not supported in this build",
-     "keep the working corpus under $AGENTPROV_HOME; sealing live corpora is planned for v0.2 (agentprov-corpus/0.3)")
 _reg("package.refused.restricted", R, "coded",
      "{corpus} is not packaged: {why} (its evidence holds {holds}; licence: {licence}), which is never deposited; releasing it needs a separate decision of the project owner (R-25.38). Keep it under $AGENTPROV_HOME: validate, verify, stats and recompute read it there",
      "keep the corpus under $AGENTPROV_HOME; validate, verify, stats and recompute read it where it is")
@@ -390,8 +387,23 @@ _reg("recompute.unsupported.remap_live", X, "coded",
      "re-mapping a live corpus from its raw evidence is not supported (D-43): recompute re-derives SEM, PROV and validation from the stored AER",
      "drop --remap")
 _reg("package.unsupported.sealing", X, "coded",
-     "this build seals no corpus: {corpus} is {format}, and no sealed corpus format is written yet",
-     "keep the corpus as it is; sealed formats arrive with a later build")
+     "{corpus} is {format}: package seals the live corpus of a run (agentprov-live-corpus/0.1) only, and an import or a sealed corpus is not sealed again",
+     "seal the working corpus a run wrote; keep an import corpus as it is")
+_reg("package.usage.version", U, "usage",
+     "package needs --corpus-version V (the version of the sealed corpus, e.g. 0.1.0)",
+     "add --corpus-version V")
+_reg("package.usage.option", U, "usage",
+     "{option} {value}: {what}",
+     "correct the option (docs/corpus-tools.md, \"package\")")
+_reg("package.refused.unfinished", R, "coded",
+     "{corpus} is not sealed: {what}. Nothing was written",
+     "let the campaign finish (or resume it until it does), then package again")
+_reg("package.refused.unsealable", R, "coded",
+     "{corpus} is not sealed: {what}. Nothing was written",
+     "{fix}")
+_reg("package.refused.rewritten", R, "coded",
+     "{corpus} is not sealed as a later release of {previous}: {what}; a release only adds to the one before it. Nothing was written",
+     "seal the corpus the earlier release was sealed from, after its resume; or drop --previous to start a new series")
 _reg("recompute.unsupported.remap", X, "coded",
      "re-mapping a corpus from its raw evidence is not in this build: recompute re-derives SEM, PROV and validation from the stored AER",
      "drop --remap")
@@ -485,6 +497,24 @@ _reg("cli.usage.key_value", U, "usage",
 _reg("cli.usage.key_prompt", U, "usage",
      "keys set prompts for the key on a terminal, and stdin is not one: pipe one line with --stdin",
      "add --stdin, or run it on a terminal")
+
+# --- signing keys for sealed corpora (agentprov_core/live/signingkeys.py). No message ever
+# holds a private key's bytes.
+_reg("keys.usage.signing_name", U, "usage",
+     "{name!r} is not a signing key name: 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+     "give a name such as lab-2026")
+_reg("keys.refused.signing_exists", R, "coded",
+     "the signing key {name} exists ({path}): a signing key is never replaced",
+     "choose another name; keep the old key while a release signed with it is read")
+_reg("keys.environment.signing_missing", E, "coded",
+     "the signing key {name} cannot be used: {what}",
+     "agentprov keys signing list shows the keys; make one with agentprov keys signing new NAME")
+_reg("verify.usage.trusted_key", U, "usage",
+     "--trusted-key {path}: {what}",
+     "give the PEM public key the corpus's author published (agentprov keys signing export-public NAME)")
+_reg("verify.usage.proof", U, "usage",
+     "--proof {path}: {what}",
+     "give a proof bundle written by agentprov package --proof (format agentprov-proof/0.1)")
 
 # --- the egress proxy (agentprov_core/live/egress.py, D-664)
 _reg("cli.refused.egress_target", R, "coded",

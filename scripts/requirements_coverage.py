@@ -88,10 +88,6 @@ NOT_BEHAVIOUR = {
                "(docs/containment.md); a local model server is the user's own process",
     "R-23.13": "what a live AutoDojo run is (a new execution, never a reproduction of "
                "ROPE-hosted runs); " + AUTODOJO,
-    "R-27.15": "a roadmap (sealing live corpora in v0.2), not a requirement of this build; "
-               "`package` refuses a live corpus (R-27.13)",
-    "R-27.16": "the project's claim policy: no live result and no \"Live Capture\" is "
-               "claimed; `package` refuses to seal a live corpus (R-27.13)",
 }
 SECTION_NOT_BEHAVIOUR = {
     26: "the pilot's runs: historical data of real runs, an example",
@@ -110,6 +106,12 @@ DECIDED = {
               "corpora), which are not shipped (R-9.16)",
     "R-9.19": "about the spec's priors (the round's AgentDojo rows), which are not shipped "
               "(R-9.16); the shipped priors have no AgentDojo rows of their own",
+    "R-1.8": "superseded: a finished live corpus seals as agentprov-corpus/0.3 "
+             "(docs/decisions.md, Sealed corpora); no corpus supports a \"Live Capture\" "
+             "claim yet (R-27.16)",
+    "R-27.13": "superseded: `package` seals a finished live corpus (docs/decisions.md, "
+               "Sealed corpora); its other refusals keep the spec's order",
+    "R-29.15": "superseded with R-27.13: `package.unsupported.live` is no longer raised",
     "R-27.10": "superseded: `validate --release` has a SHACL tier, and a good corpus passes "
                "it (docs/decisions.md, Validate); `--strict` is the mode the guide uses",
 }

@@ -582,26 +582,6 @@ def test_stats_counts(cli, corpus):
 
 
 # ----------------------------------------------------------------------------- package
-@pytest.mark.req("R-27.13", "R-29.15", "R-1.8", "R-2.25", "R-27.17")
-def test_package_refuses_a_live_corpus_and_writes_nothing(cli, corpus, tmp_path):
-    spec = tmp_path / "corpus-spec.toml"
-    spec.write_text('format = "agentprov-corpus-spec/0.2"\n')
-    lic = tmp_path / "LICENSE"
-    lic.write_text("MIT\n")
-    before = snapshot(corpus.parent)
-    modes = {p: p.stat().st_mode for p in corpus.rglob("*")}
-    r = cli("package", "--corpus", corpus, "--corpus-version", "0.1.0", "--spec", spec,
-            "--licence-file", f"LICENSE={lic}", json_errors=False)
-    assert (r.code, r.out, r.err) == (
-        5, "", "agentprov: error [package.unsupported.live]: sealing a live corpus is not "
-               "supported in this build\n")
-    # whatever else is right or wrong: a missing spec file, no version, no licence
-    r = cli("package", "--corpus", corpus.with_name("live-demo"), "--spec", tmp_path / "nope")
-    assert (r.code, r.error["error"]) == (5, "package.unsupported.live")
-    assert snapshot(corpus.parent) == before
-    assert {p: p.stat().st_mode for p in corpus.rglob("*")} == modes
-
-
 @pytest.mark.req("R-27.14")
 def test_package_without_spec_exits_2_first(cli, corpus, tmp_path):
     before = snapshot(corpus.parent)
@@ -611,18 +591,6 @@ def test_package_without_spec_exits_2_first(cli, corpus, tmp_path):
     r = cli("package", "--corpus", tmp_path / "not-there")  # before the corpus is looked at
     assert (r.code, r.error["error"]) == (2, "package.usage.spec")
     assert snapshot(corpus.parent) == before
-
-
-def test_package_refuses_every_other_corpus_too(cli, corpus, tmp_path):
-    """No sealed format exists in this build: a corpus that is not live is refused."""
-    other = tmp_path / "imported"
-    other.mkdir()
-    (other / "manifest.json").write_text(json.dumps({"format": "agentprov-corpus/0.2"}))
-    (other / "ledger.jsonl").write_text("")
-    before = snapshot(other)
-    r = cli("package", "--corpus", other, "--spec", tmp_path / "s.toml")
-    assert (r.code, r.error["error"]) == (5, "package.unsupported.sealing")
-    assert snapshot(other) == before
 
 
 # ----------------------------------------------------------------------------- recompute

@@ -24,7 +24,7 @@ UNPUBLISHED = {
 }
 
 
-@pytest.mark.req("R-1.1", "R-1.2", "R-1.7", "R-1.8")
+@pytest.mark.req("R-1.1", "R-1.2", "R-1.7", "R-27.16")
 def test_info_lists_the_five_parts_in_order(cli):
     r = cli("info")
     assert r.code == 0, r.err
@@ -40,7 +40,9 @@ def test_info_lists_the_five_parts_in_order(cli):
             caveat += f"; {UNPUBLISHED[name]}"
         assert line.split("  ")[-1].strip() == caveat
         assert f" {status} " in line
-    assert lines[-1].endswith(" Live corpora cannot be sealed in this build.")
+    assert lines[-1].endswith(" A finished live corpus seals as agentprov-corpus/0.3 "
+                              "(agentprov package); \"Live Capture\" is claimed for none "
+                              "until an approved, sealed, non-test live corpus exists.")
 
 
 @pytest.mark.req("R-1.3", "R-1.2")

@@ -766,11 +766,14 @@ class _Verifier:
         if not (self.root / "checksums.sha256").is_file():
             why = ("a working tree has no checksums.sha256 (it is written at sealing)"
                    if self.report.working else
-                   "the corpus has no checksums.sha256 (this build seals no corpus)")
+                   "the corpus has no checksums.sha256: it is not sealed (agentprov package "
+                   "seals a copy of it)")
             self.add("unverified", "checksums.absent", "checksums.sha256", why)
-        else:
+        elif not (self.root / "seal").is_dir():
             self.add("unverified", "checksums.unsupported", "checksums.sha256",
-                     "this build does not read sealed checksums (no sealed format yet)")
+                     "a checksums.sha256 without seal/ is not a sealed corpus this build "
+                     "reads (agentprov-corpus/0.3)")
+        # a sealed corpus's checksums.sha256: level sealed reads it (audit/sealed.py)
 
     def jsonl(self, rel: str, prefix: str, dec: msgspec.json.Decoder, what: str,
               reader: str) -> Iterator[tuple[int, Any, bytes]]:

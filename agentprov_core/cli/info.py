@@ -189,4 +189,6 @@ def info(fmt: str) -> None:
         if r.get("contributed_by"):
             click.echo(f"  from: {r['label']}: {contributed_line(r)}")
     click.echo("partial: real-model runs admitted for a stated subset; planned: scripted runs "
-               "only. Live corpora cannot be sealed in this build.")
+               "only. A finished live corpus seals as agentprov-corpus/0.3 (agentprov package); "
+               "\"Live Capture\" is claimed for none until an approved, sealed, non-test live "
+               "corpus exists.")

@@ -117,3 +117,60 @@ def list_(fmt: str) -> int:
     if not rows:
         click.echo("keys: no key is stored in the keychain (agentprov keys set NAME)", err=True)
     return 0
+
+
+@keys.group(short_help="Ed25519 keys that sign sealed corpora (agentprov package --sign-key).")
+def signing() -> None:
+    """Ed25519 keys that sign sealed corpora. The private half stays in the OS keychain
+    (service agentprov-signing); without a usable keychain, in a file of mode 0600 under
+    $AGENTPROV_HOME/signing-keys, which `new` names and warns about. It is never printed."""
+
+
+@signing.command("new")
+@click.argument("name")
+def signing_new(name: str) -> int:
+    """Make the signing key NAME (never replaces one)."""
+    from agentprov_core.live import signingkeys
+
+    key, why = signingkeys.new(name)
+    click.echo(f"keys: made the signing key {key.name} (key {key.fingerprint}); its public "
+               f"key is {key.public_path}")
+    if why is None:
+        click.echo(f"keys: its private key is in the {key.where}")
+    else:
+        click.echo(f"keys: warning: no usable OS keychain ({why}); the private key is in the "
+                   f"file {key.where} (mode 0600): anyone who can read that file can sign "
+                   "as you; keep it on this machine's own disk, out of backups you share",
+                   err=True)
+    return 0
+
+
+@signing.command("export-public")
+@click.argument("name")
+def signing_export_public(name: str) -> int:
+    """Print the public key NAME (PEM): give it to readers, for verify --trusted-key."""
+    from agentprov_core.base import dsse
+    from agentprov_core.live import signingkeys
+
+    pub, _ = signingkeys.public(name)
+    click.echo(dsse.public_pem(pub).decode("ascii"), nl=False)
+    return 0
+
+
+@signing.command("list")
+@format_option
+def signing_list(fmt: str) -> int:
+    """The signing keys: name, fingerprint, where the private key is."""
+    from agentprov_core.live import signingkeys
+
+    rows = [{"name": k.name, "fingerprint": k.fingerprint, "private_key": k.where}
+            for k in signingkeys.listed()]
+    if fmt == "json":
+        echo_json(rows)
+        return 0
+    if rows:
+        click.echo(table([[r["name"], r["fingerprint"], r["private_key"]] for r in rows],
+                         ["NAME", "FINGERPRINT", "PRIVATE KEY"]))
+    else:
+        click.echo("keys: no signing key (agentprov keys signing new NAME)", err=True)
+    return 0

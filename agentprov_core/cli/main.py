@@ -19,16 +19,17 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "plugins": ("agentprov_core.cli.plugins_cmd", "plugins", "List plugin distributions, versions and load errors."),
     "run": ("agentprov_core.cli.run", "run", "Plan, dry-run or run a benchmark source live."),
     "registry": ("agentprov_core.cli.registry_cmd", "registry", "List the registries; toggle defences and part statuses (in an overlay)."),
-    "keys": ("agentprov_core.cli.keys_cmd", "keys", "Store and inspect endpoint keys in the OS keychain (names only)."),
+    "keys": ("agentprov_core.cli.keys_cmd", "keys", "Store and inspect endpoint keys in the OS keychain (names only); signing keys."),
     "validate": ("agentprov_core.cli.validate", "validate", "Validate a corpus's executions: tiers aer, sem, prov, linkage."),
     "recompute": ("agentprov_core.cli.recompute", "recompute", "Re-derive SEM, PROV and validation from the stored AERs."),
-    "verify": ("agentprov_core.cli.verify", "verify", "Re-walk a corpus's capture chains, raw store digests and references."),
+    "verify": ("agentprov_core.cli.verify", "verify", "Re-walk a corpus's capture chains, raw store digests and references; check a seal or a proof."),
     "stats": ("agentprov_core.cli.stats", "stats", "Tables of a corpus's records and executions."),
     "view": ("agentprov_core.cli.view_cmd", "view", "Write a static HTML site of a corpus: results, executions, evidence."),
     "settings": ("agentprov_core.cli.settings_cmd", "settings", "Read and edit the settings (settings.toml): presets, base URLs, local model facts."),
     "estimate": ("agentprov_core.cli.estimate_cmd", "estimate", "Estimate a run's cost and time at p50 and p90, without a model call."),
     "prices": ("agentprov_core.cli.prices_cmd", "prices", "The dated price table: list, set an override, refresh (network)."),
-    "package": ("agentprov_core.cli.package", "package", "Seal a corpus for release (not for live corpora in this build)."),
+    "package": ("agentprov_core.cli.package", "package", "Seal a finished live corpus for release (agentprov-corpus/0.3, signed)."),
+    "prove": ("agentprov_core.cli.prove", "prove", "Write the proof bundle of one execution of a sealed corpus."),
 }
 
 _state = {"command": "", "error_format": "text"}

@@ -1,0 +1,287 @@
+"""``agentprov package``: seal a finished live corpus as ``agentprov-corpus/0.3``
+(:mod:`agentprov_core.audit.sealed` says what a sealed corpus holds).
+
+What may be sealed, checked in this order, each refusal exit 4 with nothing written:
+the corpus is not held by a run (its ``.lock``) and no unit is in flight (``staging/`` is
+empty, and the manifest records how the last campaign ended); ``verify`` finds nothing
+failed; ``validate --strict`` passes; the manifest records what a reader is told (corpus
+id, source, backend identity, plans, configurations, producer) and, for a corpus that is
+not ``test_only``, the consent of its runs; no symlink or special file is inside. A
+scripted or ``test_only`` corpus seals as such: its predicate says ``test_only`` and
+``supports_live_capture_claim: false``.
+
+The sealed corpus is written to a new directory beside the output (``.NAME.sealing-*``),
+renamed into place only when it is complete: a refusal or a crash leaves nothing at the
+output path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentprov_core.audit import sealed
+from agentprov_core.base import dsse, merkle
+from agentprov_core.corpus.opening import OpenCorpus
+from agentprov_core.errors import AgentprovError
+
+#: what the worker keeps in staging/ beside the sessions: its home and its stderr
+WORKER_FILES = ("home", "worker.stderr")
+REQUIRED = ("corpus_id", "source", "backend_identity", "plans", "config_digests", "producer")
+
+
+@dataclass
+class Release:
+    corpus: OpenCorpus
+    version: str
+    spec: Path
+    licences: list[tuple[str, Path]]
+    out: Path
+    signing_key: Any | None  # an Ed25519 private key, or None: unsigned
+    previous: Path | None = None
+
+
+def _refuse(code: str, c: OpenCorpus, what: str, **extra: Any) -> AgentprovError:
+    return AgentprovError(code, corpus=c.root, what=what, **extra)
+
+
+def _ledgered(root: Path) -> set[str]:
+    """The sessions the ledger and the preflight ledger record (a session directory kept by
+    --keep-staging, or quarantined, is ingested: only one they do not record is in flight)."""
+    out: set[str] = set()
+    for rel in ("ledger.jsonl", "preflight/ledger.jsonl"):
+        try:
+            lines = (root / rel).read_bytes().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                sid = json.loads(line).get("session_id")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(sid, str):
+                out.add(sid)
+    return out
+
+
+def check_finished(c: OpenCorpus) -> None:
+    from agentprov_core.corpus import snapshot
+
+    note = snapshot.take(c.root).note()
+    if note is not None:
+        raise _refuse("package.refused.unfinished", c, f"a run holds it ({note})")
+    staging = c.root / "staging"
+    held = sorted(p.name for p in staging.iterdir() if p.is_dir() and p.name not in
+                  WORKER_FILES) if staging.is_dir() else []
+    if held:
+        ingested = _ledgered(c.root)
+        held = [s for s in held if s not in ingested]
+    if held:
+        raise _refuse("package.refused.unfinished", c,
+                      f"a unit is in flight (staging/ holds {', '.join(held[:3])}"
+                      f"{', …' if len(held) > 3 else ''}: a session a run has not ingested)")
+    if not c.manifest.get("stops"):
+        raise _refuse("package.refused.unfinished", c,
+                      "manifest.json records no end of a campaign (stops): a run was cut "
+                      "short before it closed the corpus")
+
+
+def check_contents(c: OpenCorpus) -> None:
+    """What a sealed corpus must hold and say, and no file that cannot be sealed."""
+    unsealable = "package.refused.unsealable"
+    for rel, e in sealed.walk(c.root, sealed.LEFT_OUT):
+        if not e.is_file(follow_symlinks=False):
+            raise _refuse(unsealable, c, f"{rel} is a symlink or a special file, which is "
+                          "never sealed", fix="replace it by the file itself, or remove it")
+        if (why := sealed.unsealable_name(rel)) is not None:
+            raise _refuse(unsealable, c, why, fix="rename the file")
+    m = c.manifest
+    missing = [k for k in REQUIRED if not m.get(k)]
+    if missing:
+        raise _refuse(unsealable, c, f"manifest.json does not record {', '.join(missing)}",
+                      fix="seal a corpus a run of this agentprov wrote")
+    if m.get("test_only") is not True and not (m.get("live") or {}).get("consent"):
+        raise _refuse(unsealable, c, "manifest.json records no consent (live.consent) for "
+                      "a corpus that is not test_only",
+                      fix="seal a corpus whose runs recorded their consent")
+
+
+def check_verifies(c: OpenCorpus) -> None:
+    from agentprov_core.audit.validation import Run
+    from agentprov_core.audit.verification import verify_corpus
+
+    report = verify_corpus(c.root)
+    if report.failed:
+        f = report.failed[0]
+        raise _refuse("package.refused.unsealable", c,
+                      f"verify fails ({len(report.failed)} failed; first: {f.code} at "
+                      f"{f.path}: {f.message})",
+                      fix=f"agentprov verify --corpus {c.root} lists what fails")
+    run = Run(c.root, strict=True, release=False, skip_prov=False, fmt="json",
+              echo=lambda *a, **k: None)
+    if run.corpus():
+        raise _refuse("package.refused.unsealable", c,
+                      "validate --strict fails",
+                      fix=f"agentprov validate --corpus {c.root} --strict lists what fails")
+
+
+def _counts(root: Path) -> dict[str, Any]:
+    """The executions by outcome, verdict and validation, from the index."""
+    from agentprov_core.evidence.executions import Executions
+
+    entries = Executions(root).entries()
+    return {"executions": len(entries),
+            "by_status": dict(sorted(Counter(e.status for e in entries).items())),
+            "by_live_vs_native": dict(sorted(Counter(e.live_vs_native
+                                                     for e in entries).items())),
+            "by_validation": dict(sorted(Counter(e.validation for e in entries).items()))}
+
+
+def _models(root: Path) -> list[str]:
+    from agentprov_core.evidence.executions import Executions
+
+    seen: set[str] = set()
+    ex = Executions(root)
+    for e in ex.entries():
+        try:
+            aer = json.loads(ex.path(e.execution_id, "aer").read_bytes())
+            seen.add(str(aer["header"]["agent"]["model"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return sorted(seen)
+
+
+def predicate(r: Release, files: dict[str, str], size: int, head: bytes,
+              previous: dict[str, Any] | None) -> dict[str, Any]:
+    from agentprov_core import __version__
+
+    m = r.corpus.manifest
+    live = m.get("live") or {}
+    ident = m.get("backend_identity") or {}
+    test_only = bool(m.get("test_only"))
+    return {
+        "format": sealed.FORMAT,
+        "corpus": {"id": r.corpus.corpus_id, "version": r.version,
+                   "source": m.get("source"), "profile": m.get("profile"),
+                   "backend": m.get("backend"), "manifest_format": m.get("format"),
+                   "created_at": m.get("created_at"), "updated_at": m.get("updated_at"),
+                   "partial": bool(m.get("partial"))},
+        "test_only": test_only, "synthetic": bool(m.get("synthetic")),
+        "supports_live_capture_claim": False if test_only else None,
+        "manifest": {"path": sealed.MANIFEST, "sha256": files[sealed.MANIFEST]},
+        "spec": {"path": "corpus-spec.toml", "sha256": files["corpus-spec.toml"]},
+        "licences": [{"name": n, "path": f"licences/{n}", "sha256": files[f"licences/{n}"]}
+                     for n, _ in r.licences],
+        "plans": m.get("plans"), "config_digests": m.get("config_digests"),
+        "backend_identity": {k: ident.get(k) for k in ("environment_id", "identity_sha256",
+                                                        "lock_sha256", "pinned_commit")},
+        "endpoint_class": live.get("endpoint_class"), "transport": live.get("transport"),
+        "llm_element": live.get("llm_element"), "models": _models(r.corpus.root),
+        "counts": _counts(r.corpus.root), "stops": m.get("stops"),
+        "caps": live.get("caps"), "consent": live.get("consent") or [],
+        "canary": live.get("canary"), "quality": live.get("quality"),
+        "test_overrides": live.get("test_overrides") or [],
+        "producer": {"sealed_by": {"agentprov": __version__}, "corpus": m.get("producer"),
+                     "plugins": m.get("plugins") or []},
+        "tree": {"size": size, "root_sha256": head.hex(), "hash": "sha256",
+                 "leaf": "RFC 9162 leaf hash of the UTF-8 line '<sha256>  <name>'"},
+        "previous": previous,
+    }
+
+
+def _copy(src: str | Path, dst: Path) -> str:
+    """Copy one file, returning the sha256 of the bytes copied (one read)."""
+    h = hashlib.sha256()
+    with open(src, "rb") as fi, open(dst, "xb") as fo:
+        while chunk := fi.read(sealed.CHUNK):
+            h.update(chunk)
+            fo.write(chunk)
+    shutil.copymode(src, dst)
+    return h.hexdigest()
+
+
+def _order(leaves: list[tuple[str, str]], prev: list[tuple[str, str]] | None,
+           r: Release) -> list[tuple[str, str]]:
+    """The leaves in the order of the release before, then the new ones sorted; a leaf of
+    that release missing or changed is ``package.refused.rewritten``."""
+    if prev is None:
+        return leaves
+    now = dict(leaves)
+    for n, s in prev:
+        if n not in now:
+            raise AgentprovError("package.refused.rewritten", corpus=r.corpus.root,
+                                 previous=r.previous, what=f"{n} is gone")
+        if now[n] != s:
+            raise AgentprovError("package.refused.rewritten", corpus=r.corpus.root,
+                                 previous=r.previous, what=f"{n} was changed")
+    old = {n for n, _ in prev}
+    return list(prev) + [leaf for leaf in leaves if leaf[0] not in old]
+
+
+def seal(r: Release) -> dict[str, Any]:
+    """Write the sealed corpus of ``r`` to ``r.out``; returns what the command reports."""
+    prev_st, prev_leaves = None, None
+    if r.previous is not None:
+        try:
+            prev_st, prev_leaves = sealed.previous_of(r.previous)
+        except (OSError, ValueError) as exc:
+            raise AgentprovError("package.usage.option", option="--previous",
+                                 value=r.previous, what=f"not a sealed corpus ({exc})") from None
+    r.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{r.out.name}.sealing-", dir=r.out.parent))
+    try:
+        made = {tmp}
+        pairs: dict[str, tuple[str, Path]] = {}
+        for rel, e in sealed.walk(r.corpus.root, sealed.LEFT_OUT):
+            dst = tmp / rel
+            if dst.parent not in made:  # one mkdir per directory, not per file
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                made.add(dst.parent)
+            pairs[rel] = (e.path, dst)
+        with ThreadPoolExecutor(sealed.WORKERS, thread_name_prefix="seal") as pool:
+            files = dict(zip(pairs, pool.map(lambda p: _copy(*p), pairs.values()),
+                             strict=True))
+        (tmp / "licences").mkdir(exist_ok=True)
+        for name, path in r.licences:
+            files[f"licences/{name}"] = _copy(path, tmp / "licences" / name)
+        files["corpus-spec.toml"] = _copy(r.spec, tmp / "corpus-spec.toml")
+        leaves = _order(sealed.leaves_of(files, lambda rel: (tmp / rel).read_bytes()),
+                        prev_leaves, r)
+        hashes = sealed.leaf_hashes(leaves)
+        head = merkle.root(hashes)
+        previous = None
+        if prev_st is not None:
+            previous = {"version": prev_st.predicate["corpus"]["version"],
+                        "tree_size": prev_st.size, "root_sha256": prev_st.head.hex(),
+                        "consistency": [p.hex() for p in
+                                        merkle.consistency_proof(prev_st.size, hashes)]
+                        if prev_st.size else []}
+        (tmp / "seal").mkdir()
+        tree = {"format": sealed.TREE_FORMAT, "size": len(leaves), "root_sha256": head.hex(),
+                "leaves": [list(leaf) for leaf in leaves]}
+        (tmp / sealed.TREE).write_text(json.dumps(tree, separators=(",", ":")) + "\n")
+        payload = sealed.statement(f"{r.corpus.corpus_id}@{r.version}", head,
+                                   predicate(r, files, len(leaves), head, previous))
+        env = dsse.seal(payload, r.signing_key)
+        (tmp / sealed.ENVELOPE).write_bytes(env.encode())
+        for rel in (sealed.TREE, sealed.ENVELOPE):
+            files[rel] = sealed.sha256_file(tmp / rel)
+        with open(tmp / sealed.CHECKSUMS, "x", encoding="utf-8") as f:
+            f.writelines(f"{files[rel]}  {rel}\n" for rel in sorted(files))
+        os.rename(tmp, r.out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"out": str(r.out), "format": sealed.FORMAT, "version": r.version,
+            "files": len(files) + 1, "tree_size": len(leaves), "root_sha256": head.hex(),
+            "signed_by": env.signatures[0][0] if env.signatures else None,
+            "test_only": bool(r.corpus.manifest.get("test_only")),
+            "previous": previous and previous["version"]}
