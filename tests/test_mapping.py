@@ -697,8 +697,7 @@ def _bench(name: str, mapper: str | None):
 
 
 def _other_plugin():
-    """An in-process plugin: the second capture/0.1 mapper, a source that names it, one
-    that names none and one that names a mapper nobody registers."""
+    """An in-process plugin: the second capture/0.1 mapper."""
     from types import SimpleNamespace
 
     from agentprov_core.plugins import hookimpl
@@ -707,13 +706,22 @@ def _other_plugin():
     def agentprov_mappers():
         return [OtherCaptureMapper()]
 
+    return SimpleNamespace(agentprov_mappers=agentprov_mappers)
+
+
+def _bench_plugin(name: str, mapper: str | None):
+    """An in-process plugin of one source (its entry point named as the source): one that
+    names the second mapper, one that names none, one that names a mapper nobody
+    registers."""
+    from types import SimpleNamespace
+
+    from agentprov_core.plugins import hookimpl
+
     @hookimpl
     def agentprov_sources():
-        return [_bench("otherbench", "other.capture"), _bench("plainbench", None),
-                _bench("ghostbench", "ghost.capture")]
+        return [_bench(name, mapper)]
 
-    return SimpleNamespace(agentprov_mappers=agentprov_mappers,
-                           agentprov_sources=agentprov_sources)
+    return SimpleNamespace(agentprov_sources=agentprov_sources)
 
 
 def _plugins(other_first: bool):
@@ -726,6 +734,10 @@ def _plugins(other_first: bool):
              (agentdojo_plugin, "agentdojo", "agentprov-agentdojo", "0.1.0")]
     for plugin, name, dist, version in (order if other_first else order[::-1]):
         register(plugins, plugin, name, distribution=dist, version=version)
+    for name, mapper in (("otherbench", "other.capture"), ("plainbench", None),
+                         ("ghostbench", "ghost.capture")):
+        register(plugins, _bench_plugin(name, mapper), name, distribution="agentprov-other",
+                 version="0.3.0")
     return plugins
 
 
@@ -822,7 +834,7 @@ def test_a_named_mapper_nobody_registers_is_refused_before_anything_starts(tmp_p
         assert by_source["otherbench"]["problem"] is None
         assert {p["name"]: p["mappers"] for p in doc["plugins"]}["other"] == ["other.capture"]
         text = run_cli("plugins").stdout
-        assert "  source ghostbench (other): names the mapper 'ghost.capture'" in text
+        assert "  source ghostbench (ghostbench): names the mapper 'ghost.capture'" in text
 
 
 def test_a_second_mapper_of_one_name_is_ignored_and_reported():
