@@ -167,12 +167,13 @@ def test_assets_change_only_by_a_rebuild_from_the_cache(built, tmp_path):
     fixture, home, env_dir, cli, _ = built
     dry = cli("backends", "build", "agentdojo", "--dry-run", "--defence-assets", "fixture_code")
     assert dry.code == 0, dry.err
-    *_, replaced, project, _host = dry.out.splitlines()
+    *_, replaced, project, pins, _host = dry.out.splitlines()
     assert replaced == (
         "  the environment exists with defence assets fixture_code, fixture_weights: the build "
         "replaces it whole (a rebuild in a new directory, never an edit)")
     assert project.startswith("  project: ") and project.endswith(
         "/backends/agentdojo (from agentprov-agentdojo 0.1.0; worker agentprov-worker-agentdojo)")
+    assert pins.startswith("  pins: agentdojo 0.1.35 ")
     inode = env_dir.stat().st_ino
     r = cli("backends", "build", "agentdojo", "--defence-assets", "fixture_code")
     assert r.code == 0 and " built at " in r.out, r.err
