@@ -283,5 +283,5 @@ def test_a_scripted_agentharm_run_under_the_home_records_restricted(agentharm_en
     assert "1 passed, 0 failed" in v.out
     spec = tmp_path / "corpus-spec.toml"
     spec.write_text('format = "agentprov-corpus-spec/0.2"\n')
-    p = cli("package", "--corpus", corpus, "--spec", spec)
+    p = cli("package", "--corpus", corpus, "--spec", spec, "--corpus-version", "0.1.0")
     assert (p.code, p.error["error"]) == (4, "package.refused.restricted"), p.err
