@@ -39,8 +39,8 @@ from typing import Any
 import msgspec
 
 from agentprov_core.base import inputfile
+from agentprov_core.evidence.aer import NOT_RECORDED
 
-NOT_RECORDED = "not recorded"
 #: the reasons a unit is left out, most telling first
 REASONS = ("aer_damaged", "live_native_disagree", "outcome_not_recorded", "unmapped",
            "inconsistent", "quarantined", "inconclusive")

@@ -54,6 +54,7 @@ from agentprov_core.base import inputfile
 from agentprov_core.corpus import selfdigest
 from agentprov_core.corpus.snapshot import LOCK, Snapshot
 from agentprov_core.errors import AgentprovError
+from agentprov_core.evidence.aer import AER, NOT_RECORDED
 
 LEVEL = "chain"
 LIVE_FORMAT = "agentprov-live-corpus/0.1"
@@ -308,71 +309,7 @@ def _truncated(exc: Exception) -> bool:
     return "truncated" in str(exc)
 
 
-class _Evidence(msgspec.Struct):
-    role: str
-    sha256: str
-    path: str
-    head_sha256: str | None = None
-
-
-class _Task(msgspec.Struct, frozen=True):
-    cell_key: str = ""
-    unit: str = ""
-    attempt: int = -1
-    repeat: int = 0
-    defense_id: str = "none"
-    source: str = ""
-
-
-class _Producer(msgspec.Struct, frozen=True):
-    mapper: str = ""
-    test_only: bool = False
-
-
-class _Backend(msgspec.Struct, frozen=True):
-    environment_id: Any = None
-    identity_sha256: Any = None
-    benchmark_version: Any = None
-
-
-class _Header(msgspec.Struct):
-    execution_id: str
-    source: str = ""
-    evidence: list[_Evidence] = []
-    task: _Task = _Task()
-    producer: _Producer = _Producer()
-    backend: _Backend = _Backend()
-    plan_sha256: Any = None
-    config_digest: Any = None
-    started_at: Any = None
-
-
-class _Issue(msgspec.Struct):
-    code: str
-
-
-class _LiveVsNative(msgspec.Struct):
-    checked: bool = False
-    agree: bool | None = None
-
-
-class _Outcome(msgspec.Struct):
-    status: str
-    execution_observed: bool = False
-    session_status: Any = None
-    utility: Any = None
-    security: Any = None
-    issues: list[_Issue] = []
-    live_vs_native: _LiveVsNative | None = None
-
-
-class _AER(msgspec.Struct):
-    header: _Header
-    outcome: _Outcome
-
-
-_AER_DECODER = msgspec.json.Decoder(_AER)
-NOT_RECORDED = "not recorded"
+_AER_DECODER = msgspec.json.Decoder(AER)
 
 
 @dataclass(frozen=True)
@@ -534,7 +471,7 @@ def _which(base: str, e: Any, name: str, want: str, got: str) -> str:
     return "the file or that line was altered"
 
 
-def _index_facts(aer: _AER, e: Any, validation: bytes | None
+def _index_facts(aer: AER, e: Any, validation: bytes | None
                  ) -> Iterator[tuple[str, Any, Any]]:
     """``(what, the AER's, the index line's)`` for each fact the index line repeats of its
     AER (and of its validation.json, given when it is the indexed one)."""
@@ -578,7 +515,7 @@ def index_row_problems(aer_bytes: bytes, entry: Any, validation: bytes | None) -
 INDEX_NAME = "executions.jsonl"
 
 
-def _ledger_facts(aer: _AER, ref: _LedgerRef) -> Iterator[tuple[str, Any, Any, str]]:
+def _ledger_facts(aer: AER, ref: _LedgerRef) -> Iterator[tuple[str, Any, Any, str]]:
     """``(what, the AER's, the other's, whose)`` for each fact the AER repeats of its
     ledger entry and of its capture log's header and end record."""
     h, t, o = aer.header, aer.header.task, aer.outcome
