@@ -14,11 +14,12 @@ reports the digest of the sources it runs, which T0 compares with this copy's
 
 from __future__ import annotations
 
-import hashlib
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
+from agentprov_capture.sources import sources_sha256
 
 from agentprov_core.base import paths
 
@@ -86,20 +87,6 @@ def locate() -> list[Located]:
             out.append(Located(lib, packaged / lib.distribution,
                                f"the copy shipped with agentprov {__version__}"))
     return out
-
-
-def sources_sha256(root: Path) -> str:
-    """The digest of a package's sources (``*.py`` and ``*.toml`` by relative path, outside
-    hidden and cache directories), the same algorithm as
-    ``agentprov_backend.identity.sources_sha256``."""
-    lines = []
-    for p in sorted(root.rglob("*")):
-        rel = p.relative_to(root)
-        if any(part.startswith(".") or part == "__pycache__" for part in rel.parts[:-1]):
-            continue
-        if p.suffix in (".py", ".toml") and p.is_file():
-            lines.append(f"{rel.as_posix()} {hashlib.sha256(p.read_bytes()).hexdigest()}")
-    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
 
 def digests() -> dict[str, str]:
