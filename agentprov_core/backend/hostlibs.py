@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from agentprov_capture.sources import sources_sha256
-
 from agentprov_core.base import paths
 
 
@@ -90,7 +88,11 @@ def locate() -> list[Located]:
 
 
 def digests() -> dict[str, str]:
-    """The digests of the host libraries' sources, by the hello's field."""
+    """The digests of the host libraries' sources, by the hello's field (the algorithm the
+    worker's hello uses: ``agentprov_capture.sources``, loaded when first needed, since
+    ``agentprov info`` imports this module)."""
+    from agentprov_capture.sources import sources_sha256
+
     return {loc.library.hello_key: sources_sha256(loc.sources) for loc in locate()
             if loc.sources.is_dir()}
 
@@ -98,6 +100,8 @@ def digests() -> dict[str, str]:
 def record(found: list[Located]) -> dict[str, dict[str, str]]:
     """What the marker records of the host libraries a build installed: version, where the
     copy came from, and the digest of its sources."""
+    from agentprov_capture.sources import sources_sha256
+
     out = {}
     for loc in found:
         text = (loc.directory / "pyproject.toml").read_text(encoding="utf-8")
