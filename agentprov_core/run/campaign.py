@@ -56,7 +56,7 @@ def start(prepared: Prepared, consent: dict[str, Any] | None = None) -> int:
     throughout (other runs share the environment; a build or an offline check of it is
     refused until the run ends), the plan checked by the worker (steps 5 and 6,
     :func:`agentprov_core.run.dryrun.dry_run`) and :func:`run`; its exit code."""
-    from agentprov_core.backend.build import hold
+    from agentprov_core.backend.envlock import hold
     from agentprov_core.run import dryrun
     from agentprov_core.run.live import prewarm
 
