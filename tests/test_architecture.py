@@ -129,7 +129,8 @@ def modules_under(roots: list[Path]) -> dict[str, Path]:
         for init in sorted(root.glob("*/__init__.py")):
             for f in sorted(init.parent.rglob("*.py")):
                 parts = f.relative_to(root).with_suffix("").parts
-                if "__pycache__" in parts or not (root / Path(*parts[:-1]) / "__init__.py").is_file():
+                package = root / Path(*parts[:-1])
+                if "__pycache__" in parts or not (package / "__init__.py").is_file():
                     continue
                 name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
                 out.setdefault(name, f)

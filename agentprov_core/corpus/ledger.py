@@ -87,8 +87,8 @@ class Ledger:
         from agentprov_core.corpus.selfdigest import with_line_digest
 
         data = b"".join(
-            with_line_digest(msgspec.json.encode(msgspec.structs.replace(e, line_sha256=""))) + b"\n"
-            for e in entries)
+            with_line_digest(msgspec.json.encode(msgspec.structs.replace(e, line_sha256="")))
+            + b"\n" for e in entries)
         with open(self.path, "ab") as f:
             if f.tell() > 0:
                 with open(self.path, "rb") as r:

@@ -2,8 +2,9 @@
 non-loopback endpoint.
 
 T0 starts it for a run whose agent endpoint (or defence endpoint) is not on loopback; a
-loopback endpoint is reached directly and needs none (:func:`agentprov_core.live.egressplan.plan` returns ``None``). It
-does exactly two things and refuses everything else:
+loopback endpoint is reached directly and needs none
+(:func:`agentprov_core.live.egressplan.plan` returns ``None``). It does exactly two things
+and refuses everything else:
 
 * **CONNECT tunnels** to the exact ``host:port`` pairs allowed (the agent's endpoint, plus
   a defence endpoint if any; the judges of an Inspect plan share the agent's endpoint).
@@ -38,8 +39,9 @@ The API (what ``agentprov run`` uses)::
 for an endpoint the proxy cannot serve (plain http to a name or a public address, a URL
 with credentials, two different LAN addresses). :meth:`EgressProxy.start` raises
 ``run.environment.egress`` (exit 3) when it cannot listen. What it reads and writes of
-HTTP/1.x is :mod:`agentprov_core.live.proxyhttp`. ``EgressProxy(allowed=[("openrouter.ai", 443)], unix_path=...)`` may also be
-built directly. It listens on ``127.0.0.1`` on an ephemeral port (:attr:`EgressProxy.url`)
+HTTP/1.x is :mod:`agentprov_core.live.proxyhttp`.
+``EgressProxy(allowed=[("openrouter.ai", 443)], unix_path=...)`` may also be built
+directly. It listens on ``127.0.0.1`` on an ephemeral port (:attr:`EgressProxy.url`)
 and, with ``unix_path``, on a Unix domain socket too, so that a sandbox without a network
 (bubblewrap ``--unshare-net``) reaches it through the bind-mounted socket; both listeners
 behave alike. ``resolver`` (tests, benchmarks) maps a name to the address actually dialled,
@@ -581,7 +583,7 @@ class EgressProxy:
                         sent += await copy_chunked(reader, up_w, deadline, self.idle_timeout)
                     elif length:
                         sent += await copy_exact(reader, up_w, length, deadline,
-                                                  self.idle_timeout)
+                                                 self.idle_timeout)
                 except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
                     raise Refuse("malformed", detail="the request body ended early or does "
                                                       "not parse") from None
@@ -613,7 +615,7 @@ class EgressProxy:
                             got += len(data)
                     elif rlen:
                         got += await copy_exact(up_r, writer, rlen, deadline,
-                                                 self.idle_timeout)
+                                                self.idle_timeout)
                 finally:
                     with self._lock:
                         stats.bytes_down += got

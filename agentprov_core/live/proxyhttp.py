@@ -16,25 +16,15 @@ Pair = tuple[str, int]
 
 
 REASONS = {200: "Connection Established", 400: "Bad Request", 403: "Forbidden",
-            405: "Method Not Allowed", 408: "Request Timeout",
-            431: "Request Header Fields Too Large", 502: "Bad Gateway",
-            503: "Service Unavailable", 504: "Gateway Timeout"}
-
-
+           405: "Method Not Allowed", 408: "Request Timeout",
+           431: "Request Header Fields Too Large", 502: "Bad Gateway",
+           503: "Service Unavailable", 504: "Gateway Timeout"}
 KIND_STATUS = {"malformed": 400, "target": 403, "method": 405, "header_timeout": 408,
-                "header_too_large": 431, "limit": 503}
-
-
+               "header_too_large": 431, "limit": 503}
 TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,32}$")
-
-
 HOSTNAME = re.compile(r"^[A-Za-z0-9._-]{1,253}$")
-
-
 HOP_BY_HOP = {b"connection", b"proxy-connection", b"keep-alive", b"proxy-authorization",
-               b"proxy-authenticate", b"te", b"trailer", b"upgrade", b"expect"}
-
-
+              b"proxy-authenticate", b"te", b"trailer", b"upgrade", b"expect"}
 BUF = 1 << 18
 
 
@@ -159,7 +149,7 @@ def response_length(method: str, status: int, headers: list[tuple[bytes, bytes]]
 
 
 async def copy_exact(src: asyncio.StreamReader, dst: asyncio.StreamWriter, n: int,
-                      deadline: asyncio.Timeout, idle: float) -> int:
+                     deadline: asyncio.Timeout, idle: float) -> int:
     loop = asyncio.get_running_loop()
     left = n
     while left:
@@ -174,7 +164,7 @@ async def copy_exact(src: asyncio.StreamReader, dst: asyncio.StreamWriter, n: in
 
 
 async def copy_chunked(src: asyncio.StreamReader, dst: asyncio.StreamWriter,
-                        deadline: asyncio.Timeout, idle: float) -> int:
+                       deadline: asyncio.Timeout, idle: float) -> int:
     loop = asyncio.get_running_loop()
     sent = 0
     while True:

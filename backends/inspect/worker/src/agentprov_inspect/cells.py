@@ -6,7 +6,8 @@ The agent and every judge are Inspect's OpenAI-compatible provider
 ``get_model(..., http_client=...)``: ``http_client`` is a documented model argument of
 that provider, which hands it to the ``openai.AsyncOpenAI`` client it builds. The client is
 the SDK's stock ``DefaultAsyncHttpxClient`` with its transports wrapped by the recording
-transport (:func:`agentprov_backend.recording.wrap_async_client`; :mod:`agentprov_inspect.models`), so every wire attempt of
+transport (:func:`agentprov_backend.recording.wrap_async_client`;
+:mod:`agentprov_inspect.models`), so every wire attempt of
 the agent and of the judges is written to the session's capture log before it leaves.
 Judges reach the task as ``Model`` objects (the AgentHarm task functions take
 ``str | Model``), so the task's own ``get_model(judge)`` returns them unchanged; each is
