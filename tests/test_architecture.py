@@ -240,3 +240,18 @@ def test_a_circle_closed_inside_a_function_is_found(tmp_path):
                                   "if TYPE_CHECKING:\n    from pkg import hints\n")
     (pkg / "hints.py").write_text("import pkg.typed\n")
     assert import_circles(source_roots(tmp_path)) == [["pkg.cells", "pkg.probe"]]
+
+
+#: the core's code files that may be longer, and why
+LONG_FILES = {"errors.py": "the registry of error codes, which is data (one entry a code)",
+              "testing/contract.py": "the contract suite: the one file each plugin's tox "
+                                     "env hands pytest (tox.ini)"}
+MAX_LINES = 700
+
+
+def test_no_code_file_of_the_core_is_longer_than_700_lines():
+    """Small modules named for what they hold: a file that grows past 700 lines is split by
+    concept (as verify's checks, the egress proxy and the backend build were)."""
+    long = {f.relative_to(PKG).as_posix(): n for f in PKG.rglob("*.py")
+            if (n := len(f.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert {k: v for k, v in long.items() if k not in LONG_FILES} == {}
