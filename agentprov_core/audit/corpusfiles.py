@@ -37,8 +37,8 @@ def read_corpus_file(path: str) -> bytes:
 
 
 def hash_file(path: str) -> tuple[str, int]:
-    """``(sha256, size)`` of a corpus file (as :func:`read_corpus_file` opens it), read in large chunks
-    (hashlib releases the GIL)."""
+    """``(sha256, size)`` of a corpus file (as :func:`read_corpus_file` opens it), read in
+    large chunks (hashlib releases the GIL)."""
     fd = inputfile.open_regular(path, follow=False)
     h = hashlib.sha256()
     size = 0
