@@ -110,3 +110,148 @@ def test_every_file_the_page_names_exists():
              ROOT]
     missing = sorted(n for n in named if not any((r / n).is_file() for r in roots))
     assert missing == []
+
+
+# ------------------------------------------------------------------ import circles, anywhere
+def source_roots(top: Path) -> list[Path]:
+    """Every directory the repository's Python packages are imported from: the checkout
+    (``agentprov_core``) and each ``src/`` (the capture library, the worker host, every
+    worker package, plugin and example)."""
+    skip = {".tox", ".tools", ".git", "node_modules", ".venv"}
+    return [top] + sorted(p for p in top.rglob("src")
+                          if p.is_dir() and not skip.intersection(p.relative_to(top).parts))
+
+
+def modules_under(roots: list[Path]) -> dict[str, Path]:
+    """Module name to file, for every package module under ``roots``."""
+    out: dict[str, Path] = {}
+    for root in roots:
+        for init in sorted(root.glob("*/__init__.py")):
+            for f in sorted(init.parent.rglob("*.py")):
+                parts = f.relative_to(root).with_suffix("").parts
+                package = root / Path(*parts[:-1])
+                if "__pycache__" in parts or not (package / "__init__.py").is_file():
+                    continue
+                name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+                out.setdefault(name, f)
+    return out
+
+
+def runtime_imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The repository modules ``module`` imports when it runs: at module level or inside a
+    function (a function's import runs when it is called), never under
+    ``if TYPE_CHECKING:``; each named as the most specific module the repository has."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+
+    def resolve(name: str) -> None:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            found.add(name)
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            if isinstance(child, ast.Import):
+                for a in child.names:
+                    resolve(a.name)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    up = package.split(".")[:len(package.split(".")) - child.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                for a in child.names:
+                    resolve(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base)
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def import_circles(roots: list[Path]) -> list[list[str]]:
+    """Every circle of runtime imports between the modules under ``roots`` (Tarjan's
+    strongly connected components of more than one module), each sorted."""
+    known = modules_under(roots)
+    graph = {m: sorted(runtime_imports(m, p, known)) for m, p in known.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(graph[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on.add(start)
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on.add(nxt)
+                    work.append((nxt, iter(graph[nxt])))
+                elif nxt in on:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                scc = []
+                while True:
+                    m = stack.pop()
+                    on.discard(m)
+                    scc.append(m)
+                    if m == node:
+                        break
+                if len(scc) > 1:
+                    out.append(sorted(scc))
+    return sorted(out)
+
+
+def test_no_module_of_the_repository_imports_itself_through_others_at_run_time():
+    """No runtime import circle in any package of the repository: the core, the capture
+    library, the worker host, every worker package, plugin and example (import-linter's
+    ``no-circles`` contract sees only the core's packages, and not a circle closed by an
+    import inside a function)."""
+    roots = source_roots(ROOT)
+    assert {r.relative_to(ROOT).as_posix() for r in roots} >= {
+        ".", "packages/capture/src", "backends/shared/src", "backends/inspect/worker/src",
+        "backends/dojo/src", "plugins/agentprov-agentdojo/src"}
+    assert import_circles(roots) == []
+
+
+def test_a_circle_closed_inside_a_function_is_found(tmp_path):
+    """The check above can fail: two modules of a package that import each other, one of
+    them inside a function (the other through a relative import), are one circle; an
+    import under ``if TYPE_CHECKING:`` closes none."""
+    pkg = tmp_path / "src" / "pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cells.py").write_text("def run():\n    from pkg.probe import probe\n")
+    (pkg / "probe.py").write_text("from . import cells\n\ndef probe():\n    pass\n")
+    (pkg / "typed.py").write_text("from typing import TYPE_CHECKING\n"
+                                  "if TYPE_CHECKING:\n    from pkg import hints\n")
+    (pkg / "hints.py").write_text("import pkg.typed\n")
+    assert import_circles(source_roots(tmp_path)) == [["pkg.cells", "pkg.probe"]]
+
+
+#: the core's code files that may be longer, and why
+LONG_FILES = {"errors.py": "the registry of error codes, which is data (one entry a code)",
+              "testing/contract.py": "the contract suite: the one file each plugin's tox "
+                                     "env hands pytest (tox.ini)"}
+MAX_LINES = 700
+
+
+def test_no_code_file_of_the_core_is_longer_than_700_lines():
+    """Small modules named for what they hold: a file that grows past 700 lines is split by
+    concept (as verify's checks, the egress proxy and the backend build were)."""
+    long = {f.relative_to(PKG).as_posix(): n for f in PKG.rglob("*.py")
+            if (n := len(f.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert {k: v for k, v in long.items() if k not in LONG_FILES} == {}

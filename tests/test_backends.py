@@ -38,7 +38,7 @@ def test_runs_share_the_environment_lock_and_a_build_holds_it_alone(home, monkey
     refused while it is held; filelock's lock on the same file (another agentprov's build)
     excludes both. Each refusal is ``cli.environment.env_busy`` naming the lock, and a
     released lock (closed with its holder) is free again."""
-    from agentprov_core.backend import build as backends
+    from agentprov_core.backend import envlock as backends
     from agentprov_core.errors import AgentprovError
 
     monkeypatch.setenv("AGENTPROV_HOME", str(home))

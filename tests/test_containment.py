@@ -211,7 +211,7 @@ def test_a_probe_recorded_on_another_machine_state_is_stale_and_refused():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bwrap is Linux only")
 def test_a_build_knows_when_the_recorded_probe_must_run_again():
-    from agentprov_core.backend import build as backends
+    from agentprov_core.backend import buildprobe as backends
     from agentprov_core.backend.marker import Marker
 
     def m(entry):
@@ -453,7 +453,7 @@ def test_a_kernel_without_signal_scoping_is_said_not_refused(small_env, tmp_path
     as not enforced here (the attack got through, and the check says so), passes, and the
     run's sandbox record and the offline check name it. Simulated on this kernel by a
     worker library that scopes nothing and a probe that reads ABI 5."""
-    from agentprov_core.backend import build as backends
+    from agentprov_core.backend import buildprobe as backends
     from agentprov_core.backend.marker import Marker
 
     env_dir = _weak_env(small_env, tmp_path, "cell_signals")

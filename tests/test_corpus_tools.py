@@ -787,7 +787,7 @@ def _seal_struct_lines(path: Path, entries: list) -> None:
     in): an edit then shows only where the fact is held twice."""
     os.chmod(path, 0o644)
     path.write_bytes(b"".join(
-        selfdigest.seal_line(msgspec.json.encode(msgspec.structs.replace(e, line_sha256="")))
+        selfdigest.with_line_digest(msgspec.json.encode(msgspec.structs.replace(e, line_sha256="")))
         + b"\n" for e in entries))
 
 

@@ -29,7 +29,7 @@ import pytest
 import trustme
 
 from agentprov_core.errors import AgentprovError
-from agentprov_core.live import egress
+from agentprov_core.live import egress, egressplan
 
 API = "openrouter.ai"
 MARKER = b"PLAINTEXT-MARKER-7f3a9c-never-on-the-wire"
@@ -468,16 +468,16 @@ def test_start_failure_is_an_environment_error(sock_dir):
 # ----------------------------------------------------------------------------- the plan
 @pytest.mark.req("R-20.4", "R-20.5")
 def test_the_plan_of_a_run():
-    assert egress.plan(["http://127.0.0.1:8080/v1"]) is None  # loopback: reached directly
-    assert egress.plan(["http://localhost:11434/v1", None]) is None
-    p = egress.plan(["https://openrouter.ai/api/v1"])
-    assert p == egress.EgressPlan(allowed=(("openrouter.ai", 443),))
+    assert egressplan.plan(["http://127.0.0.1:8080/v1"]) is None  # loopback: reached directly
+    assert egressplan.plan(["http://localhost:11434/v1", None]) is None
+    p = egressplan.plan(["https://openrouter.ai/api/v1"])
+    assert p == egressplan.EgressPlan(allowed=(("openrouter.ai", 443),))
     # judges of an Inspect plan share the agent's endpoint: still one pair
-    assert egress.plan(["https://openrouter.ai/api/v1", "https://OpenRouter.ai/api/v1"]) == p
-    p2 = egress.plan(["https://api.anthropic.com", "https://guard.example:8443/v1"])
+    assert egressplan.plan(["https://openrouter.ai/api/v1", "https://OpenRouter.ai/api/v1"]) == p
+    p2 = egressplan.plan(["https://api.anthropic.com", "https://guard.example:8443/v1"])
     assert p2.allowed == (("api.anthropic.com", 443), ("guard.example", 8443))
-    lan = egress.plan(["http://192.168.1.20:8000/v1", "http://127.0.0.1:9/v1"])
-    assert lan == egress.EgressPlan(forward=("192.168.1.20", 8000))
+    lan = egressplan.plan(["http://192.168.1.20:8000/v1", "http://127.0.0.1:9/v1"])
+    assert lan == egressplan.EgressPlan(forward=("192.168.1.20", 8000))
     proxy = lan.proxy()
     assert proxy.forward == ("192.168.1.20", 8000) and proxy.allowed == ()
 
@@ -487,7 +487,7 @@ def test_the_plan_refuses_what_the_proxy_cannot_serve():
                  ["https://user:pw@openrouter.ai/v1"], ["ftp://openrouter.ai/"],
                  ["http://192.168.1.20:8000", "http://10.0.0.5:8000"]):
         with pytest.raises(AgentprovError) as exc:
-            egress.plan(urls)
+            egressplan.plan(urls)
         assert exc.value.code == "cli.refused.egress_target" and exc.value.exit_code == 4
         assert "pw" not in exc.value.message
 

@@ -279,7 +279,7 @@ def test_a_fifo_swapped_in_after_lstat_is_refused_on_its_descriptor(tmp_path):
 def test_seal_never_writes_through_a_link(tmp_path):
     import agentprov_capture
 
-    from agentprov_core.evidence import capture_seal
+    from agentprov_core.evidence import capture_end
 
     s = session(tmp_path)
     ledger_file = s.parent.parent / "ledger.jsonl"
@@ -287,17 +287,17 @@ def test_seal_never_writes_through_a_link(tmp_path):
     before = ledger_file.read_bytes()
     (s / "capture.jsonl").unlink()
     (s / "capture.jsonl").symlink_to("../../ledger.jsonl")
-    assert capture_seal.seal(s / "capture.jsonl", "aborted", "x", "session.worker_failed") \
+    assert capture_end.append_end(s / "capture.jsonl", "aborted", "x", "session.worker_failed") \
         is False
     assert ledger_file.read_bytes() == before
     (s / "capture.jsonl").unlink()
     os.mkfifo(s / "capture.jsonl")  # never blocks, never written
-    assert capture_seal.seal(s / "capture.jsonl", "aborted", "x", "session.worker_failed") \
+    assert capture_end.append_end(s / "capture.jsonl", "aborted", "x", "session.worker_failed") \
         is False
     (s / "capture.jsonl").unlink()
     (s / "capture.jsonl").write_bytes(
         b'{"format":"capture/0.1","kind":"header","prev":null,"seq":0,"t":1}\n')
-    assert capture_seal.seal(s / "capture.jsonl", "aborted", "x", "session.worker_failed")
+    assert capture_end.append_end(s / "capture.jsonl", "aborted", "x", "session.worker_failed")
     data = (s / "capture.jsonl").read_bytes()
     assert agentprov_capture.check(data).ok and agentprov_capture.check(data).end["status"] == "aborted"
 

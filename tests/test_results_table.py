@@ -259,10 +259,10 @@ def test_an_aer_that_is_not_one_is_damaged(cli, corpora):
     os.chmod(aer, 0o644)
     aer.write_bytes(b'{"header": [1], "outcome": 2}\n')
     e["aer_sha256"] = hashlib.sha256(aer.read_bytes()).hexdigest()  # the index says so too
-    from agentprov_core.corpus.selfdigest import seal_line
+    from agentprov_core.corpus.selfdigest import with_line_digest
 
     e["line_sha256"] = ""
-    lines[0] = seal_line(json.dumps(e, separators=(",", ":")).encode()).decode()
+    lines[0] = with_line_digest(json.dumps(e, separators=(",", ":")).encode()).decode()
     (root / "executions.jsonl").write_text("\n".join(lines) + "\n")
     t = results(cli, root)
     assert t["left_out"] == {"aer_damaged": 1} and t["counted"] == 1

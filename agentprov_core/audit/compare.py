@@ -40,7 +40,8 @@ import msgspec
 
 from agentprov_core.audit.intervals import LEVEL, paired_difference, unpaired_difference
 from agentprov_core.audit.results import ResultsTable, table_of
-from agentprov_core.audit.units import BENCHMARK_VERSION, NOT_RECORDED, CorpusUnits, Unit
+from agentprov_core.audit.units import BENCHMARK_VERSION, CorpusUnits, Unit
+from agentprov_core.evidence.aer import NOT_RECORDED
 
 COMPARE_FORMAT = "agentprov-compare/0.1"
 ARROW = " -> "

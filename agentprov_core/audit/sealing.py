@@ -270,7 +270,7 @@ def seal(r: Release) -> dict[str, Any]:
         (tmp / sealed.TREE).write_text(json.dumps(tree, separators=(",", ":")) + "\n")
         payload = sealed.statement(f"{r.corpus.corpus_id}@{r.version}", head,
                                    predicate(r, files, len(leaves), head, previous))
-        env = dsse.seal(payload, r.signing_key)
+        env = dsse.envelope(payload, r.signing_key)
         (tmp / sealed.ENVELOPE).write_bytes(env.encode())
         for rel in (sealed.TREE, sealed.ENVELOPE):
             files[rel] = sealed.sha256_file(tmp / rel)

@@ -19,13 +19,13 @@ from collections import Counter
 from typing import Any
 
 from agentprov_core.corpus.opening import OpenCorpus
+from agentprov_core.evidence.aer import NOT_RECORDED
 
 TABLES = ("counts", "issues", "results")  # results: agentprov_core/audit/results.py
 COUNTS = ("source_id", "profile", "registry_parts", "attempts", "units", "records",
           "n_executions", "quarantined", "status_ok", "status_ok_with_issues", "status_failed",
           "validation_passed", "live_vs_native_disagree")
 ISSUES = ("source_id", "profile", "code", "records")
-NOT_RECORDED = "not recorded"
 
 
 def _identity(c: OpenCorpus) -> dict[str, str]:

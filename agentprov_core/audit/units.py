@@ -22,8 +22,8 @@ with no execution), ``inconsistent`` (complete, but its call accounting did not 
 ``quarantined``, ``inconclusive`` (no attempt completed: errored, aborted, incomplete).
 
 Everything is read from ``ledger.jsonl``, ``executions.jsonl`` and each indexed
-``aer.json`` (decoded into the few fields read here, its sha256 checked against the index);
-nothing is re-validated. An execution whose index line names no ledger entry (a corpus an
+``aer.json`` (decoded with the one AER schema, ``evidence/aer.py``, its sha256 checked
+against the index); nothing is re-validated. An execution whose index line names no ledger entry (a corpus an
 importer wrote) is a unit of its own AER's ``task.unit``, conclusive when its session
 completed and its outcome is not ``failed``.
 """
@@ -39,8 +39,8 @@ from typing import Any
 import msgspec
 
 from agentprov_core.base import inputfile
+from agentprov_core.evidence.aer import AER, NOT_RECORDED, Decision
 
-NOT_RECORDED = "not recorded"
 #: the reasons a unit is left out, most telling first
 REASONS = ("aer_damaged", "live_native_disagree", "outcome_not_recorded", "unmapped",
            "inconsistent", "quarantined", "inconclusive")
@@ -49,70 +49,8 @@ _UNREAD = "\0unread"
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
-# --------------------------------------------------------------- the AER, as far as read
-class _Task(msgspec.Struct):
-    source: Any = NOT_RECORDED
-    suite: Any = NOT_RECORDED
-    user_task_id: Any = NOT_RECORDED
-    injection_task_id: Any = None
-    attack: Any = None
-    defense_id: Any = "none"
-    cell_key: Any = ""
-    unit: Any = ""
-    repeat: Any = 0
-
-
-class _Agent(msgspec.Struct):
-    model: Any = NOT_RECORDED
-
-
-class _Producer(msgspec.Struct):
-    mapper: Any = NOT_RECORDED
-
-
-class _Backend(msgspec.Struct):
-    benchmark_version: Any = NOT_RECORDED
-
-
-class _Header(msgspec.Struct):
-    task: _Task
-    execution_id: Any = ""
-    mode: Any = NOT_RECORDED
-    source: Any = NOT_RECORDED
-    agent: _Agent = msgspec.field(default_factory=_Agent)
-    producer: _Producer = msgspec.field(default_factory=_Producer)
-    backend: _Backend = msgspec.field(default_factory=_Backend)
-    instrumentation: list[Any] = []
-
-
-class _LiveVsNative(msgspec.Struct):
-    checked: Any = False
-    agree: Any = None
-
-
-class _Outcome(msgspec.Struct):
-    status: Any = NOT_RECORDED
-    session_status: Any = NOT_RECORDED
-    utility: Any = NOT_RECORDED
-    security: Any = NOT_RECORDED
-    live_vs_native: _LiveVsNative | None = None
-
-
-class _Record(msgspec.Struct):
-    kind: Any = ""
-    code: Any = None
-    data: Any = None
-
-
-class ReadAER(msgspec.Struct):
-    """The fields of an AER (``agentprov-aer/0.1``) the results table reads."""
-
-    header: _Header
-    outcome: _Outcome
-    records: list[_Record] = []
-
-
-_DECODER = msgspec.json.Decoder(ReadAER)
+#: an AER is read with the one schema the mappers build and ``validate`` checks
+_DECODER = msgspec.json.Decoder(AER)
 
 
 # --------------------------------------------------------------- units
@@ -159,7 +97,7 @@ def _s(v: Any) -> str:
     return NOT_RECORDED if v is None or v == "" else str(v)
 
 
-def _keys(corpus_id: str, aer: ReadAER | None, cell_key: str, defence: str,
+def _keys(corpus_id: str, aer: AER | None, cell_key: str, defence: str,
           repeat: int) -> dict[str, str]:
     if aer is None:  # no AER to read: what the ledger's cell key says
         parts = cell_key.split("/")
@@ -177,15 +115,15 @@ def _keys(corpus_id: str, aer: ReadAER | None, cell_key: str, defence: str,
             "injection_task": _s(t.injection_task_id or "none"), "repeat": str(t.repeat)}
 
 
-def _is_inspect(aer: ReadAER) -> bool:
+def _is_inspect(aer: AER) -> bool:
     return aer.header.producer.mapper == "inspect.eval" or any(
-        r.kind == "decision" and r.code == "inspect.score" for r in aer.records)
+        isinstance(r, Decision) and r.code == "inspect.score" for r in aer.records)
 
 
-def _scores(aer: ReadAER) -> list[Score]:
+def _scores(aer: AER) -> list[Score]:
     out = []
     for r in aer.records:
-        if r.kind == "decision" and r.code == "inspect.score" and isinstance(r.data, dict):
+        if isinstance(r, Decision) and r.code == "inspect.score" and isinstance(r.data, dict):
             d = r.data
             epoch = d.get("epoch")
             out.append(Score(sample=f"{d.get('sample')}" + (f"@{epoch}" if epoch not in
@@ -194,7 +132,7 @@ def _scores(aer: ReadAER) -> list[Score]:
     return out
 
 
-def _not_reproducible(aer: ReadAER) -> list[str]:
+def _not_reproducible(aer: AER) -> list[str]:
     """The declared instrumentation items that say a re-run is not a reproduction."""
     return sorted({str(i).split(" ", 1)[0] for i in aer.header.instrumentation
                    if isinstance(i, str) and "reproducible: no" in i})
@@ -205,7 +143,7 @@ class _Reader:
         self.root = root
         self.damaged: list[str] = []
 
-    def aer(self, execution_id: str, sha: str) -> ReadAER | None:
+    def aer(self, execution_id: str, sha: str) -> AER | None:
         rel = f"executions/{execution_id}/aer.json"
         if not _SAFE_ID.fullmatch(execution_id):
             self.damaged.append(f"executions.jsonl: execution id {execution_id!r} is not a "
@@ -227,7 +165,7 @@ class _Reader:
             return None
 
 
-def _outcome(u: Unit, aer: ReadAER) -> str | None:
+def _outcome(u: Unit, aer: AER) -> str | None:
     """Fill ``u`` from ``aer``; the reason it cannot count, if any."""
     o = aer.outcome
     lvn = o.live_vs_native
@@ -292,7 +230,7 @@ def _fill(units: list[Unit]) -> None:
 
 def _ledgered(uid: str, atts: list, index: dict, reader: _Reader, corpus_id: str) -> Unit:
     reasons: set[str] = set()
-    shown: ReadAER | None = None  # the AER whose keys name the unit
+    shown: AER | None = None  # the AER whose keys name the unit
     for a in atts:
         e = index.get(a.seq)
         aer = reader.aer(e.execution_id, e.aer_sha256) if e is not None else None
@@ -325,7 +263,7 @@ def _ledgered(uid: str, atts: list, index: dict, reader: _Reader, corpus_id: str
 
 def _imported(entries: list, reader: _Reader, corpus_id: str) -> list[Unit]:
     """Executions no ledger entry names: one unit per AER ``task.unit``."""
-    by_unit: dict[str, list[tuple[Any, ReadAER | None]]] = {}
+    by_unit: dict[str, list[tuple[Any, AER | None]]] = {}
     for e in entries:
         by_unit.setdefault(e.unit, []).append((e, reader.aer(e.execution_id, e.aer_sha256)))
     out = []

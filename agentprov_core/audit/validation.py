@@ -128,7 +128,7 @@ class Run:
             t.failed += 1
             return
         if sha256(files["aer"]) == entry.aer_sha256:  # the facts the line repeats of it
-            from agentprov_core.audit.verification import index_row_problems
+            from agentprov_core.audit.executioncheck import index_row_problems
 
             val = files.get("validation")
             if val is not None and sha256(val) != entry.validation_sha256:

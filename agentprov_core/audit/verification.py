@@ -30,6 +30,12 @@ Level ``chain`` (the only level of this build) checks, streaming over the corpus
 Memory is flat in the corpus size (files are read one at a time, the ledger and the index
 line by line; what is kept is a digest set and one small tuple per ledger entry), and the
 hashing runs in a pool of two threads (``hashlib`` releases the GIL).
+
+This module is the walk over the corpus; one ledger entry's check is
+:mod:`~agentprov_core.audit.attemptcheck`, one execution's
+:mod:`~agentprov_core.audit.executioncheck`, the pool they run in
+:mod:`~agentprov_core.audit.taskpool`, how a file is read
+:mod:`~agentprov_core.audit.corpusfiles`, and the report :mod:`~agentprov_core.audit.findings`.
 """
 
 from __future__ import annotations
@@ -39,141 +45,30 @@ import hashlib
 import json
 import os
 import re
-import sys
-from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import agentprov_capture
 import msgspec
 
+from agentprov_core.audit.attemptcheck import check_attempt, in_form
+from agentprov_core.audit.corpusfiles import HEX64, check_capture, hash_item, read_corpus_file
+from agentprov_core.audit.executioncheck import LedgerRef, check_execution
+from agentprov_core.audit.findings import Finding, Report, same_json
+from agentprov_core.audit.taskpool import Runner, use_processes
 from agentprov_core.base import inputfile
 from agentprov_core.corpus import selfdigest
 from agentprov_core.corpus.snapshot import LOCK, Snapshot
 from agentprov_core.errors import AgentprovError
 
-LEVEL = "chain"
 LIVE_FORMAT = "agentprov-live-corpus/0.1"
 KNOWN_FORMATS = (LIVE_FORMAT,)
 LEDGER_STATUSES = ("complete", "incomplete", "errored", "aborted", "quarantined")
-HEX64 = re.compile(r"[0-9a-f]{64}")
 #: The keys of a line of preflight/ledger.jsonl (agentprov_core/run/preflight.py writes them)
 PREFLIGHT_KEYS = frozenset({
     "at", "invocation", "session_id", "call", "status", "capture_sha256",
     "capture_head_sha256", "billed_calls", "plan_sha256", "config_digest", "line_sha256"})
-WORKERS = 2
-WINDOW = 64  # tasks in flight: bounds memory whatever the corpus size
-BATCH = 16  # tasks per process call
-PROCESS_THRESHOLD = 256 * 1024  # a ledger larger than this (about 300 attempts): processes
-CHUNK = 1 << 20
-PER_FILE = 5  # findings of one code at one path shown in text
-
-
-@dataclass(frozen=True)
-class Finding:
-    kind: str  # failed | tombstoned | unverified
-    code: str
-    path: str  # relative to the corpus root
-    message: str
-
-    def line(self) -> str:
-        return f"{self.kind}: {self.code} at {self.path}: {self.message}"
-
-
-@dataclass
-class Report:
-    corpus: Path
-    corpus_id: str
-    working: bool
-    findings: list[Finding] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=lambda: {
-        "ledger_entries": 0, "capture_logs": 0, "capture_records": 0, "raw_files": 0,
-        "executions": 0, "preflight_calls": 0, "files_hashed": 0, "bytes_hashed": 0})
-
-    def of(self, kind: str) -> list[Finding]:
-        return [f for f in self.findings if f.kind == kind]
-
-    @property
-    def failed(self) -> list[Finding]:
-        return self.of("failed")
-
-    @property
-    def not_verified(self) -> list[Finding]:
-        return [f for f in self.findings if f.kind != "failed"]
-
-    @property
-    def result(self) -> str:
-        if self.failed:
-            return "failed"
-        return "passed with unverified checks" if self.not_verified else "passed"
-
-    def summary(self) -> str:
-        return (f"agentprov verify: level {LEVEL}: {self.result}; {len(self.failed)} failed, "
-                f"{len(self.not_verified)} unverified or tombstoned")
-
-    def lines(self, per_file: int = PER_FILE) -> list[str]:
-        """The findings, failures first; at most ``per_file`` of one code at one path (a
-        record removed from a capture log puts every later record out of sequence):
-        ``--format json`` lists them all."""
-        order = {"failed": 0, "tombstoned": 1, "unverified": 2}
-        shown: Counter[tuple[str, str, str]] = Counter()
-        out: list[str] = []
-        findings = _collapse_seq_runs(self.findings)
-        groups = Counter((f.kind, f.code, f.path) for f in findings)
-        for f in sorted(findings, key=lambda f: order[f.kind]):
-            key = (f.kind, f.code, f.path)
-            shown[key] += 1
-            if shown[key] <= per_file:
-                out.append(f.line())
-            elif shown[key] == per_file + 1:
-                out.append(f"{f.kind}: {f.code} at {f.path}: … and {groups[key] - per_file} "
-                           "more (--format json lists them all)")
-        return out
-
-    def to_json(self) -> dict[str, Any]:
-        return {"format": "agentprov-verify/0.1", "corpus": str(self.corpus),
-                "corpus_id": self.corpus_id, "state": "working" if self.working else "sealed",
-                "level": LEVEL, "result": self.result, "failed": len(self.failed),
-                "unverified_or_tombstoned": len(self.not_verified), "counts": self.counts,
-                "findings": [{"kind": f.kind, "code": f.code, "path": f.path,
-                              "message": f.message} for f in self.findings]}
-
-
-_SEQ = re.compile(r"record (\d+): seq is (-?\d+), expected \1$")
-
-
-def _collapse_seq_runs(findings: list[Finding]) -> list[Finding]:
-    """A run of records whose ``seq`` is off by the same amount (what a removed or inserted
-    record does to every record after it) shown as its first record and one line."""
-    out: list[Finding] = []
-    run: list[tuple[Finding, int, int]] = []  # (finding, record, offset)
-
-    def flush() -> None:
-        if run:
-            out.append(run[0][0])
-        if len(run) > 1:
-            f, first, off = run[0][0], run[1][1], run[0][2]
-            out.append(Finding(f.kind, f.code, f.path,
-                               f"records {first}-{run[-1][1]}: seq is off by {off} too (a "
-                               f"record was removed or inserted at record {run[0][1]})"))
-        run.clear()
-
-    for f in findings:
-        m = _SEQ.match(f.message) if f.code == "capture.chain" else None
-        if m is not None:
-            rec, off = int(m.group(1)), int(m.group(2)) - int(m.group(1))
-            if run and (run[-1][0].path != f.path or run[-1][1] + 1 != rec
-                        or run[-1][2] != off):
-                flush()
-            run.append((f, rec, off))
-            continue
-        flush()
-        out.append(f)
-    flush()
-    return out
 
 
 def is_live(manifest: dict[str, Any] | None, root: Path) -> bool:
@@ -184,540 +79,8 @@ def is_live(manifest: dict[str, Any] | None, root: Path) -> bool:
             or root.name.endswith(".partial"))
 
 
-# ------------------------------------------------------------------------------ capture/0.1
-# the one reader of a capture log's chain (T0's ingest, the mapper and verify share it)
-check_capture = agentprov_capture.check
-
-
-# ------------------------------------------------------------------------------ helpers
-def raw_rel(digest: str) -> str:
-    return f"raw/sha256/{digest[:2]}/{digest}"
-
-
-def _read(path: str) -> bytes:
-    """A corpus file's bytes: a regular file, never through a link, a FIFO never waited on
-    (:func:`agentprov_core.base.inputfile.open_regular`). Raises
-    :class:`~agentprov_core.base.inputfile.Missing` or ``Unreadable``."""
-    fd = inputfile.open_regular(path, follow=False)
-    try:
-        return inputfile.read_fd(fd, inputfile.MAX_STORED, CHUNK)
-    finally:
-        os.close(fd)
-
-
-def _hash_file(path: str) -> tuple[str, int]:
-    """``(sha256, size)`` of a corpus file (as :func:`_read` opens it), read in large chunks
-    (hashlib releases the GIL)."""
-    fd = inputfile.open_regular(path, follow=False)
-    h = hashlib.sha256()
-    size = 0
-    try:
-        while chunk := os.read(fd, CHUNK):
-            h.update(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise inputfile.Unreadable(f"cannot be read ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
-    return h.hexdigest(), size
-
-
-def _run_batch(fn: Callable[[str, Any], Any], base: str, items: list[Any]) -> list[Any]:
-    return [fn(base, it) for it in items]
-
-
-def _hash_item(_base: str, item: tuple[str, str]) -> tuple[str, int]:
-    """``_hash_file`` of ``item``'s path; ``(why, -1)`` when it cannot be read."""
-    try:
-        return _hash_file(item[1])
-    except inputfile.Unreadable as exc:
-        return str(exc), -1
-
-
-def _use_processes(root: Path) -> bool:
-    """Two processes for a large corpus (parsing capture logs holds the GIL, so threads
-    would run it one at a time); threads alone for a small one, which a process pool's
-    start would only slow down. ``AGENTPROV_VERIFY_PROCESSES=1`` or ``0`` decides."""
-    forced = os.environ.get("AGENTPROV_VERIFY_PROCESSES")
-    if forced in ("0", "1"):
-        return forced == "1"
-    try:
-        return (root / "ledger.jsonl").stat().st_size > PROCESS_THRESHOLD
-    except OSError:
-        return False
-
-
-class _Runner:
-    """Run tasks ``fn(base, item)`` and yield ``(item, result)`` in order, with a bounded
-    number in flight: memory does not grow with the corpus."""
-
-    def __init__(self, processes: bool) -> None:
-        self.threads = ThreadPoolExecutor(WORKERS, thread_name_prefix="verify")
-        self.procs = None
-        if processes:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            ctx = (multiprocessing.get_context("fork") if sys.platform.startswith("linux")
-                   else None)
-            self.procs = ProcessPoolExecutor(WORKERS, mp_context=ctx)
-            # start the workers now, before any thread of this process exists (fork)
-            self.procs.submit(_run_batch, _hash_item, "", []).result()
-
-    def __enter__(self) -> _Runner:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.threads.shutdown(cancel_futures=True)
-        if self.procs is not None:
-            self.procs.shutdown(cancel_futures=True)
-
-    def map(self, fn: Callable[[str, Any], Any], base: str, items: Iterable[Any],
-            heavy: bool = True) -> Iterator[tuple[Any, Any]]:
-        if self.procs is None or not heavy:
-            pending: deque[tuple[Any, Future]] = deque()
-            for item in items:
-                pending.append((item, self.threads.submit(fn, base, item)))
-                if len(pending) >= WINDOW:
-                    it, fut = pending.popleft()
-                    yield it, fut.result()
-            while pending:
-                it, fut = pending.popleft()
-                yield it, fut.result()
-            return
-        batches: deque[tuple[list[Any], Future]] = deque()
-        batch: list[Any] = []
-
-        def drain(limit: int) -> Iterator[tuple[Any, Any]]:
-            while len(batches) > limit:
-                got, fut = batches.popleft()
-                yield from zip(got, fut.result(), strict=True)
-
-        for item in items:
-            batch.append(item)
-            if len(batch) >= BATCH:
-                batches.append((batch, self.procs.submit(_run_batch, fn, base, batch)))
-                batch = []
-                yield from drain(WINDOW // BATCH * WORKERS)
-        if batch:
-            batches.append((batch, self.procs.submit(_run_batch, fn, base, batch)))
-        yield from drain(0)
-
-
 def _truncated(exc: Exception) -> bool:
     return "truncated" in str(exc)
-
-
-class _Evidence(msgspec.Struct):
-    role: str
-    sha256: str
-    path: str
-    head_sha256: str | None = None
-
-
-class _Task(msgspec.Struct, frozen=True):
-    cell_key: str = ""
-    unit: str = ""
-    attempt: int = -1
-    repeat: int = 0
-    defense_id: str = "none"
-    source: str = ""
-
-
-class _Producer(msgspec.Struct, frozen=True):
-    mapper: str = ""
-    test_only: bool = False
-
-
-class _Backend(msgspec.Struct, frozen=True):
-    environment_id: Any = None
-    identity_sha256: Any = None
-    benchmark_version: Any = None
-
-
-class _Header(msgspec.Struct):
-    execution_id: str
-    source: str = ""
-    evidence: list[_Evidence] = []
-    task: _Task = _Task()
-    producer: _Producer = _Producer()
-    backend: _Backend = _Backend()
-    plan_sha256: Any = None
-    config_digest: Any = None
-    started_at: Any = None
-
-
-class _Issue(msgspec.Struct):
-    code: str
-
-
-class _LiveVsNative(msgspec.Struct):
-    checked: bool = False
-    agree: bool | None = None
-
-
-class _Outcome(msgspec.Struct):
-    status: str
-    execution_observed: bool = False
-    session_status: Any = None
-    utility: Any = None
-    security: Any = None
-    issues: list[_Issue] = []
-    live_vs_native: _LiveVsNative | None = None
-
-
-class _AER(msgspec.Struct):
-    header: _Header
-    outcome: _Outcome
-
-
-_AER_DECODER = msgspec.json.Decoder(_AER)
-NOT_RECORDED = "not recorded"
-
-
-@dataclass(frozen=True)
-class _LedgerRef:
-    """What the execution checks need of a ledger entry (one small tuple per entry)."""
-
-    line: int
-    session_id: str
-    capture_sha256: str | None
-    capture_head_sha256: str | None
-    native_sha256: str | None
-    status: str
-    unit: str = ""
-    cell_key: str = ""
-    defence: str = ""
-    repeat: int = 0
-    attempt: int = 0
-    plan_sha256: str = ""
-    config_digest: str = ""
-    utility: bool | None = None
-    security: bool | None = None
-    #: what its capture log's header and end record hold (None: not read, or damaged)
-    capture: dict[str, Any] | None = None
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal, and of one JSON type (``True`` is not ``1``)."""
-    return type(a) is type(b) and a == b
-
-
-# ------------------------------------------------------------------------------ tasks
-def _in_form(encoded: bytes, line: bytes) -> bool:
-    """Whether ``line`` is what T0 writes for the entry it decodes to (a line of an earlier
-    build, without ``line_sha256``, is compared without it)."""
-    if encoded == line:
-        return True
-    return (selfdigest.line_status(line) == selfdigest.ABSENT
-            and selfdigest.without_line_field(encoded) == line)
-
-
-def _check_attempt(base: str, item: tuple[int, Any]) -> dict[str, Any]:
-    """One ledger entry's native and capture logs (a task: threads or processes)."""
-    n, e = item
-    findings: list[Finding] = []
-    verified: list[tuple[str, int]] = []
-    out: dict[str, Any] = {"findings": findings, "verified": verified, "line": n}
-    where = f"ledger.jsonl line {n} (session {e.session_id})"
-
-    def fail(code: str, path: str, msg: str, kind: str = "failed") -> None:
-        findings.append(Finding(kind, code, path, msg))
-
-    if e.native_sha256:
-        rel = raw_rel(e.native_sha256)
-        try:
-            got, size = _hash_file(base + rel)
-        except inputfile.Missing:
-            fail("raw.missing", rel, f"{where} names it as the native log; the raw store "
-                                     "does not hold it")
-        except inputfile.Unreadable as exc:
-            fail("raw.not_a_file", rel, f"{where} names it as the native log; it {exc}")
-        else:
-            if got != e.native_sha256:
-                fail("raw.digest", rel, f"its sha256 is {got}, not its name: the file was "
-                                        "altered")
-            verified.append((e.native_sha256, size))
-    if not e.capture_sha256:
-        return out
-    rel = raw_rel(e.capture_sha256)
-    try:
-        data = _read(base + rel)
-    except inputfile.Missing:
-        fail("raw.missing", rel, f"{where} names it as the capture log; the raw store does "
-                                 "not hold it")
-        return out
-    except inputfile.Unreadable as exc:
-        fail("raw.not_a_file", rel, f"{where} names it as the capture log; it {exc}")
-        return out
-    got = hashlib.sha256(data).hexdigest()
-    verified.append((e.capture_sha256, len(data)))
-    if got != e.capture_sha256:
-        fail("raw.digest", rel, f"its sha256 is {got}, not its name: the file was altered")
-    chain = check_capture(data, e.capture_head_sha256)
-    out["records"] = chain.n_records
-    recorded_damage = (e.status in ("errored", "aborted") and e.reason is not None
-                       and ("capture log damaged" in e.reason
-                            or "has no end record" in e.reason))
-    if chain.problems and recorded_damage and got == e.capture_sha256:
-        fail("capture.damaged", rel,
-             f"{where} recorded this log as damaged when it was stored ({e.reason}); "
-             f"its bytes are intact, its chain is not checked: "
-             + "; ".join(chain.problems[:3]), kind="tombstoned")
-        return out
-    for p in chain.problems:
-        fail("capture.chain", rel, p)
-    h = chain.header
-    facts: dict[str, Any] = {}
-    if h is not None and h.get("kind") == "header":
-        b = h.get("backend") or {}
-        if isinstance(b, dict):
-            out["backend"] = (b.get("environment_id"), b.get("identity_sha256"))
-            facts["backend"] = {k: b[k] for k in ("environment_id", "identity_sha256")
-                                if k in b}
-        cell = h.get("cell") if isinstance(h.get("cell"), dict) else {}
-        for key, got, want in (("session_id", h.get("session_id"), e.session_id),
-                               ("unit", h.get("unit"), e.unit),
-                               ("attempt", h.get("attempt"), e.attempt),
-                               ("plan_sha256", h.get("plan_sha256"), e.plan_sha256),
-                               ("config_digest", h.get("config_digest"), e.config_digest),
-                               ("cell.cell_key", cell.get("cell_key"), e.cell_key)):
-            if want and not _same(got, want):
-                fail("capture.header",
-                     rel, f"record 0: {key} is {got!r}; {where} records {want!r}")
-        out["test_only"] = h.get("test_only")
-        out["source"] = h.get("source")
-        for key in ("started_at", "benchmark_version", "test_only", "source"):
-            facts[key] = h.get(key)
-    if e.capture_records is not None and e.capture_records != chain.n_records:
-        fail("capture.records", rel, f"it holds {chain.n_records} record(s); {where} "
-                                     f"records {e.capture_records}")
-    end = chain.end
-    if end is not None and e.status != "quarantined":
-        # T0 errors a session whose staging it refused (map.staging_refused) after the
-        # worker ended its log: the ledger's status is T0's, the log's the worker's
-        refused = bool(e.staging_refused) and e.status == "errored"
-        if end.get("status") != e.status and not refused:
-            fail("capture.status", rel,
-                 f"record {chain.n_records - 1}: end status {end.get('status')!r}; {where} "
-                 f"records {e.status!r}")
-        # what the worker returned T0 (the ledger) and wrote in its end record: the same,
-        # where both have it (a worker that died after its end record returned nothing; a
-        # setup refusal's end record counts no calls)
-        for key in ("utility", "security", "calls"):
-            want = getattr(e, key)
-            if want is not None and key in end and not _same(end.get(key), want):
-                fail("capture.end", rel,
-                     f"record {chain.n_records - 1}: {key} is {end.get(key)!r}; {where} "
-                     f"records {want!r}")
-        facts["end"] = {k: end.get(k) for k in ("status", "utility", "security")}
-    out["facts"] = facts or None
-    return out
-
-
-def _which(base: str, e: Any, name: str, want: str, got: str) -> str:
-    """Which of the two changed, when validation.json (which cites the AER, SEM and PROV
-    digests) is intact and can tell."""
-    from agentprov_core.evidence.executions import DIRNAME
-
-    if name != "validation":
-        try:
-            data = _read(f"{base}{DIRNAME}/{e.execution_id}/validation.json")
-            if hashlib.sha256(data).hexdigest() == e.validation_sha256:
-                cited = json.loads(data).get(f"{name}_sha256")
-                if cited == want:
-                    return f"the file was altered: validation.json, intact, cites {want[:16]}…"
-                if cited == got:
-                    return "that line was altered: validation.json, intact, cites the file"
-        except (OSError, ValueError, AttributeError, RecursionError):
-            pass
-    return "the file or that line was altered"
-
-
-def _index_facts(aer: _AER, e: Any, validation: bytes | None
-                 ) -> Iterator[tuple[str, Any, Any]]:
-    """``(what, the AER's, the index line's)`` for each fact the index line repeats of its
-    AER (and of its validation.json, given when it is the indexed one)."""
-    o = aer.outcome
-    lvn = o.live_vs_native
-    verdict = ("unchecked" if lvn is None or not lvn.checked or lvn.agree is None
-               else "agree" if lvn.agree else "disagree")
-    yield "header.task.unit", aer.header.task.unit, e.unit
-    yield "header.producer.mapper", aer.header.producer.mapper, e.mapper
-    yield "outcome.issues", sorted({i.code for i in o.issues}), list(e.issues)
-    yield "outcome.live_vs_native", verdict, e.live_vs_native
-    if validation is None:
-        return
-    from agentprov_core.evidence.live_mapping import _validation_status
-
-    try:
-        doc = json.loads(validation)
-    except (ValueError, RecursionError):
-        return
-    if not isinstance(doc, dict):
-        return
-    yield "validation.json status", _validation_status(validation), e.validation
-    yield "validation.json execution_id", doc.get("execution_id"), e.execution_id
-    for name in ("aer", "sem", "prov"):
-        yield f"validation.json {name}_sha256", doc.get(f"{name}_sha256"), getattr(
-            e, f"{name}_sha256")
-
-
-def index_row_problems(aer_bytes: bytes, entry: Any, validation: bytes | None) -> list[str]:
-    """What an index line says of its execution that its AER (or its validation.json,
-    given when it is the indexed one) does not: ``validate`` reports these of the line
-    (``verify`` checks the same)."""
-    try:
-        aer = _AER_DECODER.decode(aer_bytes)
-    except (msgspec.DecodeError, RecursionError):
-        return []  # the aer tier says why
-    return [f"{key} is {got!r}; {INDEX_NAME} records {want!r}"
-            for key, got, want in _index_facts(aer, entry, validation) if not _same(got, want)]
-
-
-INDEX_NAME = "executions.jsonl"
-
-
-def _ledger_facts(aer: _AER, ref: _LedgerRef) -> Iterator[tuple[str, Any, Any, str]]:
-    """``(what, the AER's, the other's, whose)`` for each fact the AER repeats of its
-    ledger entry and of its capture log's header and end record."""
-    h, t, o = aer.header, aer.header.task, aer.outcome
-    led = f"ledger.jsonl line {ref.line}"
-    for key, got, want in (("header.task.unit", t.unit, ref.unit),
-                           ("header.task.cell_key", t.cell_key, ref.cell_key),
-                           ("header.task.defense_id", t.defense_id, ref.defence or "none"),
-                           ("header.task.repeat", t.repeat, ref.repeat),
-                           ("header.task.attempt", t.attempt, ref.attempt),
-                           ("header.plan_sha256", h.plan_sha256, ref.plan_sha256 or None),
-                           ("header.config_digest", h.config_digest, ref.config_digest or None)):
-        if want is not None:
-            yield key, got, want, led
-    for key in ("utility", "security"):
-        want = getattr(ref, key)
-        if want is not None:
-            yield f"outcome.{key}", getattr(o, key), want, led
-    cap = ref.capture
-    if cap is None:
-        return
-    log = f"the capture log ({led})"
-    end = cap.get("end")
-    if end is not None:
-        yield "outcome.session_status", o.session_status, end.get("status", NOT_RECORDED), log
-        for key in ("utility", "security"):
-            v = end.get(key)
-            yield f"outcome.{key}", getattr(o, key), v if isinstance(v, bool) else NOT_RECORDED, log
-    if cap.get("started_at"):
-        yield "header.started_at", h.started_at, cap["started_at"], log
-    if cap.get("benchmark_version"):
-        yield "header.backend.benchmark_version", h.backend.benchmark_version, \
-            cap["benchmark_version"], log
-    if cap.get("backend") is not None:
-        for key in ("environment_id", "identity_sha256"):
-            yield f"header.backend.{key}", getattr(h.backend, key), \
-                cap["backend"].get(key, NOT_RECORDED), log
-    if cap.get("source"):
-        yield "header.source", h.source, cap["source"], log
-
-
-def _check_execution(base: str, item: tuple[int, Any, Any]) -> dict[str, Any]:
-    """One execution's files against its index line (a task: threads or processes)."""
-    from agentprov_core.evidence.executions import DIRNAME, INDEX
-
-    n, e, ref = item
-    findings: list[Finding] = []
-    hashed: list[int] = []
-    out: dict[str, Any] = {"findings": findings, "hashed": hashed, "source": None}
-
-    def fail(code: str, path: str, msg: str) -> None:
-        findings.append(Finding("failed", code, path, msg))
-
-    where = f"{INDEX} line {n}"
-    if ref is None:
-        fail("executions.ledger", INDEX,
-             f"line {n} ({e.execution_id}): ledger_seq {e.ledger_seq} names no ledger entry")
-    elif ref.session_id != e.execution_id:
-        fail("executions.ledger", INDEX,
-             f"line {n} ({e.execution_id}): ledger_seq {e.ledger_seq} is session "
-             f"{ref.session_id} (ledger.jsonl line {ref.line})")
-    elif ref.unit != e.unit:
-        fail("executions.ledger", INDEX,
-             f"line {n} ({e.execution_id}): unit {e.unit!r}; ledger.jsonl line {ref.line} "
-             f"records {ref.unit!r}")
-    kept: dict[str, bytes] = {}  # the AER and the validation, when they are the indexed ones
-    for name, want in (("aer", e.aer_sha256), ("sem", e.sem_sha256),
-                       ("prov", e.prov_sha256), ("validation", e.validation_sha256)):
-        rel = f"{DIRNAME}/{e.execution_id}/{name}.json"
-        if want is None:
-            continue
-        try:
-            if name in ("aer", "validation"):
-                data = _read(base + rel)
-                got, size = hashlib.sha256(data).hexdigest(), len(data)
-                kept[name] = data
-            else:
-                got, size = _hash_file(base + rel)
-        except inputfile.Missing:
-            fail("executions.missing", rel, f"{where} names it; it does not exist")
-            continue
-        except inputfile.Unreadable as exc:
-            fail("executions.not_a_file", rel, f"{where} names it; it {exc}")
-            continue
-        hashed.append(size)
-        if got != want:
-            fail("executions.digest", rel,
-                 f"its sha256 is {got}, not the {name}_sha256 {want} that {where} records "
-                 f"({_which(base, e, name, want, got)})")
-            kept.pop(name, None)  # not cross-checked: it is not the indexed one
-    aer_bytes = kept.get("aer")
-    if aer_bytes is None:
-        return out
-    rel = f"{DIRNAME}/{e.execution_id}/aer.json"
-    try:
-        aer = _AER_DECODER.decode(aer_bytes)
-    except (msgspec.DecodeError, RecursionError) as exc:
-        fail("executions.aer", rel, f"not an AER ({exc})")
-        return out
-    h = aer.header
-    out["source"] = h.source
-    out["test_only"] = h.producer.test_only
-    if h.execution_id != e.execution_id:
-        fail("executions.aer", rel, f"header.execution_id is {h.execution_id!r}")
-    if aer.outcome.status != e.status:
-        fail("executions.aer", rel, f"outcome.status is {aer.outcome.status!r}; {where} "
-                                    f"records {e.status!r}")
-    if aer.outcome.execution_observed != e.execution_observed:
-        fail("executions.aer", rel,
-             f"outcome.execution_observed is {aer.outcome.execution_observed}; {where} "
-             f"records {e.execution_observed}")
-    for key, got, want in _index_facts(aer, e, kept.get("validation")):
-        if not _same(got, want):
-            fail("executions.aer", rel, f"{key} is {got!r}; {where} records {want!r}")
-    if ref is not None:
-        for key, got, want, whose in _ledger_facts(aer, ref):
-            if not _same(got, want):
-                fail("executions.aer", rel, f"{key} is {got!r}; {whose} records {want!r}")
-    for ev in h.evidence:
-        if not HEX64.fullmatch(ev.sha256) or ev.path != raw_rel(ev.sha256):
-            fail("executions.evidence", rel,
-                 f"evidence {ev.role} cites {ev.path} ({ev.sha256}), not a raw store path")
-            continue
-        if not os.path.isfile(base + ev.path):
-            fail("executions.evidence", rel,
-                 f"evidence {ev.role} {ev.path} is not in the raw store")
-        if ref is not None and ev.role == "capture":
-            if ev.sha256 != ref.capture_sha256:
-                fail("executions.evidence", rel,
-                     f"its capture log is {ev.sha256}; ledger.jsonl line {ref.line} "
-                     f"records {ref.capture_sha256}")
-            elif ev.head_sha256 is not None and ev.head_sha256 != ref.capture_head_sha256:
-                fail("executions.evidence", rel,
-                     f"its capture head is {ev.head_sha256}; ledger.jsonl line {ref.line} "
-                     f"records {ref.capture_head_sha256}")
-        if ref is not None and ev.role == "native_log" and ev.sha256 != ref.native_sha256:
-            fail("executions.evidence", rel,
-                 f"its native log is {ev.sha256}; ledger.jsonl line {ref.line} records "
-                 f"{ref.native_sha256}")
-    return out
 
 
 # ------------------------------------------------------------------------------ the walk
@@ -730,7 +93,7 @@ class _Verifier:
         self.report = report
         self.snap = snap
         self.verified: set[str] = set()  # raw digests whose bytes were checked
-        self.ledger: dict[int, _LedgerRef] = {}  # by seq
+        self.ledger: dict[int, LedgerRef] = {}  # by seq
         self.plans: set[str] = set()
         self.configs: set[str] = set()
         self.backends: set[tuple[Any, Any]] = set()
@@ -753,7 +116,7 @@ class _Verifier:
     def run(self) -> None:
         if (note := self.snap.note()) is not None:
             self.add("unverified", "corpus.in_progress", LOCK, note)
-        with _Runner(_use_processes(self.root)) as runner:
+        with Runner(use_processes(self.root)) as runner:
             self.check_ledger(runner)
             self.check_raw(runner)
             self.check_executions(runner)
@@ -938,7 +301,7 @@ class _Verifier:
                       "project's fixture dataset or a test override)")
 
     # -------------------------------------------------------------- ledger and captures
-    def check_ledger(self, runner: _Runner) -> None:
+    def check_ledger(self, runner: Runner) -> None:
         from agentprov_core.corpus.ledger import Attempt
         from agentprov_core.corpus.working import unit_key
 
@@ -951,7 +314,7 @@ class _Verifier:
                                          "the ledger"):
                 where = f"line {n}"
                 self.report.counts["ledger_entries"] += 1
-                if not _in_form(msgspec.json.encode(e), line):
+                if not in_form(msgspec.json.encode(e), line):
                     self.fail("ledger.form", "ledger.jsonl",
                               f"{where} (seq {e.seq}): not in the form T0 writes: the line "
                               "was edited")
@@ -982,7 +345,7 @@ class _Verifier:
                         self.fail("ledger.reference", "ledger.jsonl",
                                   f"{where} (seq {e.seq}): {name} {v!r} is not a sha256")
                         e = msgspec.structs.replace(e, **{name: None})  # the others are checked
-                self.ledger[e.seq] = _LedgerRef(
+                self.ledger[e.seq] = LedgerRef(
                     n, e.session_id, e.capture_sha256, e.capture_head_sha256, e.native_sha256,
                     e.status, unit=e.unit, cell_key=e.cell_key, defence=e.defence,
                     repeat=e.repeat, attempt=e.attempt, plan_sha256=e.plan_sha256,
@@ -990,7 +353,7 @@ class _Verifier:
                 if e.capture_sha256 or e.native_sha256:
                     yield n, e
 
-        for (_, e), out in runner.map(_check_attempt, self.base, entries()):
+        for (_, e), out in runner.map(check_attempt, self.base, entries()):
             for f in out["findings"]:
                 self.report.findings.append(f)
             for d, nbytes in out["verified"]:
@@ -1010,7 +373,7 @@ class _Verifier:
                 self.ledger[e.seq] = dataclasses.replace(ref, capture=out["facts"])
 
     # -------------------------------------------------------------- the raw store
-    def check_raw(self, runner: _Runner) -> None:
+    def check_raw(self, runner: Runner) -> None:
         base = self.root / "raw"
         if not base.is_dir():
             return
@@ -1044,7 +407,7 @@ class _Verifier:
                         elif f.name not in self.verified:
                             yield rel, f.path
 
-        for (rel, _), (got, size) in runner.map(_hash_item, self.base, unchecked(), heavy=False):
+        for (rel, _), (got, size) in runner.map(hash_item, self.base, unchecked(), heavy=False):
             if size < 0:
                 self.fail("raw.unexpected", rel, f"not a content-addressed file: it {got}")
                 continue
@@ -1060,7 +423,7 @@ class _Verifier:
                          "entry?)")
 
     # -------------------------------------------------------------- executions
-    def check_executions(self, runner: _Runner) -> None:
+    def check_executions(self, runner: Runner) -> None:
         from agentprov_core.evidence.executions import DIRNAME, INDEX, IndexEntry
 
         index = self.root / INDEX
@@ -1068,11 +431,11 @@ class _Verifier:
         dec = msgspec.json.Decoder(IndexEntry)
         seen: dict[str, int] = {}
 
-        def rows() -> Iterator[tuple[int, Any, _LedgerRef | None]]:
+        def rows() -> Iterator[tuple[int, Any, LedgerRef | None]]:
             for n, e, line in self.jsonl(INDEX, "executions", dec, "an index entry",
                                          "the index"):
                 where = f"line {n}"
-                if not _in_form(msgspec.json.encode(e), line):
+                if not in_form(msgspec.json.encode(e), line):
                     self.fail("executions.form", INDEX,
                               f"{where} ({e.execution_id}): not in the form T0 writes: the "
                               "line was edited")
@@ -1090,7 +453,7 @@ class _Verifier:
                 yield n, e, self.ledger.get(e.ledger_seq)
 
         if index.exists():
-            for _, out in runner.map(_check_execution, self.base, rows()):
+            for _, out in runner.map(check_execution, self.base, rows()):
                 self.report.findings.extend(out["findings"])
                 for nbytes in out["hashed"]:
                     self.hashed(nbytes)
@@ -1167,7 +530,7 @@ class _Verifier:
     def check_preflight_log(self, sha: str, e: dict[str, Any], where: str) -> None:
         rel = f"preflight/sha256/{sha[:2]}/{sha}"
         try:
-            data = _read(self.base + rel)
+            data = read_corpus_file(self.base + rel)
         except inputfile.Missing:
             self.fail("preflight.missing", rel, f"{where} names it; preflight/ does not hold it")
             return
@@ -1189,7 +552,7 @@ class _Verifier:
                              ("config_digest", h.get("config_digest")),
                              ("attempt", h.get("attempt"))):
                 want = e.get("call" if key == "attempt" else key)
-                if want and not _same(got, want):
+                if want and not same_json(got, want):
                     self.fail("preflight.header", rel, f"record 0: {key} is {got!r}; "
                                                       f"{where} records {want!r}")
         end = chain.end
@@ -1202,7 +565,7 @@ class _Verifier:
             from agentprov_core.live import caps
 
             billed = caps.charge_records(chain.records).billed
-            if not _same(billed, e["billed_calls"]):
+            if not same_json(billed, e["billed_calls"]):
                 self.fail("preflight.billed", rel,
                           f"it bills {billed} call(s); {where} records "
                           f"{e['billed_calls']!r} (the caps count them)")

@@ -174,7 +174,7 @@ def path_sources(project: Path) -> dict[str, dict[str, str]]:
     environment built from other worker code is found stale (:func:`stale_path_sources`)."""
     import tomllib
 
-    from agentprov_core.backend import hostlibs
+    from agentprov_capture.sources import sources_sha256
 
     try:
         lock = tomllib.loads((project / "uv.lock").read_text(encoding="utf-8"))
@@ -188,7 +188,7 @@ def path_sources(project: Path) -> dict[str, dict[str, str]]:
             continue
         if (project / rel).is_dir():
             out[pkg["name"]] = {"directory": rel,
-                                "sources_sha256": hostlibs.sources_sha256(project / rel)}
+                                "sources_sha256": sources_sha256(project / rel)}
     return dict(sorted(out.items()))
 
 
@@ -196,13 +196,13 @@ def stale_path_sources(m, project: Path | None) -> list[str]:
     """The path dependencies whose sources changed since the environment was built. The
     marker names their directories (the lock it was built from is the project's: the
     marker check refuses any other), so no lock is parsed here."""
-    from agentprov_core.backend import hostlibs
+    from agentprov_capture.sources import sources_sha256
 
     if project is None or m.path_sources is None:
         return []
     return [name for name, rec in sorted(m.path_sources.items())
             if not (project / rec["directory"]).is_dir()
-            or hostlibs.sources_sha256(project / rec["directory"]) != rec["sources_sha256"]]
+            or sources_sha256(project / rec["directory"]) != rec["sources_sha256"]]
 
 
 def check_worker_sources(hello: dict, env_id: str, backend: str, m=None) -> None:

@@ -14,7 +14,6 @@ reports the digest of the sources it runs, which T0 compares with this copy's
 
 from __future__ import annotations
 
-import hashlib
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -88,22 +87,12 @@ def locate() -> list[Located]:
     return out
 
 
-def sources_sha256(root: Path) -> str:
-    """The digest of a package's sources (``*.py`` and ``*.toml`` by relative path, outside
-    hidden and cache directories), the same algorithm as
-    ``agentprov_backend.identity.sources_sha256``."""
-    lines = []
-    for p in sorted(root.rglob("*")):
-        rel = p.relative_to(root)
-        if any(part.startswith(".") or part == "__pycache__" for part in rel.parts[:-1]):
-            continue
-        if p.suffix in (".py", ".toml") and p.is_file():
-            lines.append(f"{rel.as_posix()} {hashlib.sha256(p.read_bytes()).hexdigest()}")
-    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
-
-
 def digests() -> dict[str, str]:
-    """The digests of the host libraries' sources, by the hello's field."""
+    """The digests of the host libraries' sources, by the hello's field (the algorithm the
+    worker's hello uses: ``agentprov_capture.sources``, loaded when first needed, since
+    ``agentprov info`` imports this module)."""
+    from agentprov_capture.sources import sources_sha256
+
     return {loc.library.hello_key: sources_sha256(loc.sources) for loc in locate()
             if loc.sources.is_dir()}
 
@@ -111,6 +100,8 @@ def digests() -> dict[str, str]:
 def record(found: list[Located]) -> dict[str, dict[str, str]]:
     """What the marker records of the host libraries a build installed: version, where the
     copy came from, and the digest of its sources."""
+    from agentprov_capture.sources import sources_sha256
+
     out = {}
     for loc in found:
         text = (loc.directory / "pyproject.toml").read_text(encoding="utf-8")

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from agentprov_core.backend import build as backends
 from agentprov_core.backend import environments
+from agentprov_core.backend.envlock import hold
 from agentprov_core.backend.marker import Marker
 from agentprov_core.catalogue import Catalogue
 from agentprov_core.errors import AgentprovError
@@ -78,7 +78,7 @@ def _checked_worker(meta: SourceMeta, env_id: str, m: Marker) -> Iterator[tuple[
     env_dir = environments.environment_dir(env_id)
     check_recorded_catalogue(env_dir, m, meta.name)
     check_dataset(env_dir, m, meta)
-    with backends.hold(env_id, shared=True), \
+    with hold(env_id, shared=True), \
             tempfile.TemporaryDirectory(prefix="agentprov-") as staging, \
             Worker(env_id, env_dir, Path(staging), network=False) as w:
         hello = w.request("hello")

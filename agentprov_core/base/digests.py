@@ -1,16 +1,22 @@
-"""Canonical JSON and the digests built on it (stable across runs and machines)."""
+"""Canonical JSON and the digests built on it (stable across runs and machines).
+
+The bytes are those of the capture log's canonical JSON (:func:`agentprov_capture.canonical`:
+sorted keys, no insignificant whitespace, UTF-8), over documents without a float: a plan,
+configuration or identity digest must not depend on how a float is printed. Why the stored
+evidence records are written by msgspec instead: ``agentprov_core.evidence.canonical``.
+"""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 
 def canonical_json(obj: Any) -> bytes:
-    """Sorted keys, no insignificant whitespace, UTF-8. Floats are refused: digests of
-    configurations must not depend on how a platform prints a float."""
+    """``obj``'s canonical JSON; a float anywhere in it is refused (``TypeError``)."""
+    from agentprov_capture.canonical import canonical  # loaded on first use (start-up time)
+
     _refuse_floats(obj)
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return canonical(obj)
 
 
 def _refuse_floats(obj: Any) -> None:

@@ -68,7 +68,7 @@ class Envelope:
         return False
 
 
-def seal(payload: bytes, private_key: Any | None, payload_type: str = INTOTO) -> Envelope:
+def envelope(payload: bytes, private_key: Any | None, payload_type: str = INTOTO) -> Envelope:
     """An envelope of ``payload``, signed by the Ed25519 ``private_key`` (None: unsigned,
     an envelope with no signature)."""
     sigs: tuple[tuple[str, bytes], ...] = ()

@@ -60,6 +60,7 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
           source_repo: str | None) -> int:
     """Build BACKEND's environment from its committed uv.lock, and record its identity."""
     from agentprov_core.backend import build as b
+    from agentprov_core.backend import buildprobe
     from agentprov_core.errors import AgentprovError
 
     refuse_unbuildable(backend)
@@ -103,7 +104,7 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
         if m.dataset:
             click.echo(f"  dataset {m.dataset['name']} ({m.dataset['kind']}; every file "
                        f"re-hashed): {len(m.dataset['files'])} file(s); {m.dataset['note']}")
-        for line in b.probe_lines(m):  # the build's probe, reported and not re-run
+        for line in buildprobe.probe_lines(m):  # the build's probe, reported, not re-run
             click.echo(line)
         return 0
     from agentprov_core.backend.interpreters import find_python312

@@ -84,11 +84,11 @@ class Ledger:
 
     def append_all(self, entries: list[Attempt]) -> None:
         """Append the entries' lines in one write, fsynced once."""
-        from agentprov_core.corpus.selfdigest import seal_line
+        from agentprov_core.corpus.selfdigest import with_line_digest
 
         data = b"".join(
-            seal_line(msgspec.json.encode(msgspec.structs.replace(e, line_sha256=""))) + b"\n"
-            for e in entries)
+            with_line_digest(msgspec.json.encode(msgspec.structs.replace(e, line_sha256="")))
+            + b"\n" for e in entries)
         with open(self.path, "ab") as f:
             if f.tell() > 0:
                 with open(self.path, "rb") as r:

@@ -9,7 +9,7 @@ sha256 of the same bytes with that value empty (``""``). A byte changed anywhere
 line or the manifest, by a failing disk or by hand, no longer matches.
 
 It detects a change; it cannot stop someone who rewrites the digest too (nothing on a
-working tree can: that is what sealing is for). ``verify`` checks it; a run refuses to
+working tree can: that is what a sealed corpus is for). ``verify`` checks it; a run refuses to
 resume a corpus whose manifest no longer matches (it would rewrite it, and the change
 would no longer show).
 """
@@ -39,7 +39,7 @@ def _last(rx: re.Pattern[bytes], data: bytes) -> re.Match[bytes] | None:
     return found
 
 
-def _seal(rx: re.Pattern[bytes], data: bytes) -> bytes:
+def _fill(rx: re.Pattern[bytes], data: bytes) -> bytes:
     m = _last(rx, data)
     if m is None or m.group(1):
         raise ValueError("the document has no empty digest field to fill")
@@ -59,9 +59,9 @@ def _status(rx: re.Pattern[bytes], data: bytes) -> str:
     return OK if hashlib.sha256(blank).hexdigest().encode("ascii") == m.group(1) else ALTERED
 
 
-def seal_line(line: bytes) -> bytes:
+def with_line_digest(line: bytes) -> bytes:
     """``line`` (one JSON object, holding ``"line_sha256":""``) with its digest filled in."""
-    return _seal(_LINE, line)
+    return _fill(_LINE, line)
 
 
 def json_line(entry: dict) -> str:
@@ -70,7 +70,7 @@ def json_line(entry: dict) -> str:
     import json
 
     data = json.dumps({**entry, LINE_FIELD: ""}, sort_keys=True).encode("utf-8")
-    return seal_line(data).decode("utf-8") + "\n"
+    return with_line_digest(data).decode("utf-8") + "\n"
 
 
 def line_status(line: bytes) -> str:
@@ -84,10 +84,10 @@ def without_line_field(line: bytes) -> bytes:
     return line.replace(b',"line_sha256":""', b"")
 
 
-def seal_manifest(data: bytes) -> bytes:
+def with_manifest_digest(data: bytes) -> bytes:
     """A manifest's bytes (``json.dumps(sort_keys=True, indent=1)``, with
     ``"manifest_sha256": ""``) with its digest filled in."""
-    return _seal(_MANIFEST, data)
+    return _fill(_MANIFEST, data)
 
 
 def manifest_status(data: bytes) -> str:

@@ -153,7 +153,7 @@ class WorkingCorpus:
         if found:
             doc["redacted"] = sorted(set(doc.get("redacted") or []) | set(found))
         doc[selfdigest.MANIFEST_FIELD] = ""
-        data = selfdigest.seal_manifest(
+        data = selfdigest.with_manifest_digest(
             (json.dumps(doc, sort_keys=True, indent=1) + "\n").encode("utf-8"))
         fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".manifest-")
         try:

@@ -4,6 +4,18 @@ Sorted keys, no insignificant whitespace, UTF-8 (non-ASCII as itself), one trail
 encoded by msgspec (``order="sorted"``). Floats are allowed (an AER carries payloads as the
 wire had them, and capture times); they are written the way msgspec writes them, the same
 way every time, so re-deriving a record reproduces its bytes exactly.
+
+This is the one canonical JSON that is not :func:`agentprov_capture.canonical` (which the
+capture log and, without floats, every digest of ``agentprov_core.base.digests`` use). For
+a document without a float the two give the same bytes; they differ in how a float with an
+exponent is written (msgspec ``1e16``, Python's ``json`` ``1e+16``) and in what is not a
+number (msgspec writes NaN as ``null``, the capture form refuses it). Both are fixed by
+what corpora already store: ``validate`` and ``recompute`` require an AER, SEM or PROV file
+to be exactly its record's encoding, and the chain check requires each capture line to be
+exactly its record's, so moving either form to the other would fail every stored record
+holding such a float. And each side needs its own encoder: the records are msgspec structs
+(encoded here without a copy into dicts), while the capture library is the worker's,
+standard library only. ``tests/test_canonical_json.py`` holds the three to these rules.
 """
 
 from __future__ import annotations

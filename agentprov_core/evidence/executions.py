@@ -145,9 +145,9 @@ class Executions:
 
     def append_all(self, entries: list[IndexEntry]) -> list[IndexEntry]:
         """Append the entries' lines in one write, fsynced once; returns them as written."""
-        from agentprov_core.corpus.selfdigest import seal_line
+        from agentprov_core.corpus.selfdigest import with_line_digest
 
-        lines = [seal_line(msgspec.json.encode(msgspec.structs.replace(e, line_sha256="")))
+        lines = [with_line_digest(msgspec.json.encode(msgspec.structs.replace(e, line_sha256="")))
                  for e in entries]
         with open(self.index_path, "ab") as f:
             if f.tell() > 0:

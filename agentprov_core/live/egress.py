@@ -2,8 +2,9 @@
 non-loopback endpoint.
 
 T0 starts it for a run whose agent endpoint (or defence endpoint) is not on loopback; a
-loopback endpoint is reached directly and needs none (:func:`plan` returns ``None``). It
-does exactly two things and refuses everything else:
+loopback endpoint is reached directly and needs none
+(:func:`agentprov_core.live.egressplan.plan` returns ``None``). It does exactly two things
+and refuses everything else:
 
 * **CONNECT tunnels** to the exact ``host:port`` pairs allowed (the agent's endpoint, plus
   a defence endpoint if any; the judges of an Inspect plan share the agent's endpoint).
@@ -24,9 +25,9 @@ a refusal).
 
 The API (what ``agentprov run`` uses)::
 
-    from agentprov_core.live import egress
+    from agentprov_core.live import egressplan
 
-    p = egress.plan([agent_base_url, defence_base_url])   # None: all loopback, no proxy
+    p = egressplan.plan([agent_base_url, defence_base_url])   # None: all loopback, no proxy
     if p is not None:
         with p.proxy(unix_path=staging / "egress.sock") as proxy:
             env.update(proxy.proxy_env())   # HTTPS_PROXY / HTTP_PROXY = proxy.url
@@ -34,11 +35,13 @@ The API (what ``agentprov run`` uses)::
             ...                             # run the worker
         live["egress"] = proxy.record()     # after stop: the final counts
 
-:func:`plan` raises ``cli.refused.egress_target`` (exit 4) for an endpoint the proxy cannot
-serve (plain http to a name or a public address, a URL with credentials, two different LAN
-addresses). :meth:`EgressProxy.start` raises ``run.environment.egress`` (exit 3) when it
-cannot listen. ``EgressProxy(allowed=[("openrouter.ai", 443)], unix_path=...)`` may also be
-built directly. It listens on ``127.0.0.1`` on an ephemeral port (:attr:`EgressProxy.url`)
+:func:`agentprov_core.live.egressplan.plan` raises ``cli.refused.egress_target`` (exit 4)
+for an endpoint the proxy cannot serve (plain http to a name or a public address, a URL
+with credentials, two different LAN addresses). :meth:`EgressProxy.start` raises
+``run.environment.egress`` (exit 3) when it cannot listen. What it reads and writes of
+HTTP/1.x is :mod:`agentprov_core.live.proxyhttp`.
+``EgressProxy(allowed=[("openrouter.ai", 443)], unix_path=...)`` may also be built
+directly. It listens on ``127.0.0.1`` on an ephemeral port (:attr:`EgressProxy.url`)
 and, with ``unix_path``, on a Unix domain socket too, so that a sandbox without a network
 (bubblewrap ``--unshare-net``) reaches it through the bind-mounted socket; both listeners
 behave alike. ``resolver`` (tests, benchmarks) maps a name to the address actually dialled,
@@ -63,7 +66,6 @@ import contextlib
 import ipaddress
 import logging
 import os
-import re
 import socket
 import threading
 import time
@@ -71,7 +73,29 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+
+from agentprov_core.live.proxyhttp import (
+    BUF,
+    HOP_BY_HOP,
+    KIND_STATUS,
+    REASONS,
+    Pair,
+    Refuse,
+    Upstream,
+    absolute_target,
+    close_quietly,
+    connect_authority,
+    copy_chunked,
+    copy_exact,
+    host_port,
+    is_lan,
+    literal_ip,
+    norm_host,
+    parse_head,
+    parse_response,
+    refusal_text,
+    response_length,
+)
 
 EGRESS_FORMAT = "agentprov-egress/0.1"
 FORWARD_METHODS = ("GET", "POST", "HEAD", "OPTIONS")
@@ -80,119 +104,6 @@ MAX_TARGET_NAMES = 50  # refused target names kept per kind (the count is always
 log = logging.getLogger("agentprov.egress")
 
 Resolver = Callable[[str, int], tuple[str, int]]
-Pair = tuple[str, int]
-
-_REASONS = {200: "Connection Established", 400: "Bad Request", 403: "Forbidden",
-            405: "Method Not Allowed", 408: "Request Timeout",
-            431: "Request Header Fields Too Large", 502: "Bad Gateway",
-            503: "Service Unavailable", 504: "Gateway Timeout"}
-_KIND_STATUS = {"malformed": 400, "target": 403, "method": 405, "header_timeout": 408,
-                "header_too_large": 431, "limit": 503}
-_TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,32}$")
-_HOSTNAME = re.compile(r"^[A-Za-z0-9._-]{1,253}$")
-_HOP_BY_HOP = {b"connection", b"proxy-connection", b"keep-alive", b"proxy-authorization",
-               b"proxy-authenticate", b"te", b"trailer", b"upgrade", b"expect"}
-_BUF = 1 << 18
-
-
-class _Refuse(Exception):
-    """Answer the client with a refusal and close."""
-
-    def __init__(self, kind: str, target: str | None = None, detail: str = "",
-                 allow: str | None = None) -> None:
-        super().__init__(kind)
-        self.kind, self.target, self.detail, self.allow = kind, target, detail, allow
-
-
-class _Upstream(Exception):
-    """The upstream could not be reached or answered badly: 502 (or 504)."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status, self.detail = status, detail
-
-
-# ----------------------------------------------------------------------------- the plan
-def _fmt(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _literal_ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return None
-
-
-def _is_lan(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    return ip.is_private and not (ip.is_loopback or ip.is_unspecified or ip.is_multicast)
-
-
-def _norm_host(host: str) -> str:
-    ip = _literal_ip(host)
-    return str(ip) if ip is not None else host.lower()
-
-
-@dataclass(frozen=True)
-class EgressPlan:
-    """What one run's proxy allows: CONNECT pairs and at most one LAN forward address."""
-
-    allowed: tuple[Pair, ...] = ()
-    forward: Pair | None = None
-
-    def proxy(self, **options: Any) -> EgressProxy:
-        """An :class:`EgressProxy` for this plan (not started); ``options`` as its own."""
-        return EgressProxy(allowed=self.allowed, forward=self.forward, **options)
-
-
-def plan(urls: Iterable[str | None]) -> EgressPlan | None:
-    """The egress a run needs for the base URLs of its endpoints (the agent's, plus a
-    defence endpoint if any; ``None`` entries are skipped, duplicates collapse). ``None``
-    when every endpoint is on loopback: it is reached directly (R-20.4)."""
-    from agentprov_core.errors import AgentprovError
-    from agentprov_core.live.endpoints import is_loopback
-
-    allowed: list[Pair] = []
-    forward: Pair | None = None
-    for url in urls:
-        if not url:
-            continue
-        if is_loopback(url):
-            continue
-        try:
-            parts = urlsplit(url)
-            host, port = parts.hostname, parts.port
-        except ValueError:
-            parts, host, port = None, None, None
-        shown = f"{parts.scheme}://{_fmt(host, port or 0)}" if parts and host else "(unparsable)"
-
-        def refuse(why: str, shown: str = shown) -> AgentprovError:
-            return AgentprovError("cli.refused.egress_target", url=shown, why=why)
-
-        if parts is None or not host:
-            raise refuse("the URL does not parse")
-        if parts.username is not None or parts.password is not None:
-            raise refuse("a base URL carries no credentials")
-        host = _norm_host(host)
-        if parts.scheme == "https":
-            pair = (host, port or 443)
-            if pair not in allowed:
-                allowed.append(pair)
-        elif parts.scheme == "http":
-            ip = _literal_ip(host)
-            if ip is None or not _is_lan(ip):
-                raise refuse("plain http leaves the machine only to one literal private "
-                             "(LAN) address; use https for anything else")
-            target = (str(ip), port or 80)
-            if forward is not None and forward != target:
-                raise refuse(f"the forward mode serves one LAN address, and "
-                             f"{_fmt(*forward)} is already the run's")
-            forward = target
-        else:
-            raise refuse(f"scheme {parts.scheme!r}: only https (and http to a LAN address)")
-    if not allowed and forward is None:
-        return None
-    return EgressPlan(tuple(allowed), forward)
 
 
 # ----------------------------------------------------------------------------- the record
@@ -227,7 +138,7 @@ class EgressProxy:
     """The egress proxy of one run. Use it as a context manager (or :meth:`start` and
     :meth:`stop`); :meth:`record` gives ``live.egress`` at any time, final after stop."""
 
-    def __init__(self, allowed: Iterable[Pair] = (), *, forward: Pair | str | None = None,
+    def __init__(self, allowed: Iterable[Pair] = (), *, forward: Pair | None = None,
                  unix_path: str | os.PathLike[str] | None = None, host: str = "127.0.0.1",
                  port: int = 0,
                  resolver: Mapping[str, Pair] | Resolver | None = None,
@@ -235,15 +146,10 @@ class EgressProxy:
                  header_timeout: float = 10.0, max_header_bytes: int = 32 * 1024,
                  max_connections: int = 128) -> None:
         self.allowed: tuple[Pair, ...] = tuple(
-            dict.fromkeys((_norm_host(h), int(p)) for h, p in allowed))
-        if isinstance(forward, str):
-            fp = plan([forward])
-            if fp is None or fp.forward is None:
-                raise ValueError(f"forward {forward!r} is not a LAN http address")
-            forward = fp.forward
+            dict.fromkeys((norm_host(h), int(p)) for h, p in allowed))
         if forward is not None:
-            ip = _literal_ip(forward[0])
-            if ip is None or not _is_lan(ip):
+            ip = literal_ip(forward[0])
+            if ip is None or not is_lan(ip):
                 raise ValueError(f"the forward address must be a literal private address, "
                                  f"not {forward[0]!r}")
             forward = (str(ip), int(forward[1]))
@@ -284,7 +190,7 @@ class EgressProxy:
     @property
     def url(self) -> str:
         """``http://127.0.0.1:PORT``: what ``HTTPS_PROXY`` and ``HTTP_PROXY`` name."""
-        return f"http://{_fmt(*self.address)}"
+        return f"http://{host_port(*self.address)}"
 
     def proxy_env(self, url: str | None = None) -> dict[str, str]:
         """The proxy variables of the worker's environment (upper and lower case), naming
@@ -360,7 +266,7 @@ class EgressProxy:
 
     async def _listen(self) -> None:
         host, port = self._bind
-        srv = await asyncio.start_server(self._accept, host, port, limit=_BUF,
+        srv = await asyncio.start_server(self._accept, host, port, limit=BUF,
                                          reuse_address=True)
         self._servers.append(srv)
         sockname = srv.sockets[0].getsockname()
@@ -369,7 +275,7 @@ class EgressProxy:
             if self.unix_path.is_socket():
                 self.unix_path.unlink()
             usrv = await asyncio.start_unix_server(self._accept, str(self.unix_path),
-                                                   limit=_BUF)
+                                                   limit=BUF)
             self._servers.append(usrv)
             os.chmod(self.unix_path, 0o600)
 
@@ -391,12 +297,12 @@ class EgressProxy:
     def record(self) -> dict[str, Any]:
         """``live.egress``: names and counts only (never a body, a header value or a path)."""
         with self._lock:
-            tunnels = {_fmt(*p): {"opened": s.opened, "failed": s.failed,
+            tunnels = {host_port(*p): {"opened": s.opened, "failed": s.failed,
                                   "bytes_up": s.bytes_up, "bytes_down": s.bytes_down,
                                   "closed_idle": s.closed_idle,
                                   "closed_at_stop": s.closed_at_stop}
                        for p, s in self._tunnels.items()}
-            forwards = {_fmt(*p): {"requests": sum(s.methods.values()),
+            forwards = {host_port(*p): {"requests": sum(s.methods.values()),
                                    "methods": dict(sorted(s.methods.items())),
                                    "failed": s.failed, "bytes_up": s.bytes_up,
                                    "bytes_down": s.bytes_down,
@@ -405,7 +311,7 @@ class EgressProxy:
                         for p, s in self._forwards.items()}
             refusals = []
             for kind, r in sorted(self._refusals.items()):
-                entry: dict[str, Any] = {"kind": kind, "status": _KIND_STATUS[kind],
+                entry: dict[str, Any] = {"kind": kind, "status": KIND_STATUS[kind],
                                          "count": r.count}
                 if kind in ("target", "method"):
                     entry["targets"] = sorted(r.targets)
@@ -416,8 +322,8 @@ class EgressProxy:
                 refusals.append(entry)
             return {
                 "format": EGRESS_FORMAT,
-                "allowed": [_fmt(*p) for p in self.allowed],
-                "forward": _fmt(*self.forward) if self.forward else None,
+                "allowed": [host_port(*p) for p in self.allowed],
+                "forward": host_port(*self.forward) if self.forward else None,
                 "forward_methods": list(FORWARD_METHODS) if self.forward else [],
                 "unix_socket": self.unix_path is not None,
                 "tunnels": tunnels,
@@ -465,7 +371,7 @@ class EgressProxy:
         finally:
             with self._lock:
                 self._connections -= 1
-            _close(writer)
+            close_quietly(writer)
             if task is not None:
                 self._tasks.discard(task)
 
@@ -476,44 +382,44 @@ class EgressProxy:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"),
                                               self.header_timeout)
             except TimeoutError:
-                raise _Refuse("header_timeout") from None
+                raise Refuse("header_timeout") from None
             except asyncio.LimitOverrunError:
-                raise _Refuse("header_too_large") from None
+                raise Refuse("header_too_large") from None
             except asyncio.IncompleteReadError as exc:
                 if exc.partial.strip():
-                    raise _Refuse("malformed", detail="the request ended early") from None
+                    raise Refuse("malformed", detail="the request ended early") from None
                 return  # a client that connected and left
             if len(head) > self.max_header_bytes:
-                raise _Refuse("header_too_large")
-            method, target, version, headers = _parse_head(head)
+                raise Refuse("header_too_large")
+            method, target, version, headers = parse_head(head)
             if method == "CONNECT":
-                pair = _authority(target)
+                pair = connect_authority(target)
                 if pair in self.allowed:
                     await self._tunnel(pair, reader, writer)
                     return
                 if pair == self.forward:
-                    raise _Refuse("method", _fmt(*pair), allow=", ".join(FORWARD_METHODS))
-                raise _Refuse("target", _fmt(*pair))
-            scheme, pair, origin = _absolute(target)
+                    raise Refuse("method", host_port(*pair), allow=", ".join(FORWARD_METHODS))
+                raise Refuse("target", host_port(*pair))
+            scheme, pair, origin = absolute_target(target)
             if pair == self.forward and scheme == "http":
                 if method not in FORWARD_METHODS:
-                    raise _Refuse("method", _fmt(*pair), allow=", ".join(FORWARD_METHODS))
+                    raise Refuse("method", host_port(*pair), allow=", ".join(FORWARD_METHODS))
                 await self._forward(pair, method, origin, version, headers, reader, writer)
                 return
             if pair in self.allowed:
-                raise _Refuse("method", _fmt(*pair), allow="CONNECT")
-            raise _Refuse("target", _fmt(*pair))
-        except _Refuse as r:
+                raise Refuse("method", host_port(*pair), allow="CONNECT")
+            raise Refuse("target", host_port(*pair))
+        except Refuse as r:
             self._refused(r.kind, r.target, method if r.kind == "method" else None)
             log.debug("egress proxy refused (%s) %s", r.kind, r.target or "")
             extra = [(b"Allow", r.allow.encode())] if r.allow else []
-            await self._answer(writer, _KIND_STATUS[r.kind],
-                               r.detail or _refusal_text(r.kind, r.target), extra)
+            await self._answer(writer, KIND_STATUS[r.kind],
+                               r.detail or refusal_text(r.kind, r.target), extra)
 
     async def _answer(self, writer: asyncio.StreamWriter, status: int, text: str,
                       extra: list[tuple[bytes, bytes]] | None = None) -> None:
         body = f"agentprov egress proxy: {text}\n".encode("ascii", "replace")
-        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, '')}".encode(),
+        lines = [f"HTTP/1.1 {status} {REASONS.get(status, '')}".encode(),
                  b"Content-Type: text/plain; charset=us-ascii",
                  f"Content-Length: {len(body)}".encode(), b"Connection: close"]
         lines += [k + b": " + v for k, v in extra or []]
@@ -529,49 +435,49 @@ class EgressProxy:
         elif callable(r):
             dial = r(host, port)
         else:
-            dial = r.get(host) or r.get(_fmt(host, port)) or (host, port)
+            dial = r.get(host) or r.get(host_port(host, port)) or (host, port)
         try:
-            return await asyncio.wait_for(asyncio.open_connection(dial[0], dial[1], limit=_BUF),
+            return await asyncio.wait_for(asyncio.open_connection(dial[0], dial[1], limit=BUF),
                                           self.connect_timeout)
         except TimeoutError:
-            raise _Upstream(504, f"{_fmt(*pair)} did not answer within "
+            raise Upstream(504, f"{host_port(*pair)} did not answer within "
                                  f"{self.connect_timeout:g} s") from None
         except OSError as exc:
-            raise _Upstream(502, f"{_fmt(*pair)} cannot be reached "
+            raise Upstream(502, f"{host_port(*pair)} cannot be reached "
                                  f"({exc.strerror or type(exc).__name__})") from None
 
     async def _resolve_default(self, host: str, port: int) -> Pair:
         """The system resolver, refusing a name that resolves onto this machine (so an
         allowed name cannot be turned into a path to a local service)."""
-        if _literal_ip(host) is not None:
+        if literal_ip(host) is not None:
             return host, port
         loop = asyncio.get_running_loop()
         try:
             infos = await asyncio.wait_for(
                 loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), self.connect_timeout)
         except (OSError, TimeoutError):
-            raise _Upstream(502, f"{_fmt(host, port)} does not resolve") from None
+            raise Upstream(502, f"{host_port(host, port)} does not resolve") from None
         for info in infos:
             ip = ipaddress.ip_address(info[4][0].split("%")[0])
             if not (ip.is_loopback or ip.is_unspecified or ip.is_link_local or ip.is_multicast):
                 return str(ip), port
-        raise _Upstream(502, f"{_fmt(host, port)} resolves to a local address only")
+        raise Upstream(502, f"{host_port(host, port)} resolves to a local address only")
 
     async def _tunnel(self, pair: Pair, reader: asyncio.StreamReader,
                       writer: asyncio.StreamWriter) -> None:
         stats = self._tunnels[pair]
         try:
             up_r, up_w = await self._dial(pair)
-        except _Upstream as exc:
+        except Upstream as exc:
             with self._lock:
                 stats.failed += 1
-            log.debug("egress proxy: tunnel to %s failed", _fmt(*pair))
+            log.debug("egress proxy: tunnel to %s failed", host_port(*pair))
             await self._answer(writer, exc.status, exc.detail)
             return
         with self._lock:
             stats.opened += 1
             stats.open += 1
-        log.debug("egress proxy: tunnel to %s", _fmt(*pair))
+        log.debug("egress proxy: tunnel to %s", host_port(*pair))
         try:
             writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
             await writer.drain()
@@ -583,7 +489,7 @@ class EgressProxy:
         finally:
             with self._lock:
                 stats.open -= 1
-            _close(up_w)
+            close_quietly(up_w)
 
     async def _relay(self, stats: _PairStats, c_r: asyncio.StreamReader,
                      c_w: asyncio.StreamWriter, u_r: asyncio.StreamReader,
@@ -596,7 +502,7 @@ class EgressProxy:
         async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, up: bool) -> None:
             try:
                 while True:
-                    data = await src.read(_BUF)
+                    data = await src.read(BUF)
                     if not data:
                         break
                     last[0] = loop.time()
@@ -611,7 +517,7 @@ class EgressProxy:
                     with contextlib.suppress(OSError, RuntimeError):
                         dst.write_eof()
             except (ConnectionError, OSError):
-                _close(dst)
+                close_quietly(dst)
 
         pumps = [asyncio.ensure_future(pump(c_r, u_w, True)),
                  asyncio.ensure_future(pump(u_r, c_w, False))]
@@ -637,28 +543,28 @@ class EgressProxy:
         te = [v for k, v in headers if k.lower() == b"transfer-encoding"]
         cl = [v for k, v in headers if k.lower() == b"content-length"]
         if te and cl or len(cl) > 1:
-            raise _Refuse("malformed", detail="conflicting body lengths")
+            raise Refuse("malformed", detail="conflicting body lengths")
         if te and te[-1].strip().lower() != b"chunked":
-            raise _Refuse("malformed", detail="only the chunked transfer coding is forwarded")
+            raise Refuse("malformed", detail="only the chunked transfer coding is forwarded")
         length = 0
         if cl:
             if not cl[0].strip().isdigit():
-                raise _Refuse("malformed", detail="bad Content-Length")
+                raise Refuse("malformed", detail="bad Content-Length")
             length = int(cl[0])
-        dropped = set(_HOP_BY_HOP)
+        dropped = set(HOP_BY_HOP)
         for k, v in headers:
             if k.lower() == b"connection":
                 dropped |= {t.strip().lower() for t in v.split(b",")}
         dropped.discard(b"transfer-encoding")
         dropped.discard(b"content-length")
-        out = [f"{method} ".encode() + origin + b" HTTP/1.1", b"Host: " + _fmt(*pair).encode()]
+        out = [f"{method} ".encode() + origin + b" HTTP/1.1", b"Host: " + host_port(*pair).encode()]
         out += [k + b": " + v for k, v in headers
                 if k.lower() not in dropped and k.lower() != b"host"]
         out.append(b"Connection: close")
         head = b"\r\n".join(out) + b"\r\n\r\n"
         try:
             up_r, up_w = await self._dial(pair)
-        except _Upstream as exc:
+        except Upstream as exc:
             with self._lock:
                 stats.failed += 1
             await self._answer(writer, exc.status, exc.detail)
@@ -666,7 +572,7 @@ class EgressProxy:
         with self._lock:
             stats.methods[method] = stats.methods.get(method, 0) + 1
             stats.open += 1
-        log.debug("egress proxy: forward %s to %s", method, _fmt(*pair))
+        log.debug("egress proxy: forward %s to %s", method, host_port(*pair))
         answered = False
         try:
             async with asyncio.timeout(self.idle_timeout) as deadline:
@@ -674,12 +580,12 @@ class EgressProxy:
                 up_w.write(head)
                 try:
                     if te:
-                        sent += await _copy_chunked(reader, up_w, deadline, self.idle_timeout)
+                        sent += await copy_chunked(reader, up_w, deadline, self.idle_timeout)
                     elif length:
-                        sent += await _copy_exact(reader, up_w, length, deadline,
-                                                  self.idle_timeout)
+                        sent += await copy_exact(reader, up_w, length, deadline,
+                                                 self.idle_timeout)
                 except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
-                    raise _Refuse("malformed", detail="the request body ended early or does "
+                    raise Refuse("malformed", detail="the request body ended early or does "
                                                       "not parse") from None
                 await up_w.drain()
                 with self._lock:
@@ -688,9 +594,9 @@ class EgressProxy:
                 try:
                     rhead = await up_r.readuntil(b"\r\n\r\n")
                 except (asyncio.LimitOverrunError, asyncio.IncompleteReadError):
-                    raise _Upstream(502, "the LAN endpoint's response does not parse") from None
-                status, rheaders = _parse_response(rhead)
-                rlen = _response_length(method, status, rheaders)
+                    raise Upstream(502, "the LAN endpoint's response does not parse") from None
+                status, rheaders = parse_response(rhead)
+                rlen = response_length(method, status, rheaders)
                 keep = [k + b": " + v for k, v in rheaders
                         if k.lower() not in (b"connection", b"keep-alive", b"proxy-connection")]
                 first = rhead.split(b"\r\n", 1)[0]
@@ -701,15 +607,15 @@ class EgressProxy:
                 got = len(new)
                 try:
                     if rlen is None:
-                        while data := await up_r.read(_BUF):
+                        while data := await up_r.read(BUF):
                             deadline.reschedule(asyncio.get_running_loop().time()
                                                 + self.idle_timeout)
                             writer.write(data)
                             await writer.drain()
                             got += len(data)
                     elif rlen:
-                        got += await _copy_exact(up_r, writer, rlen, deadline,
-                                                 self.idle_timeout)
+                        got += await copy_exact(up_r, writer, rlen, deadline,
+                                                self.idle_timeout)
                 finally:
                     with self._lock:
                         stats.bytes_down += got
@@ -719,12 +625,12 @@ class EgressProxy:
             if not answered:
                 await self._answer(writer, 504, "the LAN endpoint did not answer within "
                                                 f"{self.idle_timeout:g} s")
-        except (_Upstream, asyncio.IncompleteReadError, ConnectionError) as exc:
+        except (Upstream, asyncio.IncompleteReadError, ConnectionError) as exc:
             with self._lock:
                 stats.failed += 1
             if not answered:
-                status = exc.status if isinstance(exc, _Upstream) else 502
-                detail = exc.detail if isinstance(exc, _Upstream) else "the LAN endpoint " \
+                status = exc.status if isinstance(exc, Upstream) else 502
+                detail = exc.detail if isinstance(exc, Upstream) else "the LAN endpoint " \
                     "closed the connection"
                 await self._answer(writer, status, detail)
         except asyncio.CancelledError:
@@ -734,144 +640,4 @@ class EgressProxy:
         finally:
             with self._lock:
                 stats.open -= 1
-            _close(up_w)
-
-
-# ----------------------------------------------------------------------------- parsing
-def _parse_head(head: bytes) -> tuple[str, str, bytes, list[tuple[bytes, bytes]]]:
-    lines = head[:-4].split(b"\r\n")
-    parts = lines[0].split(b" ")
-    if len(parts) != 3 or not _TOKEN.match(parts[0]) or parts[2] not in (b"HTTP/1.1",
-                                                                          b"HTTP/1.0"):
-        raise _Refuse("malformed", detail="not an HTTP/1.x request line")
-    try:
-        target = parts[1].decode("ascii")
-    except UnicodeDecodeError:
-        raise _Refuse("malformed", detail="a non-ASCII request target") from None
-    if not target or any(ord(c) <= 32 or ord(c) >= 127 for c in target):
-        raise _Refuse("malformed", detail="a bad request target")
-    headers = []
-    for line in lines[1:]:
-        name, sep, value = line.partition(b":")
-        if not sep or not _TOKEN.match(name):
-            raise _Refuse("malformed", detail="a header line does not parse")
-        headers.append((name, value.strip()))
-    return parts[0].decode("ascii").upper(), target, parts[2], headers
-
-
-def _authority(target: str) -> Pair:
-    """``host:port`` of a CONNECT request (``[v6]:port`` too)."""
-    if target.startswith("["):
-        host, sep, rest = target[1:].partition("]")
-        if not sep or not rest.startswith(":"):
-            raise _Refuse("malformed", detail="CONNECT needs host:port")
-        port_s = rest[1:]
-        if _literal_ip(host) is None:
-            raise _Refuse("malformed", detail="a bad IPv6 literal")
-    else:
-        host, sep, port_s = target.rpartition(":")
-        if not sep or not _HOSTNAME.match(host):
-            raise _Refuse("malformed", detail="CONNECT needs host:port")
-    if not port_s.isdigit() or not 0 < int(port_s) < 65536:
-        raise _Refuse("malformed", detail="CONNECT needs a port")
-    return _norm_host(host), int(port_s)
-
-
-def _absolute(target: str) -> tuple[str, Pair, bytes]:
-    """Scheme, (host, port) and origin-form of an absolute-form request target."""
-    if target.startswith("/") or target == "*":
-        raise _Refuse("malformed", detail="a proxy request names its target in absolute "
-                                          "form (http://host:port/path)")
-    try:
-        parts = urlsplit(target)
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        raise _Refuse("malformed", detail="the request target does not parse") from None
-    if parts.scheme not in ("http", "https") or not host or parts.username is not None \
-            or parts.password is not None or parts.fragment:
-        raise _Refuse("malformed", detail="the request target does not parse")
-    pair = (_norm_host(host), port or (443 if parts.scheme == "https" else 80))
-    origin = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return parts.scheme, pair, origin.encode("ascii")
-
-
-def _parse_response(head: bytes) -> tuple[int, list[tuple[bytes, bytes]]]:
-    lines = head[:-4].split(b"\r\n")
-    parts = lines[0].split(b" ", 2)
-    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-        raise _Upstream(502, "the LAN endpoint's response does not parse")
-    headers = []
-    for line in lines[1:]:
-        name, sep, value = line.partition(b":")
-        if not sep:
-            raise _Upstream(502, "the LAN endpoint's response does not parse")
-        headers.append((name.strip(), value.strip()))
-    return int(parts[1]), headers
-
-
-def _response_length(method: str, status: int, headers: list[tuple[bytes, bytes]]) -> int | None:
-    """Bytes of body to copy: 0 for none, None for "until the upstream closes"."""
-    if method == "HEAD" or status < 200 or status in (204, 304):
-        return 0
-    if any(k.lower() == b"transfer-encoding" for k, _ in headers):
-        return None
-    for k, v in headers:
-        if k.lower() == b"content-length" and v.isdigit():
-            return int(v)
-    return None
-
-
-async def _copy_exact(src: asyncio.StreamReader, dst: asyncio.StreamWriter, n: int,
-                      deadline: asyncio.Timeout, idle: float) -> int:
-    loop = asyncio.get_running_loop()
-    left = n
-    while left:
-        data = await src.read(min(left, _BUF))
-        if not data:
-            raise asyncio.IncompleteReadError(b"", left)
-        deadline.reschedule(loop.time() + idle)
-        dst.write(data)
-        await dst.drain()
-        left -= len(data)
-    return n
-
-
-async def _copy_chunked(src: asyncio.StreamReader, dst: asyncio.StreamWriter,
-                        deadline: asyncio.Timeout, idle: float) -> int:
-    loop = asyncio.get_running_loop()
-    sent = 0
-    while True:
-        line = await src.readuntil(b"\r\n")
-        size = int(line.split(b";", 1)[0].strip(), 16)
-        dst.write(line)
-        sent += len(line)
-        if size == 0:
-            while True:  # trailers, then the empty line
-                t = await src.readuntil(b"\r\n")
-                dst.write(t)
-                sent += len(t)
-                if t == b"\r\n":
-                    return sent
-        data = await src.readexactly(size + 2)
-        if not data.endswith(b"\r\n"):
-            raise ValueError("a chunk does not end with CRLF")
-        deadline.reschedule(loop.time() + idle)
-        dst.write(data)
-        await dst.drain()
-        sent += len(data)
-
-
-def _refusal_text(kind: str, target: str | None) -> str:
-    return {
-        "target": f"{target} is not an allowed egress target",
-        "method": f"this method is not allowed to {target}",
-        "malformed": "the request does not parse",
-        "header_too_large": "the request header is too large",
-        "header_timeout": "the request header did not arrive in time",
-        "limit": "too many connections",
-    }[kind]
-
-
-def _close(writer: asyncio.StreamWriter) -> None:
-    with contextlib.suppress(Exception):
-        writer.close()
+            close_quietly(up_w)

@@ -34,14 +34,6 @@ def sort_tasks(ids: list[str]) -> list[str]:
     return sorted(ids, key=lambda t: (task_number(t), t))
 
 
-def normalise(spec: str | list[str] | None) -> str:
-    if spec is None:
-        return "all"
-    if isinstance(spec, list):
-        return ",".join(str(s) for s in spec)
-    return str(spec)
-
-
 def select(spec: str, tasks: list[str], *, option: str, where: str) -> list[str]:
     """The ids of ``tasks`` that ``spec`` selects, in sorted order."""
     ordered = sort_tasks(tasks)

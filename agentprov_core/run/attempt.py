@@ -26,7 +26,7 @@ from agentprov_core.corpus import staged
 from agentprov_core.corpus.ledger import Attempt
 from agentprov_core.corpus.working import WorkingCorpus, now
 from agentprov_core.errors import AgentprovError
-from agentprov_core.evidence import capture_seal
+from agentprov_core.evidence import capture_end
 from agentprov_core.run import testfaults
 from agentprov_core.run.live import missing_log as live_missing_log
 from agentprov_core.run.units import Unit
@@ -96,7 +96,7 @@ def result(executor: Executor, fl: Flight) -> dict[str, Any]:
     try:
         return executor.result(fl.future, timeout=0)
     except AgentprovError as exc:
-        capture_seal.seal(fl.staging / "capture.jsonl", "aborted", exc.message,
+        capture_end.append_end(fl.staging / "capture.jsonl", "aborted", exc.message,
                            "session.worker_failed")
         return {"status": "aborted", "reason": exc.message}
 

@@ -33,7 +33,7 @@ import click
 from agentprov_core.base import timing
 from agentprov_core.corpus.working import WorkingCorpus, partial_dir, unit_key
 from agentprov_core.errors import AgentprovError
-from agentprov_core.evidence import capture_seal
+from agentprov_core.evidence import capture_end
 from agentprov_core.run import attempt, checks, manifest, mappings, preflight, stops, summary, units
 from agentprov_core.run.live import Live, account_of
 from agentprov_core.run.stops import CapStop, Interrupted, Signals
@@ -56,7 +56,7 @@ def start(prepared: Prepared, consent: dict[str, Any] | None = None) -> int:
     throughout (other runs share the environment; a build or an offline check of it is
     refused until the run ends), the plan checked by the worker (steps 5 and 6,
     :func:`agentprov_core.run.dryrun.dry_run`) and :func:`run`; its exit code."""
-    from agentprov_core.backend.build import hold
+    from agentprov_core.backend.envlock import hold
     from agentprov_core.run import dryrun
     from agentprov_core.run.live import prewarm
 
@@ -322,7 +322,7 @@ class _Loop:
         if self.executor is not None:
             self.executor.cancel()
         for fl in self.flights.values():
-            capture_seal.seal(fl.staging / "capture.jsonl", "aborted",
+            capture_end.append_end(fl.staging / "capture.jsonl", "aborted",
                                "interrupted: the parent received a signal", "session.interrupted")
             entry = attempt.ingest(self.prepared, self.wc, fl,
                                    {"status": "aborted", "reason": "interrupted"},
@@ -343,7 +343,7 @@ class _Loop:
                 executor.cancel()
             for fl in self.flights.values():
                 with contextlib.suppress(OSError):  # unsealed in staging if it cannot be written
-                    capture_seal.seal(fl.staging / "capture.jsonl", "aborted",
+                    capture_end.append_end(fl.staging / "capture.jsonl", "aborted",
                                        "the worker ended with the cell in flight",
                                        "session.worker_died")
             executor.close()

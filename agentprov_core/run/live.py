@@ -91,7 +91,7 @@ class Live:
         from urllib.parse import urlsplit
 
         from agentprov_core.backend import containment as cm
-        from agentprov_core.live import egress, keys
+        from agentprov_core.live import egressplan, keys
 
         r = p.resolved
         env: dict[str, str] = self.warm_env()
@@ -102,7 +102,7 @@ class Live:
         resolver, ca, self.overrides = testfaults.test_overrides()
         loopback: tuple[int, ...] = ()
         routes: tuple[tuple[int, str], ...] = ()
-        eplan = egress.plan([r.base_url])
+        eplan = egressplan.plan([r.base_url])
         if eplan is not None:
             self._tmp = Path(tempfile.mkdtemp(prefix="agentprov-e-"))  # a short socket path
             sock = self._tmp / "egress.sock"

@@ -25,7 +25,7 @@ from agentprov_core.base import redaction
 from agentprov_core.corpus import selfdigest, staged
 from agentprov_core.corpus.working import WorkingCorpus, now
 from agentprov_core.errors import AgentprovError
-from agentprov_core.evidence import capture_seal
+from agentprov_core.evidence import capture_end
 from agentprov_core.live import endpoints as epmod
 from agentprov_core.run.live import (
     PREFLIGHT_LEDGER,
@@ -76,7 +76,7 @@ def probe_call(prepared: Prepared, live: Live, executor: Executor, staging_root:
             result = executor.result(executor.submit(req), timeout=330)
         except AgentprovError as exc:
             result = {"status": "aborted", "error": exc.message}
-            capture_seal.seal(staging / "capture.jsonl", "aborted", exc.message,
+            capture_end.append_end(staging / "capture.jsonl", "aborted", exc.message,
                                "session.worker_failed")
         raw_result = result  # the worker's: hostile input, taken as a cell's result is
         result, refused = staged.returned(result)

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from agentprov_core.base import inputfile
-from agentprov_core.view import scrub
 
 #: the largest capture or native log read for the page (a larger one is linked, not read)
 MAX_LOG = 64 << 20
@@ -252,7 +251,3 @@ def document(root: Path, eid: str, aer_bytes: bytes | None, error: str | None
         "prov": prov_graph(prov),
         "notes": notes + ([f"prov.json: {why}"] if why and why != "missing" else []),
     }
-
-
-def clean(doc: dict[str, Any]) -> dict[str, Any]:
-    return scrub.doc(doc)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import agentprov_capture
+from agentprov_capture.sources import sources_sha256
 
 from agentprov_backend import __version__
 
@@ -55,23 +56,6 @@ def defence_registry_sha256() -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def sources_sha256(root: Path | None = None) -> str:
-    """The digest of a package's own sources (``*.py`` and ``*.toml``, by relative path;
-    this package's by default): T0 computes the same over the ``backends/shared`` and
-    ``packages/capture`` it builds from, so an environment built from other worker code (an
-    older agentprov) is refused until it is rebuilt. The same algorithm is
-    ``agentprov_core.backend.hostlibs.sources_sha256``."""
-    root = Path(__file__).resolve().parent if root is None else root
-    lines = []
-    for p in sorted(root.rglob("*")):
-        rel = p.relative_to(root)
-        if any(part.startswith(".") or part == "__pycache__" for part in rel.parts[:-1]):
-            continue
-        if p.suffix in (".py", ".toml") and p.is_file():
-            lines.append(f"{rel.as_posix()} {hashlib.sha256(p.read_bytes()).hexdigest()}")
-    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
-
-
 def hello() -> dict[str, Any]:
     from agentprov_backend import host
 
@@ -79,7 +63,7 @@ def hello() -> dict[str, Any]:
     return {
         "protocol": PROTOCOL,
         "agentprov_backend": __version__,
-        "agentprov_backend_sources_sha256": sources_sha256(),
+        "agentprov_backend_sources_sha256": sources_sha256(Path(__file__).resolve().parent),
         "agentprov_capture": agentprov_capture.__version__,
         "agentprov_capture_sources_sha256": sources_sha256(
             Path(agentprov_capture.__file__).resolve().parent),

@@ -6,7 +6,8 @@ The agent and every judge are Inspect's OpenAI-compatible provider
 ``get_model(..., http_client=...)``: ``http_client`` is a documented model argument of
 that provider, which hands it to the ``openai.AsyncOpenAI`` client it builds. The client is
 the SDK's stock ``DefaultAsyncHttpxClient`` with its transports wrapped by the recording
-transport (:func:`agentprov_backend.recording.wrap_async_client`), so every wire attempt of
+transport (:func:`agentprov_backend.recording.wrap_async_client`;
+:mod:`agentprov_inspect.models`), so every wire attempt of
 the agent and of the judges is written to the session's capture log before it leaves.
 Judges reach the task as ``Model`` objects (the AgentHarm task functions take
 ``str | Model``), so the task's own ``get_model(judge)`` returns them unchanged; each is
@@ -45,6 +46,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentprov_inspect.models import recording_model
+
 #: the harness effects on what the models saw, as the capture header declares them
 DECLARED = [
     "recording_transport@1 mode: observe",
@@ -60,36 +63,6 @@ SCRIPTED_ORDER = "scripted_order@1 max_samples: 1 (one sample at a time)"
 LOG_DIR = "inspect"
 #: the writable copy of the dataset, below staging (the task's cache directory)
 CACHE_DIR = "inspect_evals_cache"
-#: the provider's service name: ``openai-api/<service>/<model>``
-SERVICE = "agentprov"
-
-
-def api_key(agent: dict[str, Any]) -> str:
-    """The agent's key from the variable ``agent["key_env"]`` names (T0 puts it in the
-    worker's environment, never in argv or a file); a placeholder for a scripted or
-    keyless endpoint."""
-    key = os.environ.get(agent["key_env"]) if agent.get("key_env") else None
-    return key or ("agentprov-scripted" if agent.get("scripted") else "agentprov-no-key")
-
-
-def recording_model(model_id: str, agent: dict[str, Any], writer: Any,
-                    role: str | None = None) -> Any:
-    """An Inspect ``Model`` for ``model_id`` at the agent's endpoint, over the recording
-    transport: Inspect retries once, the SDK never. A judge's ``role`` (``get_model``'s
-    own argument) is stamped on each of its model events and on its usage in the log."""
-    import openai
-    from agentprov_backend.recording import shared_tls_context, wrap_async_client
-    from inspect_ai.model import GenerateConfig, get_model
-
-    kwargs: dict[str, Any] = {}
-    if shared_tls_context() is not None:
-        kwargs["verify"] = shared_tls_context()
-    http_client = wrap_async_client(openai.DefaultAsyncHttpxClient(**kwargs), writer)
-    return get_model(f"openai-api/{SERVICE}/{model_id}", base_url=agent["base_url"],
-                     api_key=api_key(agent), config=GenerateConfig(max_retries=1),
-                     memoize=False, role=role, http_client=http_client, max_retries=0)
-
-
 def judge_config(agent_model: Any, task: Any, eval_config: Any) -> Any:
     """The configuration Inspect's ``Model._resolve_config`` gives the active model before a
     call's own (the model's, then the task's merged with the eval's generation settings,

@@ -1,7 +1,7 @@
 """One call of the preflight probe (R-18, D-742) for an Inspect source, in its own capture
 session: the request goes through Inspect's own model, as a cell's agent calls do.
 
-The agent's model is built as a cell builds it (:func:`agentprov_inspect.cells.recording_model`:
+The agent's model is built as a cell builds it (:func:`agentprov_inspect.models.recording_model`:
 Inspect's ``openai-api`` provider at the agent's base URL and key, over the recording
 transport, the SDK's retries off), and the call's own ``GenerateConfig(max_retries=0)``
 turns Inspect's retries off too (a call's config wins over the model's), so one probe call
@@ -75,7 +75,7 @@ def run_probe(req: dict[str, Any]) -> dict[str, Any]:
     try:
         from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig
 
-        from agentprov_inspect.cells import recording_model
+        from agentprov_inspect.models import recording_model
 
         model = recording_model(agent["model_id"], agent, writer)
         messages = [ChatMessageSystem(content=probe["instruction"]),

@@ -1,7 +1,10 @@
-"""Sealing a session its worker could not end: T0 appends the note and the end record to
+"""Ending a session its worker could not end: T0 appends the note and the end record to
 the staged capture/0.1 log (docs/formats/capture-0.1.md), reading and writing it through
-the session directory's descriptor (:mod:`agentprov_core.corpus.staged`). The format
-itself, and the chain check, are :mod:`agentprov_capture`'s."""
+the session directory's descriptor (:mod:`agentprov_core.corpus.staged`). The spec and
+the messages call this sealing a session (``sealed `aborted```; the end record says
+``sealed_by: parent``); in the code, *seal* is kept for a sealed corpus
+(``agentprov package``, ``audit/sealing.py``). The format itself, and the chain check, are
+:mod:`agentprov_capture`'s."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from pathlib import Path
 from agentprov_capture import canonical
 
 
-def seal(path: Path, status: str, reason: str, code: str) -> bool:
+def append_end(path: Path, status: str, reason: str, code: str) -> bool:
     """Append a note and the end record (``sealed_by: parent``) to an intact log that has
     not ended. A missing, ended or damaged log (a torn last line) is left exactly as it is:
     the log is append-only, and the damage is evidence. ``path`` is a session's staged
@@ -40,7 +43,7 @@ def seal(path: Path, status: str, reason: str, code: str) -> bool:
 
 
 def _end_after(data: bytes, status: str, reason: str, code: str) -> bytes | None:
-    """The note and end record that seal the log ``data``, or None when it is not sealed
+    """The note and end record that end the log ``data``, or None when it is left as it is
     (empty, ended, or damaged)."""
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":

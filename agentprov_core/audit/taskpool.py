@@ -1,0 +1,95 @@
+"""Where ``verify``'s tasks run: a pool of two threads, and for a large corpus two
+processes as well (parsing capture logs holds the GIL), with a bounded number of tasks in
+flight, so that memory does not grow with the corpus.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from agentprov_core.audit.corpusfiles import hash_item
+
+WORKERS = 2
+WINDOW = 64  # tasks in flight: bounds memory whatever the corpus size
+BATCH = 16  # tasks per process call
+PROCESS_THRESHOLD = 256 * 1024  # a ledger larger than this (about 300 attempts): processes
+
+
+def run_batch(fn: Callable[[str, Any], Any], base: str, items: list[Any]) -> list[Any]:
+    return [fn(base, it) for it in items]
+
+
+def use_processes(root: Path) -> bool:
+    """Two processes for a large corpus (parsing capture logs holds the GIL, so threads
+    would run it one at a time); threads alone for a small one, which a process pool's
+    start would only slow down. ``AGENTPROV_VERIFY_PROCESSES=1`` or ``0`` decides."""
+    forced = os.environ.get("AGENTPROV_VERIFY_PROCESSES")
+    if forced in ("0", "1"):
+        return forced == "1"
+    try:
+        return (root / "ledger.jsonl").stat().st_size > PROCESS_THRESHOLD
+    except OSError:
+        return False
+
+
+class Runner:
+    """Run tasks ``fn(base, item)`` and yield ``(item, result)`` in order, with a bounded
+    number in flight: memory does not grow with the corpus."""
+
+    def __init__(self, processes: bool) -> None:
+        self.threads = ThreadPoolExecutor(WORKERS, thread_name_prefix="verify")
+        self.procs = None
+        if processes:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            ctx = (multiprocessing.get_context("fork") if sys.platform.startswith("linux")
+                   else None)
+            self.procs = ProcessPoolExecutor(WORKERS, mp_context=ctx)
+            # start the workers now, before any thread of this process exists (fork)
+            self.procs.submit(run_batch, hash_item, "", []).result()
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.threads.shutdown(cancel_futures=True)
+        if self.procs is not None:
+            self.procs.shutdown(cancel_futures=True)
+
+    def map(self, fn: Callable[[str, Any], Any], base: str, items: Iterable[Any],
+            heavy: bool = True) -> Iterator[tuple[Any, Any]]:
+        if self.procs is None or not heavy:
+            pending: deque[tuple[Any, Future]] = deque()
+            for item in items:
+                pending.append((item, self.threads.submit(fn, base, item)))
+                if len(pending) >= WINDOW:
+                    it, fut = pending.popleft()
+                    yield it, fut.result()
+            while pending:
+                it, fut = pending.popleft()
+                yield it, fut.result()
+            return
+        batches: deque[tuple[list[Any], Future]] = deque()
+        batch: list[Any] = []
+
+        def drain(limit: int) -> Iterator[tuple[Any, Any]]:
+            while len(batches) > limit:
+                got, fut = batches.popleft()
+                yield from zip(got, fut.result(), strict=True)
+
+        for item in items:
+            batch.append(item)
+            if len(batch) >= BATCH:
+                batches.append((batch, self.procs.submit(run_batch, fn, base, batch)))
+                batch = []
+                yield from drain(WINDOW // BATCH * WORKERS)
+        if batch:
+            batches.append((batch, self.procs.submit(run_batch, fn, base, batch)))
+        yield from drain(0)
