@@ -13,7 +13,9 @@ What is checked, per source:
 
 * its metadata: a frozen :class:`~agentprov_core.source.SourceMeta` whose fields have their
   declared types (a wrong one is named by its path, ``$.label``), whose name is the
-  entry-point name, with a label, a summary and a live status;
+  entry-point name (a plugin whose entry point is named otherwise fails, with the fix,
+  under the source's name and under the entry point's), with a label, a summary and a live
+  status;
 * for a source with a backend: its catalogue (a :class:`~agentprov_core.catalogue.Catalogue`
   whose fields have their declared types, format, names, provenance, unique task ids
   sortable by their number, unique attacks whose flags agree), and
@@ -38,8 +40,12 @@ What is checked, per source:
   network, its hello checked against the marker), serves the source, from the project's
   ``worker`` distribution when one is named (a worker package's load error is reported as
   the hello gives it); the catalogue it serves converts to a ``Catalogue`` (a bad field is
-  named by its JSON path) of this source; it accepts a plan of each suite's first user
-  task, and rejects a cell with an unknown user task naming that task.
+  named by its JSON path) of this source and equals the committed catalogue, provenance
+  and defences aside (a difference is named by its first JSON path); it accepts a plan of
+  each suite's first user task, and rejects a cell with an unknown user task naming that
+  task; for a suite source, a scripted run of the first user task through it leaves a
+  session the source's mapper maps without raising (an exception is named, with the
+  session) (:mod:`agentprov_core.testing.contract_worker`).
 
 Each failure names the source, the field and, for a backend project, the distribution that
 contributed it.
@@ -52,7 +58,6 @@ import os
 import subprocess
 import sys
 import typing
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -67,103 +72,36 @@ from agentprov_core.catalogue import Attack, Catalogue, Suite
 from agentprov_core.errors import AgentprovError
 from agentprov_core.plan import taskspec
 from agentprov_core.plan.plandoc import InspectPlan, PlanDoc
-from agentprov_core.plugins import PluginRecord, SourceEntry, manager
+from agentprov_core.plugins import manager
 from agentprov_core.source import INSPECT_LIMITS, LIVE_ORDER, RunContext, Source, SourceMeta
+from agentprov_core.testing.contract_select import (
+    ENV,
+    INSPECT,
+    INSTALLED,
+    NO_BACKEND,
+    SELECTED,
+    SUITES,
+    WITH_BACKEND,
+)
+from agentprov_core.testing.contract_select import converted as _converted
+from agentprov_core.testing.contract_select import entry as _entry
+from agentprov_core.testing.contract_select import expand as _expand
+from agentprov_core.testing.contract_select import installed as _installed
+from agentprov_core.testing.contract_select import not_installed as _not_installed
+from agentprov_core.testing.contract_select import origin as _origin
+from agentprov_core.testing.contract_select import plan as _plan
+from agentprov_core.testing.contract_select import req as _req
+from agentprov_core.testing.contract_select import revalidated as _revalidated
+from agentprov_core.testing.contract_select import source as _source
+from agentprov_core.testing.contract_worker import (  # the worker side's checks
+    UNKNOWN_TASK,
+    _worker_catalogue,
+    test_mapper_maps_a_scripted_session,
+    test_worker_serves_the_committed_catalogue,
+    test_worker_serves_the_source,
+)
 
-ENV = "AGENTPROV_CONTRACT_SOURCE"
 PROVENANCE_KINDS = ("snapshot", "declared", "worker")
-
-
-def _req(*rids: str):
-    """Mark a check with the R-ids it proves, where the ``req`` marker is registered (as
-    in agentprov's own pyproject); elsewhere the check runs unmarked."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
-        try:
-            return pytest.mark.req(*rids)
-        except pytest.fail.Exception:  # --strict-markers and no such marker
-            return lambda f: f
-
-
-# -------------------------------------------------------------------- which sources
-def _installed() -> dict[str, SourceEntry]:
-    return manager().sources()
-
-
-def _selected() -> list[str]:
-    """The named source, else every installed source and every plugin that failed to load
-    (by its entry-point name, which by convention is its source's name)."""
-    only = os.environ.get(ENV, "").strip()
-    if only:
-        return [only]
-    return sorted(set(_installed()) | {r.name for r in manager().failed()})
-
-
-def _where(predicate) -> list[str]:
-    """The selected installed sources whose metadata is a SourceMeta and satisfies
-    ``predicate`` (a malformed one fails :func:`test_metadata`, and only that)."""
-    installed = _installed()
-    out = []
-    for n in _selected():
-        meta = getattr(installed[n].source, "meta", None) if n in installed else None
-        if isinstance(meta, SourceMeta) and predicate(meta):
-            out.append(n)
-    return out
-
-
-SELECTED = _selected()
-INSTALLED = [n for n in SELECTED if n in _installed()]
-WITH_BACKEND = _where(lambda m: m.backend is not None)
-SUITES = _where(lambda m: m.backend is not None and m.kind == "suites")
-INSPECT = _where(lambda m: m.backend is not None and m.kind == "inspect")
-NO_BACKEND = _where(lambda m: m.backend is None)
-
-
-def _entry(name: str) -> SourceEntry:
-    entry = _installed().get(name)
-    if entry is None:
-        pytest.fail(_not_installed(name))
-    return entry
-
-
-def _source(name: str) -> Source:
-    return _entry(name).source
-
-
-def _not_installed(name: str) -> str:
-    plugins = manager()
-    rec = plugins.record(name)
-    if rec is not None and rec.status == "failed":
-        return (f"source {name!r}: its plugin {rec.distribution} {rec.version} failed to load: "
-                f"{rec.error}")
-    if rec is not None:
-        return f"source {name!r}: its plugin is {rec.status} (AGENTPROV_* variables)"
-    return (f"source {name!r} is not installed; installed sources: "
-            + (", ".join(sorted(_installed())) or "none"))
-
-
-# ------------------------------------------------------------------------- helpers
-def _converted(doc: Any, type_: type, what: str) -> Any:
-    """``doc`` converted to ``type_``, or a failure naming ``what`` and the JSON path of the
-    first field that does not convert (msgspec's ``at $.suites[0].name``)."""
-    try:
-        return msgspec.convert(doc, type=type_)
-    except msgspec.ValidationError as exc:
-        pytest.fail(f"{what}: {exc}", pytrace=False)
-
-
-def _revalidated(value: Any, type_: type, what: str) -> Any:
-    """A struct the plugin built (msgspec does not check types on construction) checked
-    field by field: it must be a ``type_`` and survive conversion from its builtins."""
-    assert type(value) is type_, (
-        f"{what} is a {type(value).__name__}, not a {type_.__module__}.{type_.__name__}")
-    try:
-        builtins = msgspec.to_builtins(value)
-    except TypeError as exc:
-        pytest.fail(f"{what} holds a value that is not JSON data: {exc}", pytrace=False)
-    return _converted(builtins, type_, what)
-
-
 def _catalogue(name: str) -> Catalogue:
     """The source's catalogue, checked to be a well-typed Catalogue."""
     src = _source(name)
@@ -176,21 +114,6 @@ def _catalogue(name: str) -> Catalogue:
     return cat
 
 
-def _expand(src: Source, doc: PlanDoc, cat: Catalogue) -> list[Any]:
-    """The source's cells for ``doc``, checked to be a list of :class:`Cell`."""
-    from agentprov_core.plan.plans import Cell
-
-    cells = src.expand(doc, cat, RunContext())
-    name = src.meta.name
-    assert isinstance(cells, list), (
-        f"source {name!r}: expand() returned a {type(cells).__name__}, not a list of Cell")
-    for i, c in enumerate(cells):
-        assert isinstance(c, Cell), (
-            f"source {name!r}: expand()[{i}] is a {type(c).__name__}, not a "
-            "agentprov_core.plan.plans.Cell")
-    return cells
-
-
 def _default_suite(cat: Catalogue) -> Suite:
     version = cat.default_benchmark_version or ""
     suites = cat.suites_of(version)
@@ -201,10 +124,6 @@ def _default_suite(cat: Catalogue) -> Suite:
 def _runnable(cat: Catalogue, dos: bool) -> list[Attack]:
     """Attacks a plan can take with no further option and no refusal."""
     return [a for a in cat.attacks if not a.refused and not a.needs and a.dos == dos]
-
-
-def _plan(name: str, **fields: Any) -> PlanDoc:
-    return msgspec.convert(dict(fields, backend=name), type=PlanDoc)
 
 
 def _row(cell) -> tuple[Any, ...]:
@@ -545,11 +464,6 @@ def test_no_backend_exits_5(name: str, contract_cli: Cli) -> None:
 
 
 # ------------------------------------------------------------------- the backend side
-def _origin(rec: PluginRecord) -> str:
-    """The contributing distribution, as the failures name it."""
-    return f"{rec.distribution} {rec.version}" if rec.distribution else f"plugin {rec.name}"
-
-
 def _hook_problems(name: str) -> list[str]:
     """What the source's plugin, or any plugin, got wrong in its ``agentprov_backends``
     hook (it raised, or returned something other than a BackendProject)."""
@@ -716,121 +630,3 @@ def test_backend_project_lock(name: str) -> None:
             f"BackendProject.worker of {what}: {project.worker!r} is not a distribution "
             f"{where}/uv.lock installs (add it to the project's dependencies, with a path "
             "source for a worker package beside it)")
-
-
-# -------------------------------------------------------------------- the worker side
-def _built(name: str) -> str:
-    """The id of the source's backend environment built in ``$AGENTPROV_HOME``, or skip
-    saying how to build it."""
-    from agentprov_core.backend import environments, slots
-    from agentprov_core.backend.marker import MARKER
-
-    meta = _source(name).meta
-    try:
-        loc = projects.locate(meta.backend) if meta.backend else None
-    except AgentprovError:  # contributed twice: the project checks name it
-        loc = None
-    unpublished = loc.entry.project.unpublished if loc is not None else None
-    build = (f"build it with `agentprov backends build {meta.backend}"
-             + (f" --source-repo URL` (a copy of its upstream: {unpublished})" if unpublished
-                else "`"))
-    try:
-        why = slots.unbuildable(meta)
-    except AgentprovError as exc:  # a malformed slot file: the lock check names it
-        why = exc.message
-    if why is not None:
-        pytest.skip(f"source {name!r}: backend {meta.backend!r} cannot be built in this "
-                    f"build: {why}")
-    try:
-        env_id = environments.environment_id(meta)
-    except AgentprovError as exc:
-        pytest.skip(f"source {name!r}: no environment id for backend {meta.backend!r} "
-                    f"({exc.message})")
-    env_dir = environments.environment_dir(env_id)
-    if not (env_dir / MARKER).is_file():
-        pytest.skip(f"source {name!r}: backend environment {env_id} is not built in "
-                    f"$AGENTPROV_HOME ({paths.home()}): {build}, then run the suite again")
-    return env_id
-
-
-def _worker_catalogue(name: str, doc: Any, env_id: str) -> Catalogue:
-    """The catalogue the worker served, converted (the bad field named by its JSON path)."""
-    cat = _converted(doc, Catalogue,
-                     f"source {name!r}: catalogue served by the worker of {env_id}")
-    assert cat.source == name, (
-        f"source {name!r}: catalogue served by the worker of {env_id}: $.source is "
-        f"{cat.source!r}, not {name!r}")
-    return cat
-
-
-#: a user task id no catalogue holds, for the plan the worker must reject
-UNKNOWN_TASK = "user_task_contract_unknown_0"
-
-
-@pytest.mark.parametrize("name", WITH_BACKEND)
-def test_worker_serves_the_source(name: str) -> None:
-    """The built environment's worker (no keys, no network, its hello checked against the
-    marker) serves the source from the project's worker package, serves a catalogue of it,
-    accepts a plan of each suite's first user task and rejects an unknown user task."""
-    from packaging.utils import canonicalize_name
-
-    from agentprov_core.backend import session
-    from agentprov_core.plan.plans import Cell
-
-    env_id = _built(name)
-    src = _source(name)
-    meta = src.meta
-    want = getattr(projects.locate(meta.backend), "entry", None)
-    worker = want.project.worker if want is not None else None
-    try:
-        with session.plan_check(meta, env_id) as pc:
-            served = pc.hello.get("served")
-            mine = served.get(name) if isinstance(served, dict) else None
-            mine = mine if isinstance(mine, dict) else {}
-            if mine.get("error"):
-                pytest.fail(f"source {name!r}: the worker of {env_id} cannot serve it: "
-                            f"{mine['error']}", pytrace=False)
-            assert pc.serves, (
-                f"source {name!r}: the worker of {env_id} does not serve it (its hello's "
-                f"sources: {', '.join(pc.hello.get('sources') or []) or 'none'}): no worker "
-                "package in the environment registers it (entry-point group "
-                f"agentprov.worker, name {name})")
-            if worker is not None:
-                assert mine.get("distribution") == canonicalize_name(worker), (
-                    f"source {name!r}: the worker of {env_id} serves it from "
-                    f"{mine.get('distribution')} ({mine.get('entry_point')}), not from "
-                    f"BackendProject.worker {worker!r}")
-            cat = _worker_catalogue(name, pc.catalogue_document(), env_id)
-            if meta.kind == "suites":
-                version = cat.default_benchmark_version
-                suites = [s for s in cat.suites_of(version or "") if s.user_tasks]
-                assert suites, (f"source {name!r}: the catalogue served by the worker of "
-                                f"{env_id} has no suite with user tasks at {version!r}")
-                cells = [Cell.suite_cell("user_task", s.name,
-                                         taskspec.sort_tasks(s.user_tasks)[0], None, None)
-                         for s in suites]
-                bad = Cell.suite_cell("user_task", suites[0].name, UNKNOWN_TASK, None, None)
-                asked = None
-            else:
-                assert cat.tasks, (f"source {name!r}: the catalogue served by the worker of "
-                                   f"{env_id} has no task")
-                task = cat.tasks[0]
-                doc = _plan(name, inspect=InspectPlan(
-                    task=task.name, samples="limit:1", cell_size=1,
-                    limits={k: lo for k, (lo, _hi) in INSPECT_LIMITS.items()},
-                    judges={role: "scripted" for role in task.judge_roles}))
-                version, cells, bad = None, _expand(src, doc, cat), None
-                asked = session.inspect_request(doc)
-            problems = pc.plan_problems(version, cells, asked)
-            assert problems == [], (
-                f"source {name!r}: the worker of {env_id} rejects a plan of "
-                + ", ".join(c.key for c in cells) + ": " + "; ".join(map(str, problems)))
-            if bad is not None:
-                problems = pc.plan_problems(version, [bad])
-                assert any(UNKNOWN_TASK in str(p) for p in problems), (
-                    f"source {name!r}: the worker of {env_id} accepts the cell {bad.key}, "
-                    f"whose user task {UNKNOWN_TASK!r} its catalogue does not hold "
-                    f"(problems: {problems})")
-    except AgentprovError as exc:
-        pytest.fail(f"source {name!r}: the worker of {env_id}: [{exc.code}] {exc.message}",
-                    pytrace=False)

@@ -40,7 +40,7 @@ def agentprov_backends():
 
 #: the mapper, by reference: agentprov imports mapper.py only when it first maps (listing the
 #: plugins imports nothing more), and refuses it if its name or version differs from these
-MAPPER = MapperRef(name="examplebench.capture", version="0.1.0",
+MAPPER = MapperRef(name="examplebench.capture", version="0.2.0",
                    evidence_formats=("capture/0.1",),
                    target="agentprov_example_source.mapper:MAPPER")
 
