@@ -73,9 +73,8 @@ from agentprov_core.errors import AgentprovError
 from agentprov_core.plan import taskspec
 from agentprov_core.plan.plandoc import InspectPlan, PlanDoc
 from agentprov_core.plugins import manager
-from agentprov_core.source import INSPECT_LIMITS, LIVE_ORDER, RunContext, Source, SourceMeta
+from agentprov_core.source import INSPECT_LIMITS, LIVE_ORDER, RunContext, SourceMeta
 from agentprov_core.testing.contract_select import (
-    ENV,
     INSPECT,
     INSTALLED,
     NO_BACKEND,
@@ -83,7 +82,6 @@ from agentprov_core.testing.contract_select import (
     SUITES,
     WITH_BACKEND,
 )
-from agentprov_core.testing.contract_select import converted as _converted
 from agentprov_core.testing.contract_select import entry as _entry
 from agentprov_core.testing.contract_select import expand as _expand
 from agentprov_core.testing.contract_select import installed as _installed
@@ -93,7 +91,7 @@ from agentprov_core.testing.contract_select import plan as _plan
 from agentprov_core.testing.contract_select import req as _req
 from agentprov_core.testing.contract_select import revalidated as _revalidated
 from agentprov_core.testing.contract_select import source as _source
-from agentprov_core.testing.contract_worker import (  # the worker side's checks
+from agentprov_core.testing.contract_worker import (  # noqa: F401  (collected here)
     UNKNOWN_TASK,
     _worker_catalogue,
     test_mapper_maps_a_scripted_session,

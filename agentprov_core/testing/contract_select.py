@@ -15,9 +15,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from agentprov_core.plugins import PluginRecord, SourceEntry, manager
 from agentprov_core.catalogue import Catalogue
 from agentprov_core.plan.plandoc import PlanDoc
+from agentprov_core.plugins import PluginRecord, SourceEntry, manager
 from agentprov_core.source import RunContext, Source, SourceMeta
 
 ENV = "AGENTPROV_CONTRACT_SOURCE"

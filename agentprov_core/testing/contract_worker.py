@@ -30,6 +30,7 @@ from agentprov_core.testing.contract_select import SUITES, WITH_BACKEND, convert
 from agentprov_core.testing.contract_select import expand as _expand
 from agentprov_core.testing.contract_select import plan as _plan
 
+
 def _built(name: str) -> str:
     """The id of the source's backend environment built in ``$AGENTPROV_HOME``, or skip
     saying how to build it."""
@@ -168,7 +169,7 @@ def first_difference(committed: Any, served: Any, path: str = "$") -> str | None
                 return found
         return None
     if isinstance(committed, list) and isinstance(served, list):
-        for i, (a, b) in enumerate(zip(committed, served)):
+        for i, (a, b) in enumerate(zip(committed, served, strict=False)):
             found = first_difference(a, b, f"{path}[{i}]")
             if found:
                 return found

@@ -24,9 +24,15 @@ from typing import Any
 
 from agentprov_agentdojo import defence_records, live_native
 from agentprov_agentdojo.plugin import CAPTURE_MAPPER
-from agentprov_core.api import NOT_RECORDED, CaptureView, DojoCaptureMapper, LiveEvidence, Pending
+from agentprov_core.api import (
+    NOT_RECORDED,
+    CaptureView,
+    DojoCaptureMapper,
+    LiveEvidence,
+    Pending,
+    dojo_mapper,
+)
 from agentprov_core.api import aer as A
-from agentprov_core.api import dojo_mapper
 
 NAME = CAPTURE_MAPPER.name
 # 0.1.1: the chain is read by agentprov_capture.check (verify's check), so a
