@@ -9,7 +9,7 @@ from pathlib import Path
 from agentprov_core.api import BackendProject, MapperRef, SourceMeta, SuiteSource, hookimpl
 
 
-class ExampleBench(SuiteSource):
+class Examplebench(SuiteSource):
     meta = SourceMeta(
         name="examplebench",  # the entry-point name in pyproject.toml
         label="examplebench · example",
@@ -28,7 +28,7 @@ class ExampleBench(SuiteSource):
 
 @hookimpl
 def agentprov_sources():
-    return [ExampleBench()]
+    return [Examplebench()]
 
 
 @hookimpl
