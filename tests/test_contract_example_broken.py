@@ -130,3 +130,19 @@ def test_a_mapper_that_raises_on_a_scripted_session_fails(built: Path, tmp_path:
         "mail/user_task_0"), source="examplebench")
     assert outcome(done, "test_worker_serves_the_committed_catalogue", "examplebench") == \
         "PASSED"
+
+
+def test_the_first_difference_is_named_by_its_json_path() -> None:
+    from agentprov_core.testing.contract_worker import first_difference
+
+    doc = {"suites": [{"name": "mail", "user_tasks": ["user_task_0", "user_task_1"]}],
+           "attacks": [{"name": "a", "dos": False}]}
+    same = json.loads(json.dumps(doc))
+    assert first_difference(doc, same) is None
+    same["suites"][0]["user_tasks"][1] = "user_task_2"
+    same["attacks"][0]["dos"] = True
+    assert first_difference(doc, same) == (
+        '$.suites[0].user_tasks[1]: committed "user_task_1", served "user_task_2"')
+    assert first_difference({"a": 1}, {"a": 1, "b": [2]}) == "$.b: committed (absent), served [2]"
+    assert first_difference({"a": 1}, {"a": True}) == "$.a: committed 1, served true"
+    assert first_difference({"a": [1, 2]}, {"a": [1]}) == "$.a[1]: committed 2, served (absent)"

@@ -51,12 +51,16 @@ def generated(tmp: Path, name: str = "mailbench") -> Path:
 
 
 def test_the_template_is_the_worked_example() -> None:
+    """Every file but the README, which says what a new plugin is and what to do next."""
     from agentprov_core.cli.plugin_cmd import render
 
     files = render("examplebench", "agentprov-example-source")
     tracked = subprocess.run(["git", "ls-files", "."], cwd=EXAMPLE, capture_output=True,
                              text=True, check=True).stdout.split()
     assert sorted(files) == sorted(tracked)
+    assert files.pop("README.md").startswith(
+        "# agentprov-example-source\n\nA source plugin for agentprov, written by "
+        "`agentprov plugin new examplebench`")
     for rel, text in files.items():
         assert text == (EXAMPLE / rel).read_text(encoding="utf-8"), (
             f"agentprov_core/templates/source_plugin differs from the example's {rel}")

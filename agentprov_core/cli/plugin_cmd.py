@@ -2,8 +2,8 @@
 template of the worked example (``agentprov_core/templates/source_plugin``).
 
 The template is the example with its names made placeholders; rendered with the example's
-names it is the example byte for byte (tests/test_plugin_new.py), so the skeleton is what
-the plugin guide walks through and what passes the contract suite.
+names it is the example byte for byte, its README aside (tests/test_plugin_new.py), so the
+skeleton is what the plugin guide walks through and what passes the contract suite.
 """
 
 from __future__ import annotations
