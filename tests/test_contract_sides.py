@@ -335,7 +335,7 @@ def test_the_worker_catalogue_names_the_bad_field_by_its_json_path() -> None:
     """The conversion of the catalogue a worker serves keeps msgspec's JSON path, prefixed
     with the source and who served it (a real worker serving a bad one needs a broken
     environment: the slow tests below run the real one)."""
-    from agentprov_core.testing import contract
+    from agentprov_core.testing import contract_worker as contract
 
     doc = json.loads(json.dumps(CATALOGUE))
     doc["suites"][0]["name"] = 3

@@ -74,6 +74,7 @@ from agentprov_core.plan import taskspec
 from agentprov_core.plan.plandoc import InspectPlan, PlanDoc
 from agentprov_core.plugins import manager
 from agentprov_core.source import INSPECT_LIMITS, LIVE_ORDER, RunContext, SourceMeta
+from agentprov_core.testing import contract_select as sel
 from agentprov_core.testing.contract_select import (
     INSPECT,
     INSTALLED,
@@ -82,33 +83,25 @@ from agentprov_core.testing.contract_select import (
     SUITES,
     WITH_BACKEND,
 )
-from agentprov_core.testing.contract_select import entry as _entry
-from agentprov_core.testing.contract_select import expand as _expand
-from agentprov_core.testing.contract_select import installed as _installed
-from agentprov_core.testing.contract_select import not_installed as _not_installed
-from agentprov_core.testing.contract_select import origin as _origin
-from agentprov_core.testing.contract_select import plan as _plan
-from agentprov_core.testing.contract_select import req as _req
-from agentprov_core.testing.contract_select import revalidated as _revalidated
-from agentprov_core.testing.contract_select import source as _source
-from agentprov_core.testing.contract_worker import (  # noqa: F401  (collected here)
-    UNKNOWN_TASK,
-    _worker_catalogue,
+
+# the worker side's checks, collected with this module's
+from agentprov_core.testing.contract_worker import (  # noqa: F401
     test_mapper_maps_a_scripted_session,
     test_worker_serves_the_committed_catalogue,
     test_worker_serves_the_source,
 )
 
 PROVENANCE_KINDS = ("snapshot", "declared", "worker")
+_req = sel.req
 def _catalogue(name: str) -> Catalogue:
     """The source's catalogue, checked to be a well-typed Catalogue."""
-    src = _source(name)
+    src = sel.source(name)
     try:
         cat = src.catalogue()
     except Exception as exc:
         pytest.fail(f"source {name!r}: catalogue() raised {type(exc).__name__}: {exc}",
                     pytrace=False)
-    _revalidated(cat, Catalogue, f"source {name!r}: catalogue()")
+    sel.revalidated(cat, Catalogue, f"source {name!r}: catalogue()")
     return cat
 
 
@@ -208,14 +201,14 @@ def contract_cli(tmp_path: Path) -> Cli:
 @pytest.mark.parametrize("name", SELECTED)
 def test_source_is_installed(name: str) -> None:
     """The source is registered (a plugin that failed to load fails here, with its error)."""
-    assert name in _installed(), _not_installed(name)
+    assert name in sel.installed(), sel.not_installed(name)
 
 
 @pytest.mark.parametrize("name", INSTALLED)
 def test_metadata(name: str) -> None:
-    entry = _entry(name)
+    entry = sel.entry(name)
     meta = entry.source.meta
-    _revalidated(meta, SourceMeta, f"source {name!r}: meta")
+    sel.revalidated(meta, SourceMeta, f"source {name!r}: meta")
     with pytest.raises(AttributeError):
         meta.name = "changed"  # type: ignore[misc]
     assert meta.name == entry.plugin.name, (
@@ -237,7 +230,7 @@ def test_metadata(name: str) -> None:
 @_req("R-7.12")
 @pytest.mark.parametrize("name", WITH_BACKEND)
 def test_catalogue(name: str) -> None:
-    src = _source(name)
+    src = sel.source(name)
     cat = _catalogue(name)
     assert cat.format == catmod.FORMAT, (
         f"source {name!r}: Catalogue.format is {cat.format!r}, not {catmod.FORMAT!r}")
@@ -324,7 +317,7 @@ def test_attacks(name: str) -> None:
 def test_expansion_order(name: str) -> None:
     """Per suite, the benign cells first, then per attack, per user task, per injection
     task; a DoS attack takes one cell per user task with the suite's first injection task."""
-    src = _source(name)
+    src = sel.source(name)
     cat = _catalogue(name)
     suite = _default_suite(cat)
     users = taskspec.sort_tasks(suite.user_tasks)
@@ -336,11 +329,11 @@ def test_expansion_order(name: str) -> None:
     attack = plain[0].name
 
     # the spec's example: user task 0, one attack, injection task 0
-    doc = _plan(name, suites=[suite.name], user_tasks="0", injection_tasks="0",
+    doc = sel.plan(name, suites=[suite.name], user_tasks="0", injection_tasks="0",
                 attacks=[attack])
     src.check_plan(doc, cat, ctx)
     src.refusals(doc, cat, ctx)
-    cells = _expand(src, doc, cat)
+    cells = sel.expand(src, doc, cat)
     assert [_row(c) for c in cells] == [
         ("user_task", suite.name, users[0], None, None),
         ("attacked", suite.name, users[0], attack, injs[0]),
@@ -350,7 +343,7 @@ def test_expansion_order(name: str) -> None:
     # two user tasks, two injection tasks, an attack and (if any) a DoS attack
     us, js = users[:2], injs[:2]
     attacks = [attack] + [a.name for a in _runnable(cat, dos=True)[:1]]
-    doc = _plan(name, suites=[suite.name], user_tasks=",".join(us),
+    doc = sel.plan(name, suites=[suite.name], user_tasks=",".join(us),
                 injection_tasks=",".join(js), attacks=attacks)
     src.check_plan(doc, cat, ctx)
     expected = [("user_task", suite.name, u, None, None) for u in us]
@@ -359,20 +352,20 @@ def test_expansion_order(name: str) -> None:
             expected += [("dos", suite.name, u, a, injs[0]) for u in us]
         else:
             expected += [("attacked", suite.name, u, a, j) for u in us for j in js]
-    assert [_row(c) for c in _expand(src, doc, cat)] == expected
+    assert [_row(c) for c in sel.expand(src, doc, cat)] == expected
 
 
 @_req("R-7.3")
 @pytest.mark.parametrize("name", SUITES)
 def test_dos_attack_takes_one_cell_per_user_task(name: str) -> None:
-    src = _source(name)
+    src = sel.source(name)
     cat = _catalogue(name)
     dos = _runnable(cat, dos=True)
     if not dos:
         pytest.skip(f"{name}: no DoS attack that runs without options")
     suite = _default_suite(cat)
-    doc = _plan(name, suites=[suite.name], attacks=[dos[0].name], benign="exclude")
-    cells = _expand(src, doc, cat)
+    doc = sel.plan(name, suites=[suite.name], attacks=[dos[0].name], benign="exclude")
+    cells = sel.expand(src, doc, cat)
     first = taskspec.sort_tasks(suite.injection_tasks)[:1]
     assert len(cells) == len(suite.user_tasks)
     assert {c.kind for c in cells} == {"dos"}
@@ -404,7 +397,7 @@ def test_refused_attacks_exit_5(name: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", SUITES)
 def test_attack_needs_are_usage_errors(name: str, tmp_path: Path) -> None:
     """An attack that needs options is refused as usage (exit 2) without them."""
-    src = _source(name)
+    src = sel.source(name)
     cat = _catalogue(name)
     needing = [a for a in cat.attacks if a.needs and not a.refused]
     if not needing:
@@ -414,10 +407,10 @@ def test_attack_needs_are_usage_errors(name: str, tmp_path: Path) -> None:
         base = {"suites": [suite.name], "user_tasks": "0", "injection_tasks": "0",
                 "attacks": [attack.name]}
         with pytest.raises(AgentprovError) as refused:
-            src.check_plan(_plan(name, **base), cat, RunContext())
+            src.check_plan(sel.plan(name, **base), cat, RunContext())
         assert refused.value.exit_code == 2, refused.value.code
         values = _need_values(attack, tmp_path, suite.injection_tasks[0])
-        src.check_plan(_plan(name, **base, **values), cat, RunContext())
+        src.check_plan(sel.plan(name, **base, **values), cat, RunContext())
 
 
 # ---------------------------------------------------------------------- Inspect sources
@@ -433,7 +426,7 @@ def test_inspect_plan_without_limits_exit_2(name: str, contract_cli: Cli) -> Non
 @_req("R-25.4")
 @pytest.mark.parametrize("name", INSPECT)
 def test_inspect_cells_hold_at_most_cell_size_samples(name: str) -> None:
-    src = _source(name)
+    src = sel.source(name)
     cat = _catalogue(name)
     task = cat.tasks[0]
     splits = {s.name: s.samples for s in task.splits}
@@ -443,10 +436,10 @@ def test_inspect_cells_hold_at_most_cell_size_samples(name: str) -> None:
     n = min(3, size)
     limits = {k: lo for k, (lo, _hi) in INSPECT_LIMITS.items()}
     judges = {role: "scripted" for role in task.judge_roles}
-    doc = _plan(name, inspect=InspectPlan(task=task.name, samples=f"limit:{n}", cell_size=2,
+    doc = sel.plan(name, inspect=InspectPlan(task=task.name, samples=f"limit:{n}", cell_size=2,
                                           limits=limits, judges=judges))
     src.check_plan(doc, cat, RunContext())
-    cells = _expand(src, doc, cat)
+    cells = sel.expand(src, doc, cat)
     assert [len(c.samples or ()) for c in cells] == [2] * (n // 2) + [1] * (n % 2)
     assert [s for c in cells for s in c.samples or ()] == [{"index": i} for i in range(n)]
     assert {c.kind for c in cells} == {"samples"}
@@ -467,9 +460,9 @@ def _hook_problems(name: str) -> list[str]:
     hook (it raised, or returned something other than a BackendProject)."""
     plugins = manager()
     plugins.backends()  # records a malformed contribution on the plugin's record
-    own = _entry(name).plugin
+    own = sel.entry(name).plugin
     records = [own, *(r for r in plugins.failed() if r is not own)]
-    return [f"{_origin(r)}: {r.error}" for r in records
+    return [f"{sel.origin(r)}: {r.error}" for r in records
             if r.error and r.error.startswith("agentprov_backends:")]
 
 
@@ -513,31 +506,31 @@ def _field_problems(project: BackendProject, what: str) -> list[str]:
 def _project(name: str) -> tuple[projects.Located, str]:
     """The one backend project contributed for the source's backend, its fields checked,
     with how the failures name it (``backend 'B' (DIST VERSION)``)."""
-    backend = _source(name).meta.backend
+    backend = sel.source(name).meta.backend
     plugins = manager()
     found = plugins.backends().get(backend, [])
-    own = _entry(name).plugin
+    own = sel.entry(name).plugin
     # a project of another name that the source's own distribution contributes may be
     # this backend's with a malformed name
     misnamed = [e for key, es in plugins.backends().items() if key != backend for e in es
                 if e.plugin.name == own.name and not isinstance(key, str)]
     problems = [p for e in misnamed
-                for p in _field_problems(e.project, f"a project of {_origin(e.plugin)}")]
+                for p in _field_problems(e.project, f"a project of {sel.origin(e.plugin)}")]
     assert not problems, f"source {name!r}: " + "; ".join(problems)
     if not found:
         hooks = _hook_problems(name)
         others = sorted(str(key) for key, es in plugins.backends().items()
                         if any(e.plugin.name == own.name for e in es))
         if others:
-            hooks.append(f"{_origin(own)} contributes " + ", ".join(map(repr, others)))
+            hooks.append(f"{sel.origin(own)} contributes " + ", ".join(map(repr, others)))
         pytest.fail(f"source {name!r}: SourceMeta.backend {backend!r}: no distribution "
                     "contributes a backend project of that name (agentprov_backends hook)"
                     + ("; " + "; ".join(hooks) if hooks else ""), pytrace=False)
     assert len(found) == 1, (
         f"source {name!r}: backend {backend!r} is contributed by more than one distribution ("
-        + ", ".join(_origin(e.plugin) for e in found) + "): no build can choose between them")
+        + ", ".join(sel.origin(e.plugin) for e in found) + "): no build can choose between them")
     project = found[0].project
-    what = f"backend {backend!r} ({_origin(found[0].plugin)})"
+    what = f"backend {backend!r} ({sel.origin(found[0].plugin)})"
     problems = _field_problems(project, what)
     assert not problems, "; ".join(problems)
     loc = projects.locate(backend)
