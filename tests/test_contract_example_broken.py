@@ -56,7 +56,6 @@ def example_copy(site: Path, *, entry: str = "examplebench") -> Path:
     return pkg
 
 
-@pytest.mark.req("R-14.1")
 def test_an_entry_point_not_named_as_its_source_fails(tmp_path: Path) -> None:
     """Selected by its source's name or by its entry point's, the copy fails, with the fix."""
     example_copy(tmp_path / "site", entry="examplebench-plugin")

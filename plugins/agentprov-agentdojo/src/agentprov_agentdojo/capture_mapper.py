@@ -47,8 +47,7 @@ NAME = CAPTURE_MAPPER.name
 VERSION = CAPTURE_MAPPER.version  # the number is declared with the reference, in plugin.py
 CAPTURE_FORMAT = "capture/0.1"
 
-# what the results mapper and the tests use of the shared mapper, under the names they know
-_canonical, _sha = dojo_mapper.canonical, dojo_mapper.sha256
+# what the tests use of the shared mapper, under the names they know
 parse_reply, request_modifying = dojo_mapper.parse_reply, dojo_mapper.request_modifying
 
 
@@ -67,7 +66,7 @@ class CaptureMapper(DojoCaptureMapper):
             return []
         version = (native or {}).get("agentdojo_package_version")
         return [A.Evidence(role="native_log", format=f"agentdojo-native/{version or 'unknown'}",
-                           sha256=_sha(ev.native), bytes=len(ev.native),
+                           sha256=dojo_mapper.sha256(ev.native), bytes=len(ev.native),
                            path=ev.native_path or NOT_RECORDED)]
 
     def defence(self, view: CaptureView, ev: LiveEvidence) -> tuple[str, list[str]]:
