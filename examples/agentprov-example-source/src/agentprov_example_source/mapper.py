@@ -12,8 +12,10 @@ from agentprov_core.api import DojoCaptureMapper
 
 
 class CaptureMapper(DojoCaptureMapper):
-    name = "examplebench.capture"  # as plugin.py's MapperRef declares them (a reference
-    version = "0.2.0"  # that differs is refused when it loads)
+    # the name and version plugin.py's MapperRef declares (a reference that differs from
+    # its mapper is refused when it loads)
+    name = "examplebench.capture"
+    version = "0.2.0"
     source = "examplebench"  # the source of a capture whose header names none
     no_native = "examplebench keeps no native log"
 
