@@ -57,6 +57,8 @@ _NAMES = {
     "ToolCall": "agentprov_core.evidence.aer",
     "encode": "agentprov_core.evidence.aer",
     "CaptureView": "agentprov_core.evidence.capture_view",
+    "DojoCaptureMapper": "agentprov_core.evidence.dojo_mapper",
+    "Pending": "agentprov_core.evidence.dojo_mapper",
     "reply_body": "agentprov_core.live.sse",
     "check_json_depth": "agentprov_core.base.inputfile",
     # defences, endpoints, containment, executors
@@ -72,10 +74,12 @@ _NAMES = {
     "AgentprovError": "agentprov_core.errors",
 }
 #: modules a plugin uses whole: the AER's record types and builders (``aer.Header``,
-#: ``aer.Outcome``, …), the capture view's readers, the AutoDojo fork's pin
+#: ``aer.Outcome``, …), the capture view's readers, the AgentDojo-shaped mapper's parts
+#: (``dojo_mapper.parse_reply``, …), the AutoDojo fork's pin
 _MODULES = {
     "aer": "agentprov_core.evidence.aer",
     "capture_view": "agentprov_core.evidence.capture_view",
+    "dojo_mapper": "agentprov_core.evidence.dojo_mapper",
     "autodojofork": "agentprov_core.backend.autodojofork",
 }
 
@@ -127,7 +131,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
         TaskParameter,
     )
     from agentprov_core.errors import AgentprovError  # noqa: F401
-    from agentprov_core.evidence import aer, capture_view  # noqa: F401
+    from agentprov_core.evidence import aer, capture_view, dojo_mapper  # noqa: F401
     from agentprov_core.evidence.aer import (  # noqa: F401
         AER,
         NOT_RECORDED,
@@ -137,6 +141,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
         encode,
     )
     from agentprov_core.evidence.capture_view import CaptureView  # noqa: F401
+    from agentprov_core.evidence.dojo_mapper import DojoCaptureMapper, Pending  # noqa: F401
     from agentprov_core.hookspecs import hookimpl  # noqa: F401
     from agentprov_core.live.endpoints import EndpointKind  # noqa: F401
     from agentprov_core.live.sse import reply_body  # noqa: F401

@@ -167,6 +167,12 @@ _reg("cli.usage.preset_native_element", U, "usage",
 _reg("cli.usage.tune_jobs", U, "usage",
      "--tune-jobs {value}: {what}",
      "give distinct whole numbers from 1 to this host's maximum --jobs, e.g. --tune-jobs 1,2,4")
+_reg("cli.usage.plugin_name", U, "usage",
+     "plugin new {name!r}: {why}",
+     "name the source with a lower-case letter then lower-case letters and digits, e.g. mybench")
+_reg("cli.usage.plugin_out_exists", U, "usage",
+     "plugin new {name}: {out} exists; a new plugin is written to a directory that does not",
+     "give --out a new directory, or move the existing one away")
 
 # --- environment (exit 3)
 _reg("cli.environment.backend_missing", E, "coded",

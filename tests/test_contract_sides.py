@@ -159,11 +159,11 @@ def outcome(done: subprocess.CompletedProcess[str], check: str, source: str = "m
 
 
 def failed_with(done: subprocess.CompletedProcess[str], check: str,
-                message: str | tuple[str, ...]) -> None:
+                message: str | tuple[str, ...], source: str = "mybench") -> None:
     """``check`` failed, its failure says ``message`` (each part, in order, on one line),
     and no raw error was the cause."""
     assert done.returncode == 1, done.stdout + done.stderr
-    assert outcome(done, check) == "FAILED", done.stdout
+    assert outcome(done, check, source) == "FAILED", done.stdout
     parts = (message,) if isinstance(message, str) else message
     assert re.search(".*".join(map(re.escape, parts)), done.stdout), done.stdout
     for raw in ("TypeError", "AttributeError", "KeyError", "msgspec.ValidationError:"):
@@ -335,7 +335,7 @@ def test_the_worker_catalogue_names_the_bad_field_by_its_json_path() -> None:
     """The conversion of the catalogue a worker serves keeps msgspec's JSON path, prefixed
     with the source and who served it (a real worker serving a bad one needs a broken
     environment: the slow tests below run the real one)."""
-    from agentprov_core.testing import contract
+    from agentprov_core.testing import contract_worker as contract
 
     doc = json.loads(json.dumps(CATALOGUE))
     doc["suites"][0]["name"] = 3

@@ -43,6 +43,7 @@ GUIDE = ROOT / "docs" / "plugins.md"
 # the files of the example that the guide quotes, by the name in its marker
 QUOTED = {
     "plugin.py": EXAMPLE_PKG / "plugin.py",
+    "mapper.py": EXAMPLE_PKG / "mapper.py",
     "catalogue.json": EXAMPLE_PKG / "catalogue.json",
     "pyproject.toml": EXAMPLE / "pyproject.toml",
     "backend/pyproject.toml": EXAMPLE_PKG / "backend" / "pyproject.toml",

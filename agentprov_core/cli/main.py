@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "import": ("agentprov_core.cli.import_cmd", "import_", "Import a benchmark's own result files into an import corpus."),
     "info": ("agentprov_core.cli.info", "info", "Show the live parts of this build and their status."),
     "models": ("agentprov_core.cli.models_cmd", "models", "What a local server serves (read-only), or an API's cached model list."),
+    "plugin": ("agentprov_core.cli.plugin_cmd", "plugin", "Start a source plugin of your own (plugin new NAME)."),
     "plugins": ("agentprov_core.cli.plugins_cmd", "plugins", "List plugin distributions, versions and load errors."),
     "run": ("agentprov_core.cli.run", "run", "Plan, dry-run or run a benchmark source live."),
     "registry": ("agentprov_core.cli.registry_cmd", "registry", "List the registries; toggle defences and part statuses (in an overlay)."),

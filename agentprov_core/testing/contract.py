@@ -13,7 +13,9 @@ What is checked, per source:
 
 * its metadata: a frozen :class:`~agentprov_core.source.SourceMeta` whose fields have their
   declared types (a wrong one is named by its path, ``$.label``), whose name is the
-  entry-point name, with a label, a summary and a live status;
+  entry-point name (a plugin whose entry point is named otherwise fails, with the fix,
+  under the source's name and under the entry point's), with a label, a summary and a live
+  status;
 * for a source with a backend: its catalogue (a :class:`~agentprov_core.catalogue.Catalogue`
   whose fields have their declared types, format, names, provenance, unique task ids
   sortable by their number, unique attacks whose flags agree), and
@@ -38,8 +40,12 @@ What is checked, per source:
   network, its hello checked against the marker), serves the source, from the project's
   ``worker`` distribution when one is named (a worker package's load error is reported as
   the hello gives it); the catalogue it serves converts to a ``Catalogue`` (a bad field is
-  named by its JSON path) of this source; it accepts a plan of each suite's first user
-  task, and rejects a cell with an unknown user task naming that task.
+  named by its JSON path) of this source and equals the committed catalogue, provenance
+  and defences aside (a difference is named by its first JSON path); it accepts a plan of
+  each suite's first user task, and rejects a cell with an unknown user task naming that
+  task; for a suite source, a scripted run of the first user task through it leaves a
+  session the source's mapper maps without raising (an exception is named, with the
+  session) (:mod:`agentprov_core.testing.contract_worker`).
 
 Each failure names the source, the field and, for a backend project, the distribution that
 contributed it.
@@ -52,7 +58,6 @@ import os
 import subprocess
 import sys
 import typing
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -67,128 +72,37 @@ from agentprov_core.catalogue import Attack, Catalogue, Suite
 from agentprov_core.errors import AgentprovError
 from agentprov_core.plan import taskspec
 from agentprov_core.plan.plandoc import InspectPlan, PlanDoc
-from agentprov_core.plugins import PluginRecord, SourceEntry, manager
-from agentprov_core.source import INSPECT_LIMITS, LIVE_ORDER, RunContext, Source, SourceMeta
+from agentprov_core.plugins import manager
+from agentprov_core.source import INSPECT_LIMITS, LIVE_ORDER, RunContext, SourceMeta
+from agentprov_core.testing import contract_select as sel
+from agentprov_core.testing.contract_select import (
+    INSPECT,
+    INSTALLED,
+    NO_BACKEND,
+    SELECTED,
+    SUITES,
+    WITH_BACKEND,
+)
 
-ENV = "AGENTPROV_CONTRACT_SOURCE"
+# the worker side's checks, collected with this module's
+from agentprov_core.testing.contract_worker import (  # noqa: F401
+    test_mapper_maps_a_scripted_session,
+    test_worker_serves_the_committed_catalogue,
+    test_worker_serves_the_source,
+)
+
 PROVENANCE_KINDS = ("snapshot", "declared", "worker")
-
-
-def _req(*rids: str):
-    """Mark a check with the R-ids it proves, where the ``req`` marker is registered (as
-    in agentprov's own pyproject); elsewhere the check runs unmarked."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
-        try:
-            return pytest.mark.req(*rids)
-        except pytest.fail.Exception:  # --strict-markers and no such marker
-            return lambda f: f
-
-
-# -------------------------------------------------------------------- which sources
-def _installed() -> dict[str, SourceEntry]:
-    return manager().sources()
-
-
-def _selected() -> list[str]:
-    """The named source, else every installed source and every plugin that failed to load
-    (by its entry-point name, which by convention is its source's name)."""
-    only = os.environ.get(ENV, "").strip()
-    if only:
-        return [only]
-    return sorted(set(_installed()) | {r.name for r in manager().failed()})
-
-
-def _where(predicate) -> list[str]:
-    """The selected installed sources whose metadata is a SourceMeta and satisfies
-    ``predicate`` (a malformed one fails :func:`test_metadata`, and only that)."""
-    installed = _installed()
-    out = []
-    for n in _selected():
-        meta = getattr(installed[n].source, "meta", None) if n in installed else None
-        if isinstance(meta, SourceMeta) and predicate(meta):
-            out.append(n)
-    return out
-
-
-SELECTED = _selected()
-INSTALLED = [n for n in SELECTED if n in _installed()]
-WITH_BACKEND = _where(lambda m: m.backend is not None)
-SUITES = _where(lambda m: m.backend is not None and m.kind == "suites")
-INSPECT = _where(lambda m: m.backend is not None and m.kind == "inspect")
-NO_BACKEND = _where(lambda m: m.backend is None)
-
-
-def _entry(name: str) -> SourceEntry:
-    entry = _installed().get(name)
-    if entry is None:
-        pytest.fail(_not_installed(name))
-    return entry
-
-
-def _source(name: str) -> Source:
-    return _entry(name).source
-
-
-def _not_installed(name: str) -> str:
-    plugins = manager()
-    rec = plugins.record(name)
-    if rec is not None and rec.status == "failed":
-        return (f"source {name!r}: its plugin {rec.distribution} {rec.version} failed to load: "
-                f"{rec.error}")
-    if rec is not None:
-        return f"source {name!r}: its plugin is {rec.status} (AGENTPROV_* variables)"
-    return (f"source {name!r} is not installed; installed sources: "
-            + (", ".join(sorted(_installed())) or "none"))
-
-
-# ------------------------------------------------------------------------- helpers
-def _converted(doc: Any, type_: type, what: str) -> Any:
-    """``doc`` converted to ``type_``, or a failure naming ``what`` and the JSON path of the
-    first field that does not convert (msgspec's ``at $.suites[0].name``)."""
-    try:
-        return msgspec.convert(doc, type=type_)
-    except msgspec.ValidationError as exc:
-        pytest.fail(f"{what}: {exc}", pytrace=False)
-
-
-def _revalidated(value: Any, type_: type, what: str) -> Any:
-    """A struct the plugin built (msgspec does not check types on construction) checked
-    field by field: it must be a ``type_`` and survive conversion from its builtins."""
-    assert type(value) is type_, (
-        f"{what} is a {type(value).__name__}, not a {type_.__module__}.{type_.__name__}")
-    try:
-        builtins = msgspec.to_builtins(value)
-    except TypeError as exc:
-        pytest.fail(f"{what} holds a value that is not JSON data: {exc}", pytrace=False)
-    return _converted(builtins, type_, what)
-
-
+_req = sel.req
 def _catalogue(name: str) -> Catalogue:
     """The source's catalogue, checked to be a well-typed Catalogue."""
-    src = _source(name)
+    src = sel.source(name)
     try:
         cat = src.catalogue()
     except Exception as exc:
         pytest.fail(f"source {name!r}: catalogue() raised {type(exc).__name__}: {exc}",
                     pytrace=False)
-    _revalidated(cat, Catalogue, f"source {name!r}: catalogue()")
+    sel.revalidated(cat, Catalogue, f"source {name!r}: catalogue()")
     return cat
-
-
-def _expand(src: Source, doc: PlanDoc, cat: Catalogue) -> list[Any]:
-    """The source's cells for ``doc``, checked to be a list of :class:`Cell`."""
-    from agentprov_core.plan.plans import Cell
-
-    cells = src.expand(doc, cat, RunContext())
-    name = src.meta.name
-    assert isinstance(cells, list), (
-        f"source {name!r}: expand() returned a {type(cells).__name__}, not a list of Cell")
-    for i, c in enumerate(cells):
-        assert isinstance(c, Cell), (
-            f"source {name!r}: expand()[{i}] is a {type(c).__name__}, not a "
-            "agentprov_core.plan.plans.Cell")
-    return cells
 
 
 def _default_suite(cat: Catalogue) -> Suite:
@@ -201,10 +115,6 @@ def _default_suite(cat: Catalogue) -> Suite:
 def _runnable(cat: Catalogue, dos: bool) -> list[Attack]:
     """Attacks a plan can take with no further option and no refusal."""
     return [a for a in cat.attacks if not a.refused and not a.needs and a.dos == dos]
-
-
-def _plan(name: str, **fields: Any) -> PlanDoc:
-    return msgspec.convert(dict(fields, backend=name), type=PlanDoc)
 
 
 def _row(cell) -> tuple[Any, ...]:
@@ -291,14 +201,14 @@ def contract_cli(tmp_path: Path) -> Cli:
 @pytest.mark.parametrize("name", SELECTED)
 def test_source_is_installed(name: str) -> None:
     """The source is registered (a plugin that failed to load fails here, with its error)."""
-    assert name in _installed(), _not_installed(name)
+    assert name in sel.installed(), sel.not_installed(name)
 
 
 @pytest.mark.parametrize("name", INSTALLED)
 def test_metadata(name: str) -> None:
-    entry = _entry(name)
+    entry = sel.entry(name)
     meta = entry.source.meta
-    _revalidated(meta, SourceMeta, f"source {name!r}: meta")
+    sel.revalidated(meta, SourceMeta, f"source {name!r}: meta")
     with pytest.raises(AttributeError):
         meta.name = "changed"  # type: ignore[misc]
     assert meta.name == entry.plugin.name, (
@@ -320,7 +230,7 @@ def test_metadata(name: str) -> None:
 @_req("R-7.12")
 @pytest.mark.parametrize("name", WITH_BACKEND)
 def test_catalogue(name: str) -> None:
-    src = _source(name)
+    src = sel.source(name)
     cat = _catalogue(name)
     assert cat.format == catmod.FORMAT, (
         f"source {name!r}: Catalogue.format is {cat.format!r}, not {catmod.FORMAT!r}")
@@ -407,7 +317,7 @@ def test_attacks(name: str) -> None:
 def test_expansion_order(name: str) -> None:
     """Per suite, the benign cells first, then per attack, per user task, per injection
     task; a DoS attack takes one cell per user task with the suite's first injection task."""
-    src = _source(name)
+    src = sel.source(name)
     cat = _catalogue(name)
     suite = _default_suite(cat)
     users = taskspec.sort_tasks(suite.user_tasks)
@@ -419,11 +329,11 @@ def test_expansion_order(name: str) -> None:
     attack = plain[0].name
 
     # the spec's example: user task 0, one attack, injection task 0
-    doc = _plan(name, suites=[suite.name], user_tasks="0", injection_tasks="0",
+    doc = sel.plan(name, suites=[suite.name], user_tasks="0", injection_tasks="0",
                 attacks=[attack])
     src.check_plan(doc, cat, ctx)
     src.refusals(doc, cat, ctx)
-    cells = _expand(src, doc, cat)
+    cells = sel.expand(src, doc, cat)
     assert [_row(c) for c in cells] == [
         ("user_task", suite.name, users[0], None, None),
         ("attacked", suite.name, users[0], attack, injs[0]),
@@ -433,7 +343,7 @@ def test_expansion_order(name: str) -> None:
     # two user tasks, two injection tasks, an attack and (if any) a DoS attack
     us, js = users[:2], injs[:2]
     attacks = [attack] + [a.name for a in _runnable(cat, dos=True)[:1]]
-    doc = _plan(name, suites=[suite.name], user_tasks=",".join(us),
+    doc = sel.plan(name, suites=[suite.name], user_tasks=",".join(us),
                 injection_tasks=",".join(js), attacks=attacks)
     src.check_plan(doc, cat, ctx)
     expected = [("user_task", suite.name, u, None, None) for u in us]
@@ -442,20 +352,20 @@ def test_expansion_order(name: str) -> None:
             expected += [("dos", suite.name, u, a, injs[0]) for u in us]
         else:
             expected += [("attacked", suite.name, u, a, j) for u in us for j in js]
-    assert [_row(c) for c in _expand(src, doc, cat)] == expected
+    assert [_row(c) for c in sel.expand(src, doc, cat)] == expected
 
 
 @_req("R-7.3")
 @pytest.mark.parametrize("name", SUITES)
 def test_dos_attack_takes_one_cell_per_user_task(name: str) -> None:
-    src = _source(name)
+    src = sel.source(name)
     cat = _catalogue(name)
     dos = _runnable(cat, dos=True)
     if not dos:
         pytest.skip(f"{name}: no DoS attack that runs without options")
     suite = _default_suite(cat)
-    doc = _plan(name, suites=[suite.name], attacks=[dos[0].name], benign="exclude")
-    cells = _expand(src, doc, cat)
+    doc = sel.plan(name, suites=[suite.name], attacks=[dos[0].name], benign="exclude")
+    cells = sel.expand(src, doc, cat)
     first = taskspec.sort_tasks(suite.injection_tasks)[:1]
     assert len(cells) == len(suite.user_tasks)
     assert {c.kind for c in cells} == {"dos"}
@@ -487,7 +397,7 @@ def test_refused_attacks_exit_5(name: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", SUITES)
 def test_attack_needs_are_usage_errors(name: str, tmp_path: Path) -> None:
     """An attack that needs options is refused as usage (exit 2) without them."""
-    src = _source(name)
+    src = sel.source(name)
     cat = _catalogue(name)
     needing = [a for a in cat.attacks if a.needs and not a.refused]
     if not needing:
@@ -497,10 +407,10 @@ def test_attack_needs_are_usage_errors(name: str, tmp_path: Path) -> None:
         base = {"suites": [suite.name], "user_tasks": "0", "injection_tasks": "0",
                 "attacks": [attack.name]}
         with pytest.raises(AgentprovError) as refused:
-            src.check_plan(_plan(name, **base), cat, RunContext())
+            src.check_plan(sel.plan(name, **base), cat, RunContext())
         assert refused.value.exit_code == 2, refused.value.code
         values = _need_values(attack, tmp_path, suite.injection_tasks[0])
-        src.check_plan(_plan(name, **base, **values), cat, RunContext())
+        src.check_plan(sel.plan(name, **base, **values), cat, RunContext())
 
 
 # ---------------------------------------------------------------------- Inspect sources
@@ -516,7 +426,7 @@ def test_inspect_plan_without_limits_exit_2(name: str, contract_cli: Cli) -> Non
 @_req("R-25.4")
 @pytest.mark.parametrize("name", INSPECT)
 def test_inspect_cells_hold_at_most_cell_size_samples(name: str) -> None:
-    src = _source(name)
+    src = sel.source(name)
     cat = _catalogue(name)
     task = cat.tasks[0]
     splits = {s.name: s.samples for s in task.splits}
@@ -526,10 +436,10 @@ def test_inspect_cells_hold_at_most_cell_size_samples(name: str) -> None:
     n = min(3, size)
     limits = {k: lo for k, (lo, _hi) in INSPECT_LIMITS.items()}
     judges = {role: "scripted" for role in task.judge_roles}
-    doc = _plan(name, inspect=InspectPlan(task=task.name, samples=f"limit:{n}", cell_size=2,
+    doc = sel.plan(name, inspect=InspectPlan(task=task.name, samples=f"limit:{n}", cell_size=2,
                                           limits=limits, judges=judges))
     src.check_plan(doc, cat, RunContext())
-    cells = _expand(src, doc, cat)
+    cells = sel.expand(src, doc, cat)
     assert [len(c.samples or ()) for c in cells] == [2] * (n // 2) + [1] * (n % 2)
     assert [s for c in cells for s in c.samples or ()] == [{"index": i} for i in range(n)]
     assert {c.kind for c in cells} == {"samples"}
@@ -545,19 +455,14 @@ def test_no_backend_exits_5(name: str, contract_cli: Cli) -> None:
 
 
 # ------------------------------------------------------------------- the backend side
-def _origin(rec: PluginRecord) -> str:
-    """The contributing distribution, as the failures name it."""
-    return f"{rec.distribution} {rec.version}" if rec.distribution else f"plugin {rec.name}"
-
-
 def _hook_problems(name: str) -> list[str]:
     """What the source's plugin, or any plugin, got wrong in its ``agentprov_backends``
     hook (it raised, or returned something other than a BackendProject)."""
     plugins = manager()
     plugins.backends()  # records a malformed contribution on the plugin's record
-    own = _entry(name).plugin
+    own = sel.entry(name).plugin
     records = [own, *(r for r in plugins.failed() if r is not own)]
-    return [f"{_origin(r)}: {r.error}" for r in records
+    return [f"{sel.origin(r)}: {r.error}" for r in records
             if r.error and r.error.startswith("agentprov_backends:")]
 
 
@@ -601,31 +506,31 @@ def _field_problems(project: BackendProject, what: str) -> list[str]:
 def _project(name: str) -> tuple[projects.Located, str]:
     """The one backend project contributed for the source's backend, its fields checked,
     with how the failures name it (``backend 'B' (DIST VERSION)``)."""
-    backend = _source(name).meta.backend
+    backend = sel.source(name).meta.backend
     plugins = manager()
     found = plugins.backends().get(backend, [])
-    own = _entry(name).plugin
+    own = sel.entry(name).plugin
     # a project of another name that the source's own distribution contributes may be
     # this backend's with a malformed name
     misnamed = [e for key, es in plugins.backends().items() if key != backend for e in es
                 if e.plugin.name == own.name and not isinstance(key, str)]
     problems = [p for e in misnamed
-                for p in _field_problems(e.project, f"a project of {_origin(e.plugin)}")]
+                for p in _field_problems(e.project, f"a project of {sel.origin(e.plugin)}")]
     assert not problems, f"source {name!r}: " + "; ".join(problems)
     if not found:
         hooks = _hook_problems(name)
         others = sorted(str(key) for key, es in plugins.backends().items()
                         if any(e.plugin.name == own.name for e in es))
         if others:
-            hooks.append(f"{_origin(own)} contributes " + ", ".join(map(repr, others)))
+            hooks.append(f"{sel.origin(own)} contributes " + ", ".join(map(repr, others)))
         pytest.fail(f"source {name!r}: SourceMeta.backend {backend!r}: no distribution "
                     "contributes a backend project of that name (agentprov_backends hook)"
                     + ("; " + "; ".join(hooks) if hooks else ""), pytrace=False)
     assert len(found) == 1, (
         f"source {name!r}: backend {backend!r} is contributed by more than one distribution ("
-        + ", ".join(_origin(e.plugin) for e in found) + "): no build can choose between them")
+        + ", ".join(sel.origin(e.plugin) for e in found) + "): no build can choose between them")
     project = found[0].project
-    what = f"backend {backend!r} ({_origin(found[0].plugin)})"
+    what = f"backend {backend!r} ({sel.origin(found[0].plugin)})"
     problems = _field_problems(project, what)
     assert not problems, "; ".join(problems)
     loc = projects.locate(backend)
@@ -716,121 +621,3 @@ def test_backend_project_lock(name: str) -> None:
             f"BackendProject.worker of {what}: {project.worker!r} is not a distribution "
             f"{where}/uv.lock installs (add it to the project's dependencies, with a path "
             "source for a worker package beside it)")
-
-
-# -------------------------------------------------------------------- the worker side
-def _built(name: str) -> str:
-    """The id of the source's backend environment built in ``$AGENTPROV_HOME``, or skip
-    saying how to build it."""
-    from agentprov_core.backend import environments, slots
-    from agentprov_core.backend.marker import MARKER
-
-    meta = _source(name).meta
-    try:
-        loc = projects.locate(meta.backend) if meta.backend else None
-    except AgentprovError:  # contributed twice: the project checks name it
-        loc = None
-    unpublished = loc.entry.project.unpublished if loc is not None else None
-    build = (f"build it with `agentprov backends build {meta.backend}"
-             + (f" --source-repo URL` (a copy of its upstream: {unpublished})" if unpublished
-                else "`"))
-    try:
-        why = slots.unbuildable(meta)
-    except AgentprovError as exc:  # a malformed slot file: the lock check names it
-        why = exc.message
-    if why is not None:
-        pytest.skip(f"source {name!r}: backend {meta.backend!r} cannot be built in this "
-                    f"build: {why}")
-    try:
-        env_id = environments.environment_id(meta)
-    except AgentprovError as exc:
-        pytest.skip(f"source {name!r}: no environment id for backend {meta.backend!r} "
-                    f"({exc.message})")
-    env_dir = environments.environment_dir(env_id)
-    if not (env_dir / MARKER).is_file():
-        pytest.skip(f"source {name!r}: backend environment {env_id} is not built in "
-                    f"$AGENTPROV_HOME ({paths.home()}): {build}, then run the suite again")
-    return env_id
-
-
-def _worker_catalogue(name: str, doc: Any, env_id: str) -> Catalogue:
-    """The catalogue the worker served, converted (the bad field named by its JSON path)."""
-    cat = _converted(doc, Catalogue,
-                     f"source {name!r}: catalogue served by the worker of {env_id}")
-    assert cat.source == name, (
-        f"source {name!r}: catalogue served by the worker of {env_id}: $.source is "
-        f"{cat.source!r}, not {name!r}")
-    return cat
-
-
-#: a user task id no catalogue holds, for the plan the worker must reject
-UNKNOWN_TASK = "user_task_contract_unknown_0"
-
-
-@pytest.mark.parametrize("name", WITH_BACKEND)
-def test_worker_serves_the_source(name: str) -> None:
-    """The built environment's worker (no keys, no network, its hello checked against the
-    marker) serves the source from the project's worker package, serves a catalogue of it,
-    accepts a plan of each suite's first user task and rejects an unknown user task."""
-    from packaging.utils import canonicalize_name
-
-    from agentprov_core.backend import session
-    from agentprov_core.plan.plans import Cell
-
-    env_id = _built(name)
-    src = _source(name)
-    meta = src.meta
-    want = getattr(projects.locate(meta.backend), "entry", None)
-    worker = want.project.worker if want is not None else None
-    try:
-        with session.plan_check(meta, env_id) as pc:
-            served = pc.hello.get("served")
-            mine = served.get(name) if isinstance(served, dict) else None
-            mine = mine if isinstance(mine, dict) else {}
-            if mine.get("error"):
-                pytest.fail(f"source {name!r}: the worker of {env_id} cannot serve it: "
-                            f"{mine['error']}", pytrace=False)
-            assert pc.serves, (
-                f"source {name!r}: the worker of {env_id} does not serve it (its hello's "
-                f"sources: {', '.join(pc.hello.get('sources') or []) or 'none'}): no worker "
-                "package in the environment registers it (entry-point group "
-                f"agentprov.worker, name {name})")
-            if worker is not None:
-                assert mine.get("distribution") == canonicalize_name(worker), (
-                    f"source {name!r}: the worker of {env_id} serves it from "
-                    f"{mine.get('distribution')} ({mine.get('entry_point')}), not from "
-                    f"BackendProject.worker {worker!r}")
-            cat = _worker_catalogue(name, pc.catalogue_document(), env_id)
-            if meta.kind == "suites":
-                version = cat.default_benchmark_version
-                suites = [s for s in cat.suites_of(version or "") if s.user_tasks]
-                assert suites, (f"source {name!r}: the catalogue served by the worker of "
-                                f"{env_id} has no suite with user tasks at {version!r}")
-                cells = [Cell.suite_cell("user_task", s.name,
-                                         taskspec.sort_tasks(s.user_tasks)[0], None, None)
-                         for s in suites]
-                bad = Cell.suite_cell("user_task", suites[0].name, UNKNOWN_TASK, None, None)
-                asked = None
-            else:
-                assert cat.tasks, (f"source {name!r}: the catalogue served by the worker of "
-                                   f"{env_id} has no task")
-                task = cat.tasks[0]
-                doc = _plan(name, inspect=InspectPlan(
-                    task=task.name, samples="limit:1", cell_size=1,
-                    limits={k: lo for k, (lo, _hi) in INSPECT_LIMITS.items()},
-                    judges={role: "scripted" for role in task.judge_roles}))
-                version, cells, bad = None, _expand(src, doc, cat), None
-                asked = session.inspect_request(doc)
-            problems = pc.plan_problems(version, cells, asked)
-            assert problems == [], (
-                f"source {name!r}: the worker of {env_id} rejects a plan of "
-                + ", ".join(c.key for c in cells) + ": " + "; ".join(map(str, problems)))
-            if bad is not None:
-                problems = pc.plan_problems(version, [bad])
-                assert any(UNKNOWN_TASK in str(p) for p in problems), (
-                    f"source {name!r}: the worker of {env_id} accepts the cell {bad.key}, "
-                    f"whose user task {UNKNOWN_TASK!r} its catalogue does not hold "
-                    f"(problems: {problems})")
-    except AgentprovError as exc:
-        pytest.fail(f"source {name!r}: the worker of {env_id}: [{exc.code}] {exc.message}",
-                    pytrace=False)

@@ -9,7 +9,7 @@ from pathlib import Path
 from agentprov_core.api import BackendProject, MapperRef, SourceMeta, SuiteSource, hookimpl
 
 
-class ExampleBench(SuiteSource):
+class Examplebench(SuiteSource):
     meta = SourceMeta(
         name="examplebench",  # the entry-point name in pyproject.toml
         label="examplebench · example",
@@ -28,7 +28,7 @@ class ExampleBench(SuiteSource):
 
 @hookimpl
 def agentprov_sources():
-    return [ExampleBench()]
+    return [Examplebench()]
 
 
 @hookimpl
@@ -40,7 +40,7 @@ def agentprov_backends():
 
 #: the mapper, by reference: agentprov imports mapper.py only when it first maps (listing the
 #: plugins imports nothing more), and refuses it if its name or version differs from these
-MAPPER = MapperRef(name="examplebench.capture", version="0.1.0",
+MAPPER = MapperRef(name="examplebench.capture", version="0.2.0",
                    evidence_formats=("capture/0.1",),
                    target="agentprov_example_source.mapper:MAPPER")
 

@@ -54,7 +54,7 @@ from typing import Any
 
 from msgspec import UNSET
 
-from agentprov_core.api import LiveVsNative, ModelCall, ToolCall
+from agentprov_core.api import LiveVsNative, ModelCall, ToolCall, dojo_mapper
 
 COMPARED = ("task", "assistant_messages", "tool_calls", "tool_results", "utility", "security")
 DEFENDED = (*COMPARED, "defence")
@@ -93,15 +93,8 @@ def _text(blocks: Any) -> str | None:
     return json.dumps(blocks, sort_keys=True)
 
 
-def parse_arguments(value: Any) -> Any:
-    """Tool-call arguments as the model gave them: parsed JSON when a string parses, else
-    the value itself."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
+#: tool-call arguments as the model gave them: parsed JSON when a string parses
+parse_arguments = dojo_mapper.parse_arguments
 
 
 def _show(v: Any) -> str:

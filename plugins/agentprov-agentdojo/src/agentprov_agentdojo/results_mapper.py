@@ -30,11 +30,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-# a tool result's digest is a live session's (``result_sha256``), so the two compare
-from agentprov_agentdojo.capture_mapper import _canonical, _sha
 from agentprov_agentdojo.plugin import RESULTS_MAPPER
-from agentprov_core.api import NOT_RECORDED, ImportCell, ImportEvidence, ImportRefused
+from agentprov_core.api import NOT_RECORDED, ImportCell, ImportEvidence, ImportRefused, dojo_mapper
 from agentprov_core.api import aer as A
+
+# a tool result's digest is a live session's (``result_sha256``), so the two compare
+_canonical, _sha = dojo_mapper.canonical, dojo_mapper.sha256
 
 NAME = RESULTS_MAPPER.name
 VERSION = RESULTS_MAPPER.version

@@ -102,7 +102,7 @@ class Mailbox:
         return None, f"no tool named {tool!r}"
 
 
-class ExampleBench(WorkerSource):
+class Examplebench(WorkerSource):
     name = "examplebench"
 
     def catalogue(self) -> dict[str, Any]:
@@ -193,4 +193,4 @@ def _run(request: dict[str, Any], writer) -> dict[str, Any]:
     return {"status": "complete", "utility": utility, "security": security, "calls": calls}
 
 
-SOURCE = ExampleBench()
+SOURCE = Examplebench()
