@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import os
 import types
+from datetime import UTC, datetime
 from email.utils import format_datetime
-from datetime import datetime, timezone
 
 import httpx
 import pytest
@@ -72,8 +72,8 @@ def test_a_connection_reset_is_a_signal_and_other_errors_are_not():
     ("999999", 30.0, "beyond"),
     ("soon", None, "unparsed"),
     ("nan", None, "unparsed"),
-    (format_datetime(datetime.fromtimestamp(NOW - 3600, timezone.utc), usegmt=True), 0.0, "past"),
-    (format_datetime(datetime.fromtimestamp(NOW + 5 * 86400, timezone.utc), usegmt=True), 30.0,
+    (format_datetime(datetime.fromtimestamp(NOW - 3600, UTC), usegmt=True), 0.0, "past"),
+    (format_datetime(datetime.fromtimestamp(NOW + 5 * 86400, UTC), usegmt=True), 30.0,
      "beyond"),
 ])
 def test_an_absurd_retry_after_is_bounded_and_says_so(value, pause, why):
@@ -82,8 +82,8 @@ def test_an_absurd_retry_after_is_bounded_and_says_so(value, pause, why):
 
 
 def test_an_http_date_is_measured_from_the_replys_own_date():
-    date = format_datetime(datetime.fromtimestamp(NOW - 500, timezone.utc), usegmt=True)
-    after = format_datetime(datetime.fromtimestamp(NOW - 497, timezone.utc), usegmt=True)
+    date = format_datetime(datetime.fromtimestamp(NOW - 500, UTC), usegmt=True)
+    after = format_datetime(datetime.fromtimestamp(NOW - 497, UTC), usegmt=True)
     s = ratelimit.read(reply(429, **{"retry-after": after, "date": date}), NOW, 30)
     assert (s.pause_s, s.clamped) == (3.0, None)
 

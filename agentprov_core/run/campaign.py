@@ -34,8 +34,8 @@ from agentprov_core.base import timing
 from agentprov_core.corpus.working import WorkingCorpus, partial_dir, unit_key
 from agentprov_core.errors import AgentprovError
 from agentprov_core.evidence import capture_seal
-from agentprov_core.run import (attempt, checks, gate, manifest, mappings, preflight, stops,
-                                summary, units)
+from agentprov_core.run import attempt, checks, manifest, mappings, preflight, stops, summary, units
+from agentprov_core.run.gate import Gate, Tail, policy_of
 from agentprov_core.run.live import Live, account_of
 from agentprov_core.run.stops import CapStop, Interrupted, Signals
 from agentprov_core.run.summary import Tally
@@ -176,11 +176,11 @@ class _Loop:
         self.canary = canarymod.Canary(o.get("canary"), plan_units,
                                        canarymod.Settings.from_run(o, live.params, live.wire))
         self.mappings = mappings.Mappings(prepared, wc, self.tally)
-        policy = gate.policy_of(prepared, jobs)
+        policy = policy_of(prepared, jobs)
         run_state["gate_policy"] = policy
         # the adaptive start gate (run/gate.py): when the next cell may start
-        self.gate = gate.Gate(policy) if policy.mode == "on" else None
-        self.tail = gate.Tail()
+        self.gate = Gate(policy) if policy.mode == "on" else None
+        self.tail = Tail()
 
     def run(self) -> tuple[Tally, str | None]:
         # T0's threads that wait on sockets (the bridge's relays, the worker's reader) must
