@@ -6,7 +6,8 @@ transport playing a provider's limit (``rate_limit``: a token bucket of ``--burs
 requests refilled at ``--rpm`` a minute, 429 with ``Retry-After`` beyond it) with
 ``latency_s`` seconds a call: ``agentprov run agentdojo`` through the real AgentDojo
 environment (the stock element, its SDK retries and tenacity's), the live-demo script's
-three calls a cell. For each arm: the wall time of the run, the billed attempts (wire
+three calls a cell, the canary off (``--canary 0``: its A11 stop at the first errored
+cells would end the run without the gate before anything is measured). For each arm: the wall time of the run, the billed attempts (wire
 replies served 200, in every stored capture log), the 429s, the inconclusive cells, and
 the ratio of the wall time to the limit's ideal (calls ÷ rpm).
 
@@ -57,7 +58,8 @@ def arm(home: Path, work: Path, mode: str, cells: int, jobs: int, s: Path) -> di
     argv = [sys.executable, "-m", "agentprov_core", "run", "agentdojo", "--suite", "banking",
             "--user-tasks", f"0-{TASKS - 1}", "--repeats", str(cells // TASKS),
             "--llm-script", str(s), "--jobs", str(jobs), "--adaptive-jobs", mode,
-            "--cell-timeout", "900", "--corpus", str(corpus), "--campaign", mode]
+            "--cell-timeout", "900", "--canary", "0", "--corpus", str(corpus),
+            "--campaign", mode]
     t = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, env=child_env(str(home)),
                           cwd=ROOT)

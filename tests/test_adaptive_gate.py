@@ -133,6 +133,27 @@ def test_multiplicative_decrease_once_per_window_and_additive_increase():
     assert g.backoffs() == {"gpt": 1, "?": 1}
 
 
+def test_a_slow_start_doubles_the_window_each_round_until_the_first_signal():
+    clock = Clock()
+    g = gatemod.Gate(gatemod.Policy("on", "test", start=2, ceiling=32), clock=clock)
+    assert g.allows(1) and not g.allows(2)
+    for rnd, want in ((2, 4.0), (4, 8.0), (8, 16.0)):
+        sids = [f"r{want}-{i}" for i in range(rnd)]
+        for sid in sids:
+            g.started(sid)
+        for sid in sids:
+            g.ended(sid, [request("a1"), reply(200, "a1")])
+        assert g.window == want
+    clock.t += 1
+    g.started("x")
+    g.observe("x", reply(429, "a1"))
+    assert g.window == 8.0 and not g.slow
+    clock.t += 1
+    g.started("y")
+    g.ended("y", [reply(200, "a1")])
+    assert g.window == 8.125  # additive after the first signal
+
+
 def test_the_window_never_drops_below_one():
     g, clock = make(jobs=2)
     for i in range(10):
@@ -205,7 +226,8 @@ def prepared(scripted=False, endpoint_class="api", **options):
 def test_on_by_default_for_an_api_endpoint_only():
     on = gatemod.policy_of(prepared(), 32)
     assert (on.mode, on.start, on.ceiling, on.stall_s, on.max_pause_s) == (
-        "on", 32, 32, 600.0, 300.0)
+        "on", 4, 32, 600.0, 300.0)  # a slow start from four cells
+    assert gatemod.policy_of(prepared(), 2).start == 2
     assert gatemod.policy_of(prepared(endpoint_class="local"), 4).mode == "off"
     assert gatemod.policy_of(prepared(scripted=True, endpoint_class=None), 4).mode == "off"
     assert gatemod.policy_of(prepared(scripted=True, adaptive_jobs="on"), 4).mode == "on"

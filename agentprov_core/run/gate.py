@@ -3,12 +3,15 @@ answers (docs/running.md, "The adaptive start gate").
 
 One gate per campaign, in T0, between the campaign loop and the executor: it decides when a
 cell starts, never what a cell sends (the element's own retries are the benchmark's, and
-stay). The number of cells it lets be in flight (the *window*) starts at ``--jobs`` and
-moves by additive increase and multiplicative decrease on the wire replies T0 reads
-(:mod:`agentprov_core.live.ratelimit`): a rate signal (HTTP 429 or 503, a connection reset)
-halves it, at most once per window (only a signal from a cell started after the last
-decrease lowers it again); a cell that ends with no rate signal adds ``1/window``; it never
-exceeds ``--jobs`` nor drops below one. A ``Retry-After`` (or ``retry-after-ms``, or an
+stay). The number of cells it lets be in flight (the *window*) starts at :data:`START`
+(``--jobs`` if fewer) and moves on the wire replies T0 reads
+(:mod:`agentprov_core.live.ratelimit`): a cell that ends with no rate signal adds one
+(a slow start: the window doubles each round of clean cells) until the first rate signal,
+``1/window`` after it (additive increase); a rate signal (HTTP 429 or 503, a connection
+reset) halves it (multiplicative decrease), at most once per window (only a signal from a
+cell started after the last decrease lowers it again); it never exceeds ``--jobs`` nor drops
+below one. A cell in flight cannot be held back, so the first cells are few: a limit met by
+``--jobs`` cells at once would have them all spend their retries together. A ``Retry-After`` (or ``retry-after-ms``, or an
 exhausted ``x-ratelimit-remaining-requests``) pauses new starts for that long, bounded by
 :data:`MAX_PAUSE_S` and the cell timeout. When the endpoint has answered nothing but rate
 signals for the cell timeout, the gate closes: no further cell starts, the cells in flight
@@ -44,6 +47,8 @@ if TYPE_CHECKING:
     from agentprov_core.run.attempt import Flight
     from agentprov_core.run.prepare import Prepared
 
+#: the window at the start (``--jobs`` when that is fewer)
+START = 4
 #: the longest pause one reply can ask for: a longer ``Retry-After`` is clamped to it
 MAX_PAUSE_S = 300.0
 #: the trace's points (t, in flight, window) kept; beyond, every other one is dropped
@@ -72,7 +77,9 @@ class Policy:
         if self.mode == "off":
             return {"mode": "off", "why": self.why}
         return {"mode": "on", "why": self.why, "start": self.start, "ceiling": self.ceiling,
-                "floor": self.floor, "increase": "1/window per cell ended without a rate signal",
+                "floor": self.floor,
+                "increase": "1 per cell ended without a rate signal until the first signal "
+                            "(slow start), 1/window after it",
                 "decrease": self.decrease, "max_pause_s": self.max_pause_s,
                 "stall_s": self.stall_s,
                 "signals": ["http 429", "http 503", "connection reset"],
@@ -96,7 +103,7 @@ def policy_of(prepared: Prepared, jobs: int) -> Policy:
     else:
         why = "an API endpoint (the default)"
     stall = float(o.get("cell_timeout") or 1800)
-    return Policy("on", why, start=jobs, ceiling=jobs,
+    return Policy("on", why, start=min(START, jobs), ceiling=jobs,
                   max_pause_s=min(MAX_PAUSE_S, stall), stall_s=stall)
 
 
@@ -120,6 +127,7 @@ class Gate:
         self.pause_until = self.t0
         self.paused_s = 0.0
         self.last_decrease = float("-inf")
+        self.slow = True  # the slow start, until the first decrease
         self.sessions: dict[str, _Session] = {}
         self.trace: list[list[float]] = []
         self.decreases: list[dict[str, Any]] = []
@@ -200,6 +208,7 @@ class Gate:
             before = self.window
             self.window = max(float(self.policy.floor), self.window * self.policy.decrease)
             self.last_decrease = now
+            self.slow = False
             self.n_decreases += 1
             self.by_model[s.models.get(aid, "?")] += 1
             if len(self.decreases) < MAX_EVENTS:
@@ -209,13 +218,15 @@ class Gate:
                     "attempt_id": aid, "pause_s": sig.pause_s})
 
     def ended(self, session_id: str, records: list[dict[str, Any]] | None) -> None:
-        """A cell ended: its records read (those the tail missed), then the window grows by
-        ``1/window`` if the cell met no rate signal and started after the last decrease."""
+        """A cell ended: its records read (those the tail missed), then the window grows, if
+        the cell met no rate signal and started after the last decrease, by one in the slow
+        start and by ``1/window`` after it."""
         for r in records or ():
             self.observe(session_id, r)
         s = self.sessions.pop(session_id, None)
         if s is not None and not s.signalled and s.started >= self.last_decrease:
-            self.window = min(float(self.policy.ceiling), self.window + 1.0 / self.window)
+            step = 1.0 if self.slow else 1.0 / self.window
+            self.window = min(float(self.policy.ceiling), self.window + step)
 
     def _check_stall(self) -> None:
         if self.closed is None and self.blocked_since is not None \
