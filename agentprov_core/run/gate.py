@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from agentprov_core.run.attempt import Flight
     from agentprov_core.run.prepare import Prepared
 
+#: why the gate is off by default on the scripted transport (nothing is then recorded)
+SCRIPTED = "the scripted transport"
 #: the window at the start (``--jobs`` when that is fewer)
 START = 4
 #: the longest pause one reply can ask for: a longer ``Retry-After`` is clamped to it
@@ -97,7 +99,7 @@ def policy_of(prepared: Prepared, jobs: int) -> Policy:
     if asked == "on":
         why = "--adaptive-jobs on"
     elif prepared.request.scripted:
-        return Policy("off", "the scripted transport")
+        return Policy("off", SCRIPTED)
     elif prepared.endpoint_class != "api":
         return Policy("off", "a local server (--adaptive-jobs on to use it)")
     else:

@@ -14,7 +14,7 @@ import msgspec
 from agentprov_core import __version__
 from agentprov_core.backend import datasets, environments
 from agentprov_core.corpus.working import MANIFEST_FORMAT, WorkingCorpus, now
-from agentprov_core.run import restricted, testfaults
+from agentprov_core.run import gate, restricted, testfaults
 from agentprov_core.run.stops import EARLY_STOPS
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ def gate_record(live: dict[str, Any], run_state: dict[str, Any]) -> None:
     it, so such a corpus records what it always did."""
     policy = run_state.get("gate_policy")
     rec = run_state.get("gate")
-    if rec is None and (policy is None or policy.why == "the scripted transport"):
+    if rec is None and (policy is None or policy.why == gate.SCRIPTED):
         return
     live.setdefault("gate", []).append(rec if rec is not None else {"policy": policy.record()})
 

@@ -114,7 +114,6 @@ def summary(prepared: Prepared, wc: WorkingCorpus, t: Tally, stop: str | None, c
         e(f"agentprov run: rate_limited: {t.refusals[-1]}; no further cell was started, the "
           "cells in flight were sealed as they ended; re-run the same command once the "
           "provider's limit allows (it resumes)")
-        notices = []
     elif stop in ("cap_reached", "cap_bound_exceeded"):
         e(f"agentprov run: {stop}: {t.cap}; no further cell was started "
           + ("(raise the cap and re-run the same command to resume)" if stop == "cap_reached"
