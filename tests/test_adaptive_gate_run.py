@@ -70,7 +70,7 @@ def test_a_server_that_answers_429_for_ever_stops_the_run_with_exit_3(e2e_cli, t
                 "on", "--canary", "0", "--corpus", corpus, "--campaign", "n")
     assert r.code == 3, r.err
     err = json.loads(r.err.strip().splitlines()[-1])
-    assert err["code"] == "run.environment.rate_limited"
+    assert (err["error"], err["exit"]) == ("run.environment.rate_limited", 3)
     assert "rate_limited: the endpoint answered nothing but rate limits for 15 s" in r.err
     entries = ledger(corpus)  # the cells in flight were sealed as they ended
     assert 1 <= len(entries) < 10 and all(not e["conclusive"] for e in entries)
