@@ -92,7 +92,8 @@ def arm(home: Path, work: Path, mode: str, cells: int, jobs: int, s: Path,
                     other += 1
             elif rec.get("kind") == "wire_error":
                 other += 1
-    gates = json.loads((part / "manifest.json").read_text())["live"].get("gate") or []
+    gates = [g for g in json.loads((part / "manifest.json").read_text())["live"].get("gate")
+             or [] if g["policy"]["mode"] == "on"]
     first = entries[:cells]
     return {"mode": mode, "exit": proc.returncode, "wall_s": walls[0], "walls_s": walls,
             "wall_total_s": round(sum(walls), 1), "invocations": len(walls),
