@@ -529,6 +529,10 @@ _reg("cli.refused.egress_target", R, "coded",
 _reg("run.environment.egress", E, "coded",
      "the egress proxy could not start: {what}",
      "free the loopback port or the socket path, then re-run")
+# --- the adaptive start gate (agentprov_core/run/gate.py)
+_reg("run.environment.rate_limited", E, "coded",
+     "{why}: the run stopped with {left} unit(s) not started; every attempt made is in the ledger",
+     "wait for the provider's limit to reset (or raise it, or lower --jobs) and re-run the same command: it resumes")
 
 # --- real endpoints: model options (2), the endpoint URL, the containment, consent (4)
 # (agentprov_core/run/prepare.py steps 1 and 3, agentprov_core/live/consent.py step 7)

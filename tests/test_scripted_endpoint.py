@@ -392,7 +392,7 @@ BAD = [
     ('{"format": "agentprov-llm-script/0.1", "replies": {}}',
      "replies must be a list (got an object)"),
     ('{"format": "agentprov-llm-script/0.1", "replies": [], "latency": 1}',
-     "unknown field latency (fields: format, replies, roles, latency_s, note)"),
+     "unknown field latency (fields: format, replies, roles, latency_s, rate_limit, note)"),
     ('{"format": "agentprov-llm-script/0.1"}', "missing field replies (or roles)"),
     ('{"format": "agentprov-llm-script/0.1", "replies": [], "roles": {"agent": []}}',
      "give replies (every call's, in arrival order) or roles (the replies of each role), "

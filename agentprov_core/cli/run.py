@@ -89,6 +89,7 @@ def _opts(f):
         click.option("--executor", metavar="NAME", help="Where the cells run: an installed executor [local]; another name is refused, naming those installed."),
         click.option("--jobs", type=int, metavar="N", help="Cells at once; above the host's maximum is refused."),
         click.option("--start-stagger", type=float, metavar="S", help="Seconds between cell starts."),
+        click.option("--adaptive-jobs", type=C(["on", "off"]), help="The adaptive start gate: fewer cells in flight while the endpoint answers 429/503 or Retry-After [on for an API endpoint, else off]."),
         click.option("--preset", metavar="NAME", help="A compute preset (registry/presets/): --jobs, start stagger and request timeout for a local server."),
         click.option("--m5ultra", is_flag=True, help="The m5ultra preset (as --preset m5ultra)."),
         click.option("--tune-jobs", metavar="V1,V2,...", help="The concurrency sweep against a local server: each value's arm runs the same cells (docs/local-models.md)."),

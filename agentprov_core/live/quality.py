@@ -18,6 +18,15 @@ from agentprov_core.live.sse import reply_body
 
 COUNTS = ("calls", "wire_attempts", "retries", "abnormal_finishes", "wire_errors",
           "served_absent", "served_other", "text_tool_calls")
+#: counted only when the adaptive start gate ran (:mod:`agentprov_core.run.gate`): how often
+#: a reply to this model made it lower the cells in flight; absent otherwise, so a run
+#: without the gate records what it always did
+GATE_COUNTS = ("gate_backoffs",)
+
+
+def empty() -> dict[str, Any]:
+    """A model's counts before any call."""
+    return dict.fromkeys(COUNTS, 0) | {"served_models": {}}
 
 
 def from_records(records: list[dict[str, Any]], wire: str = "openai") -> dict[str, dict[str, Any]]:
@@ -68,9 +77,12 @@ def from_records(records: list[dict[str, Any]], wire: str = "openai") -> dict[st
 
 def merge(total: dict[str, dict[str, Any]], part: dict[str, dict[str, Any]]) -> None:
     for model, q in part.items():
-        t = total.setdefault(model, dict.fromkeys(COUNTS, 0) | {"served_models": {}})
+        t = total.setdefault(model, empty())
         for k in COUNTS:
             t[k] = t.get(k, 0) + q.get(k, 0)
+        for k in GATE_COUNTS:
+            if k in q:
+                t[k] = t.get(k, 0) + q[k]
         for served, n in q["served_models"].items():
             t["served_models"][served] = t["served_models"].get(served, 0) + n
 
@@ -85,5 +97,7 @@ def lines(quality: dict[str, dict[str, Any]]) -> list[str]:
                    + (f"; {q['served_absent']} reply(ies) without a served model"
                       if q.get("served_absent") else "")
                    + (f"; {q['text_tool_calls']} text-encoded tool call(s)"
-                      if q.get("text_tool_calls") else ""))
+                      if q.get("text_tool_calls") else "")
+                   + (f"; the start gate backed off {q['gate_backoffs']} time(s)"
+                      if "gate_backoffs" in q else ""))
     return out

@@ -35,6 +35,7 @@ from agentprov_core.corpus.working import WorkingCorpus, partial_dir, unit_key
 from agentprov_core.errors import AgentprovError
 from agentprov_core.evidence import capture_end
 from agentprov_core.run import attempt, checks, manifest, mappings, preflight, stops, summary, units
+from agentprov_core.run.gate import Gate, Tail, policy_of
 from agentprov_core.run.live import Live, account_of
 from agentprov_core.run.stops import CapStop, Interrupted, Signals
 from agentprov_core.run.summary import Tally
@@ -134,6 +135,9 @@ def _run(prepared: Prepared, consent: dict[str, Any] | None = None) -> int:
     summary.summary(prepared, wc, tally, stop, exit_code, started, done_before, len(due),
                     acc.record() if summary.caps_line_wanted(prepared) else None)
     timing.emit("campaign.finish", t_finish)
+    if stop == "rate_limited":
+        raise AgentprovError("run.environment.rate_limited", why=tally.refusals[-1],
+                             left=run_state["not_started"])
     return exit_code
 
 
@@ -172,6 +176,11 @@ class _Loop:
         self.canary = canarymod.Canary(o.get("canary"), plan_units,
                                        canarymod.Settings.from_run(o, live.params, live.wire))
         self.mappings = mappings.Mappings(prepared, wc, self.tally)
+        policy = policy_of(prepared, jobs)
+        run_state["gate_policy"] = policy
+        # the adaptive start gate (run/gate.py): when the next cell may start
+        self.gate = Gate(policy) if policy.mode == "on" else None
+        self.tail = Tail()
 
     def run(self) -> tuple[Tally, str | None]:
         # T0's threads that wait on sockets (the bridge's relays, the worker's reader) must
@@ -198,6 +207,8 @@ class _Loop:
                     if (self.queue and self.stop is None and limit is not None
                             and self.started_units >= limit):
                         self.stop = "limit"
+                    elif self.queue and self.stop is None and self._gate_holds():
+                        continue
                     break
                 self.mappings.start()  # the last cell's mapping, now the next one is launched
                 with timing.span("wait"):
@@ -206,6 +217,9 @@ class _Loop:
                 for fut in done:
                     self._settle(fut)
                 self.signals.critical = False
+                if self.gate is not None:
+                    self.tail.poll(self.gate, list(self.flights.values()))
+                    self.gate.note(len(self.flights))
                 self.mappings.harvest()
                 self.signals.raise_pending()
                 failure = self.executor.failure() if self.stop is None else None
@@ -234,7 +248,8 @@ class _Loop:
         (A14), a worker that died."""
         stagger = self.options.get("start_stagger") or 0.0
         while (self.queue and len(self.flights) < self.jobs and self.stop is None
-               and (limit is None or self.started_units < limit)):
+               and (limit is None or self.started_units < limit)
+               and (self.gate is None or self.gate.allows(len(self.flights)))):
             if stops.drain_requested(self.options):
                 self.stop = "drain"
                 break
@@ -256,6 +271,9 @@ class _Loop:
                     fl = attempt.launch(self.prepared, self.wc, self.executor, self.live, unit,
                                         local_note, first=not self.started_units)
                 self.flights[fl.future] = fl
+                if self.gate is not None:
+                    self.gate.started(fl.session_id)
+                    self.gate.note(len(self.flights))
             except AgentprovError as exc:  # the worker died: stop, re-run resumes
                 self.stop = "worker"
                 self.tally.refusals.append(exc.message)
@@ -266,6 +284,26 @@ class _Loop:
             self.started_units += 1
             if stagger and self.queue:
                 time.sleep(stagger)
+
+    def _gate_holds(self) -> bool:
+        """Nothing in flight and the gate holds the next cell back (a pause): wait for it,
+        a quarter second at a time (a signal or a drain is seen meanwhile); False when the
+        gate has closed (the stop ``rate_limited``) or holds nothing back."""
+        g = self.gate
+        if g is None or g.allows(0):
+            return False
+        if g.closed is not None:
+            self.stop = "rate_limited"
+            self.run_state["not_started"] = len(self.queue)
+            self.tally.refusals.append(g.closed)
+            return False
+        with timing.span("gate"):
+            time.sleep(min(0.25, max(0.01, g.wait_s())))
+        self.signals.raise_pending()
+        if stops.drain_requested(self.options):
+            self.stop = "drain"
+            return False
+        return True
 
     def _a14(self) -> tuple[bool, dict[str, Any] | None]:
         """A14 before each cell: the local server re-observed. ``(True, the session's note)``
@@ -293,6 +331,8 @@ class _Loop:
             entry = attempt.ingest(self.prepared, self.wc, fl, result, self.invocation,
                                    self.seq, self.live, drop=self.mappings.drop_later)
         self.mappings.submit(entry, fl)  # counted once mapped (harvest)
+        if self.gate is not None:
+            self.gate.ended(fl.session_id, fl.records)
         del self.flights[fut]  # ledgered: an interrupt from here on leaves it alone
         # a complete cell that left scripted replies over (one that failed stopped early)
         if self.live.scripted and entry.status == "complete" and (
@@ -336,6 +376,8 @@ class _Loop:
         """The executor and the endpoint side stopped (cells still in flight, after a worker
         death or a failure of T0 such as a full disk, cancelled and sealed ``aborted`` where
         they can be written); the last mappings waited for."""
+        from agentprov_core.live import quality
+
         t_close = time.time()
         executor = self.executor
         if executor is not None:
@@ -355,4 +397,12 @@ class _Loop:
         timing.emit("mappings.drain", t_drain)
         sys.setswitchinterval(switch)
         self.run_state["canary"] = self.canary.record()
+        if self.gate is not None:
+            self.gate.note(len(self.flights))
+            self.run_state["gate"] = self.gate.record()
+            backoffs = self.gate.backoffs()
+            quality.merge(self.tally.quality, {
+                m: quality.empty() | {"gate_backoffs": backoffs.get(m, 0)}
+                for m in set(self.tally.quality) | set(backoffs)})
+            self.tally.gate_line = self.gate.summary_line()
         timing.emit("campaign.close", t_close)

@@ -14,7 +14,7 @@ import msgspec
 from agentprov_core import __version__
 from agentprov_core.backend import datasets, environments
 from agentprov_core.corpus.working import MANIFEST_FORMAT, WorkingCorpus, now
-from agentprov_core.run import restricted, testfaults
+from agentprov_core.run import gate, restricted, testfaults
 from agentprov_core.run.stops import EARLY_STOPS
 
 if TYPE_CHECKING:
@@ -149,10 +149,22 @@ def record_live(wc: WorkingCorpus, live_ctx: Live, acc: Account,
         live.setdefault("preflight", []).append(run_state["preflight"])
     if run_state.get("canary") is not None:
         live["canary"] = run_state["canary"]
+    gate_record(live, run_state)
     if live_ctx.overrides:
         live["test_overrides"] = sorted(set(live.get("test_overrides", [])) |
                                         set(live_ctx.overrides))
     wc.write_manifest(manifest)
+
+
+def gate_record(live: dict[str, Any], run_state: dict[str, Any]) -> None:
+    """``live.gate``, the adaptive start gate of this invocation (its policy, trace and
+    decreases), one record per invocation. Absent from a scripted run that did not ask for
+    it, so such a corpus records what it always did."""
+    policy = run_state.get("gate_policy")
+    rec = run_state.get("gate")
+    if rec is None and (policy is None or policy.why == gate.SCRIPTED):
+        return
+    live.setdefault("gate", []).append(rec if rec is not None else {"policy": policy.record()})
 
 
 def close_manifest(wc: WorkingCorpus, tally: Tally, stop: str | None, code: int) -> None:

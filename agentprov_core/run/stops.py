@@ -1,7 +1,9 @@
 """Why a campaign stops before its due units are done, and the exit code it ends with.
 
 A config stop (a cell's setup refused the configuration), a worker stop (the worker ended),
-a canary stop, a cap stop (``cap_reached``, ``cap_bound_exceeded``), a drain
+a canary stop, a cap stop (``cap_reached``, ``cap_bound_exceeded``), a rate-limit stop
+(``rate_limited``: the adaptive start gate closed, :mod:`agentprov_core.run.gate`; exit 3,
+``run.environment.rate_limited``), a drain
 (``--control-file``), ``--limit``, and an interrupt (SIGINT, SIGTERM, SIGHUP: in-flight
 sessions are sealed ``aborted`` and ledgered, exit 130; a second signal exits at once).
 """
@@ -18,7 +20,8 @@ if TYPE_CHECKING:
     from agentprov_core.run.summary import Tally
 
 #: stops that leave the corpus partial (R-21.31) and exit 1
-EARLY_STOPS = ("config", "worker", "canary", "cap_reached", "cap_bound_exceeded")
+EARLY_STOPS = ("config", "worker", "canary", "cap_reached", "cap_bound_exceeded",
+               "rate_limited")
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -90,11 +93,13 @@ def drain_requested(options: dict[str, Any]) -> bool:
 
 
 def exit_code(stop: str | None, tally: Tally) -> int:
-    """130 after an interrupt; 1 after an early stop or with any attempt that is not
-    conclusive or whose mapping failed; else 0 (complete, or a drain or ``--limit`` with
-    every attempt conclusive: decisions 3, 4)."""
+    """130 after an interrupt; 3 after a rate-limit stop; 1 after another early stop or
+    with any attempt that is not conclusive or whose mapping failed; else 0 (complete, or a
+    drain or ``--limit`` with every attempt conclusive: decisions 3, 4)."""
     if stop == "interrupt":
         return 130
+    if stop == "rate_limited":
+        return 3
     if stop in EARLY_STOPS or tally.failed or tally.quarantined or \
             tally.inconclusive or tally.inconsistent or tally.map_failed:
         return 1

@@ -41,6 +41,7 @@ class Tally:
     cap: str | None = None  # why a cap stopped the campaign
     #: complete scripted sessions that left replies over: "CELL (SESSION): refusal_judge 2"
     script_unused: list[str] = field(default_factory=list)
+    gate_line: str | None = None  # what the adaptive start gate did (run/gate.py)
 
     def add_mappings(self, other: Tally) -> None:
         """Count the executions ``other`` derived and the mappings that failed in it (the
@@ -109,6 +110,10 @@ def summary(prepared: Prepared, wc: WorkingCorpus, t: Tally, stop: str | None, c
         from agentprov_core.live.canary import STOP_LINE
 
         e(f"agentprov run: {STOP_LINE}")
+    elif stop == "rate_limited":
+        e(f"agentprov run: rate_limited: {t.refusals[-1]}; no further cell was started, the "
+          "cells in flight were sealed as they ended; re-run the same command once the "
+          "provider's limit allows (it resumes)")
     elif stop in ("cap_reached", "cap_bound_exceeded"):
         e(f"agentprov run: {stop}: {t.cap}; no further cell was started "
           + ("(raise the cap and re-run the same command to resume)" if stop == "cap_reached"
@@ -117,6 +122,8 @@ def summary(prepared: Prepared, wc: WorkingCorpus, t: Tally, stop: str | None, c
 
     for line in quality.lines(t.quality):
         e(line)
+    if t.gate_line:
+        e(t.gate_line)
     if caps:
         usd = caps.get("spend_upper_bound_usd")
         e(f"  caps     {caps['billed_calls']} billed call(s) in the corpus ({caps['probe_calls']} "

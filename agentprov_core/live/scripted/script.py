@@ -103,11 +103,25 @@ class Reply(_Struct):
         return "tool_calls" if self.tool_calls else "stop"
 
 
+class RateLimit(_Struct):
+    """A provider's rate limit, played by the server across all sessions: a token bucket of
+    ``burst`` requests (default ``per_minute``) refilled at ``per_minute`` a minute; a
+    request beyond it is answered ``status`` (429 or 503) with ``Retry-After`` (the whole
+    seconds until the next token, or ``retry_after`` verbatim) and takes no reply.
+    ``per_minute`` 0: every request is refused, for ever."""
+
+    per_minute: Annotated[int, Meta(ge=0)]
+    burst: Annotated[int, Meta(ge=1)] | UnsetType = UNSET
+    status: Literal[429, 503] = 429
+    retry_after: Annotated[str, Meta(max_length=200)] | UnsetType = UNSET
+
+
 class _Header(_Struct):
     format: str
     replies: Any = UNSET
     roles: Any = UNSET
     latency_s: Seconds = 0.0
+    rate_limit: RateLimit | UnsetType = UNSET
     note: str | UnsetType = UNSET
 
 
@@ -129,6 +143,7 @@ class Script(msgspec.Struct, frozen=True, kw_only=True):
     replies: tuple[Reply, ...]
     latency_s: float = 0.0
     roles: dict[str, tuple[Reply, ...]] = {}
+    rate_limit: RateLimit | None = None
 
     def __len__(self) -> int:
         return len(self.replies)
@@ -176,6 +191,7 @@ def parse_script(data: bytes, name: str = "<script>") -> Script:
     except RecursionError:
         _fail(name, f"is not a script: it nests more than {inputfile.MAX_DEPTH} levels deep")
     latency = 0.0
+    limit = None
     if isinstance(doc, dict):
         try:
             header = msgspec.convert(doc, _Header, strict=True)
@@ -188,6 +204,7 @@ def parse_script(data: bytes, name: str = "<script>") -> Script:
                         "replies of each role), not both" if header.roles is not UNSET
                   else "missing field replies (or roles)")
         latency = header.latency_s
+        limit = header.rate_limit if header.rate_limit is not UNSET else None
         if header.roles is not UNSET:
             if not isinstance(header.roles, dict) or AGENT not in header.roles:
                 _fail(name, f"roles must be an object of reply lists by role, with "
@@ -197,7 +214,8 @@ def parse_script(data: bytes, name: str = "<script>") -> Script:
             roles = {role: _replies(name, entries, role)
                      for role, entries in header.roles.items()}
             return Script(path=name, sha256=hashlib.sha256(data).hexdigest(),
-                          replies=roles[AGENT], latency_s=latency, roles=roles)
+                          replies=roles[AGENT], latency_s=latency, roles=roles,
+                          rate_limit=limit)
         entries = header.replies
     elif isinstance(doc, list):
         entries = doc
@@ -205,7 +223,7 @@ def parse_script(data: bytes, name: str = "<script>") -> Script:
         _fail(name, "must be a JSON list of replies, or an object with format and replies "
                     f"(got {_json_kind(doc)})")
     return Script(path=name, sha256=hashlib.sha256(data).hexdigest(),
-                  replies=_replies(name, entries), latency_s=latency)
+                  replies=_replies(name, entries), latency_s=latency, rate_limit=limit)
 
 
 def check_roles(script: Script, judges: dict[str, str]) -> None:

@@ -29,12 +29,13 @@ import select
 import socket
 import socketserver
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from msgspec import UNSET
 
-from agentprov_core.live.scripted.script import AGENT, Reply, Script
+from agentprov_core.live.scripted.script import AGENT, RateLimit, Reply, Script
 
 MODEL_ID = "scripted"
 MAX_BODY = 64 * 1024 * 1024
@@ -225,6 +226,35 @@ class _Handler(BaseHTTPRequestHandler):
             return True
 
 
+class _Bucket:
+    """The script's ``rate_limit`` as a token bucket shared by every session."""
+
+    def __init__(self, limit: RateLimit) -> None:
+        self.limit = limit
+        self.rate = limit.per_minute / 60.0
+        self.capacity = float(limit.per_minute if limit.burst is UNSET else limit.burst)
+        self.tokens = self.capacity if limit.per_minute else 0.0
+        self.at = time.monotonic()
+        self.refused = 0
+        self.lock = threading.Lock()
+
+    def refuse(self) -> tuple[int, dict[str, str]] | None:
+        """None when a token was taken; else the status and headers of the refusal."""
+        with self.lock:
+            now = time.monotonic()
+            self.tokens = min(self.capacity, self.tokens + (now - self.at) * self.rate)
+            self.at = now
+            if self.tokens >= 1.0:
+                self.tokens -= 1.0
+                return None
+            self.refused += 1
+            wait = math.ceil((1.0 - self.tokens) / self.rate) if self.rate else 60
+        after = str(wait) if self.limit.retry_after is UNSET else self.limit.retry_after
+        return self.limit.status, {"Retry-After": after,
+                                   "x-ratelimit-limit-requests": str(self.limit.per_minute),
+                                   "x-ratelimit-remaining-requests": "0"}
+
+
 class ScriptedEndpoint:
     """Serve ``script`` on loopback: ``start()`` / ``stop()`` or ``with``."""
 
@@ -243,6 +273,8 @@ class ScriptedEndpoint:
         self._counts: dict[str, int] = {}
         self._errors = 0
         self._stopping = threading.Event()
+        limit = script.rate_limit
+        self._bucket = None if limit is None else _Bucket(limit)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -329,6 +361,11 @@ class ScriptedEndpoint:
         except (ValueError, UnicodeDecodeError):
             request = None
         role = self._roles.get(request.get("model")) if isinstance(request, dict) else None
+        if self._bucket is not None and (refused := self._bucket.refuse()) is not None:
+            status, headers = refused  # a rate limit takes no reply: the retry gets it
+            return h._send_json(status, error_body(
+                "scripted transport: rate limit reached", type_="rate_limit_exceeded"
+                if status == 429 else "server_error", code="rate_limit_exceeded"), headers)
         n = self._take(session_id, role)
         if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
             return h._send_json(400, error_body(
