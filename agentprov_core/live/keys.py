@@ -11,8 +11,9 @@ check, before the endpoint URL check, R-16.3)::
 
 ``read_key(var, options, *, stdin=None) -> Secret`` reads the key variable ``var``
 (``OPENROUTER_API_KEY``, as ``registry/endpoints.toml`` names it) from the source the run
-options choose. ``options`` is the ``run`` command's option dict; the keys used are
-``keychain`` (bool), ``env_file`` (a path or None) and ``env_stdin`` (bool):
+options choose. ``options`` is a :class:`KeySource` (``agentprov run``'s options give theirs),
+or the option mapping of another command with the keys ``keychain`` (bool), ``env_file`` (a
+path or None) and ``env_stdin`` (bool):
 
 * ``--keychain``: the OS keychain only (``keyring``, service :data:`SERVICE`, the user name
   is the variable name);
@@ -49,8 +50,11 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
+
+import msgspec
 
 from agentprov_core.errors import AgentprovError
 
@@ -67,6 +71,25 @@ _KEY_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 
 #: the options that name where a key is read from (at most one of them)
 CREDENTIALS = (("keychain", "--keychain"), ("env_file", "--env-file"), ("env_stdin", "--env-stdin"))
+
+
+class KeySource(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a key is read from: the key options, and whether the run is scripted (whose
+    transport takes no key)."""
+
+    keychain: bool = False
+    env_file: str | None = None
+    env_stdin: bool = False
+    scripted: bool = False
+
+    @classmethod
+    def of(cls, options: KeySource | Mapping[str, Any]) -> KeySource:
+        """``options`` as a key source (a command's option mapping read once, here)."""
+        if isinstance(options, KeySource):
+            return options
+        return cls(keychain=bool(options.get("keychain")), env_file=options.get("env_file"),
+                   env_stdin=bool(options.get("env_stdin")),
+                   scripted=options.get("llm_script") is not None)
 
 
 class Secret:
@@ -398,11 +421,11 @@ def check_key_name(name: str, registry: dict | None = None) -> list[str]:
 # --- reading a key ---------------------------------------------------------------------
 
 
-def _mode(options: dict[str, Any]) -> str | None:
-    chosen = [(name, flag) for name, flag in CREDENTIALS if options.get(name)]
+def _mode(src: KeySource) -> str | None:
+    chosen = [(name, flag) for name, flag in CREDENTIALS if getattr(src, name)]
     if len(chosen) > 1:  # check_usage refuses this first; a guard for other callers
         raise AgentprovError("cli.usage.exclusive", first=chosen[0][1], second=chosen[1][1])
-    if options.get("llm_script") is not None and chosen:
+    if src.scripted and chosen:
         raise AgentprovError("cli.usage.script_credential", flag=chosen[0][1])
     return chosen[0][0] if chosen else None
 
@@ -425,11 +448,12 @@ def _checked(secret: Secret, where: str) -> Secret:
     return secret
 
 
-def read_key(var: str, options: dict[str, Any], *, stdin: Any = None) -> Secret:
+def read_key(var: str, options: KeySource | Mapping[str, Any], *, stdin: Any = None) -> Secret:
     """The key ``var`` from the source ``options`` choose (see the module docstring)."""
     from agentprov_core.base import paths
 
-    mode = _mode(options)
+    src = KeySource.of(options)
+    mode = _mode(src)
     if mode == "env_stdin":
         value = read_env_stdin(stdin).get(var)
         if not _present(value):
@@ -437,7 +461,7 @@ def read_key(var: str, options: dict[str, Any], *, stdin: Any = None) -> Secret:
                            "in the --env-stdin object"])
         return _checked(Secret(var, value, "env-stdin"), "in the --env-stdin object")
     if mode == "env_file":
-        path = Path(options["env_file"])
+        path = Path(src.env_file or "")
         shown = paths.display(path)
         value = read_env_file(path).get(var)
         if not _present(value):
@@ -479,14 +503,16 @@ def read_key(var: str, options: dict[str, Any], *, stdin: Any = None) -> Secret:
     _missing(var, searched)
 
 
-def read_variable(var: str, options: dict[str, Any], *, stdin: Any = None) -> str | None:
+def read_variable(var: str, options: KeySource | Mapping[str, Any], *,
+                  stdin: Any = None) -> str | None:
     """A non-secret variable (``OMLX_MODEL``, ``LOCAL_MODEL_ID``) from ``--env-stdin``,
     ``--env-file`` or ``./.env`` (with ``--keychain`` too: the keychain holds keys only);
     None when it is not set."""
-    mode = _mode(options)
+    src = KeySource.of(options)
+    mode = _mode(src)
     if mode == "env_stdin":
         return read_env_stdin(stdin).get(var)
     if mode == "env_file":
-        return read_env_file(options["env_file"]).get(var)
+        return read_env_file(src.env_file or "").get(var)
     dotenv = Path(DEFAULT_ENV_FILE)
     return read_env_file(dotenv).get(var) if dotenv.is_file() else None
