@@ -5,15 +5,15 @@ check, before the endpoint URL check, R-16.3)::
 
     from agentprov_core.live import keys
 
-    secret = keys.read_key(endpoint.key, options)   # a Secret, or an AgentprovError
+    secret = keys.read_key(endpoint.key, options.keys)   # a Secret, or an AgentprovError
     headers = {"Authorization": "Bearer " + secret.reveal()}   # only where it is sent
     agent["key_variables"] = [secret.name]          # the configuration digest: the name only
 
-``read_key(var, options, *, stdin=None) -> Secret`` reads the key variable ``var``
+``read_key(var, src, *, stdin=None) -> Secret`` reads the key variable ``var``
 (``OPENROUTER_API_KEY``, as ``registry/endpoints.toml`` names it) from the source the run
-options choose. ``options`` is a :class:`KeySource` (``agentprov run``'s options give theirs),
-or the option mapping of another command with the keys ``keychain`` (bool), ``env_file`` (a
-path or None) and ``env_stdin`` (bool):
+options choose: ``src`` is a :class:`KeySource` (``agentprov run``'s options give theirs as
+``options.keys``), whose fields are ``keychain`` (bool), ``env_file`` (a path or None) and
+``env_stdin`` (bool):
 
 * ``--keychain``: the OS keychain only (``keyring``, service :data:`SERVICE`, the user name
   is the variable name);
@@ -50,7 +50,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -82,14 +81,6 @@ class KeySource(msgspec.Struct, frozen=True, kw_only=True):
     env_stdin: bool = False
     scripted: bool = False
 
-    @classmethod
-    def of(cls, options: KeySource | Mapping[str, Any]) -> KeySource:
-        """``options`` as a key source (a command's option mapping read once, here)."""
-        if isinstance(options, KeySource):
-            return options
-        return cls(keychain=bool(options.get("keychain")), env_file=options.get("env_file"),
-                   env_stdin=bool(options.get("env_stdin")),
-                   scripted=options.get("llm_script") is not None)
 
 
 class Secret:
@@ -448,11 +439,10 @@ def _checked(secret: Secret, where: str) -> Secret:
     return secret
 
 
-def read_key(var: str, options: KeySource | Mapping[str, Any], *, stdin: Any = None) -> Secret:
-    """The key ``var`` from the source ``options`` choose (see the module docstring)."""
+def read_key(var: str, src: KeySource, *, stdin: Any = None) -> Secret:
+    """The key ``var`` from the source ``src`` names (see the module docstring)."""
     from agentprov_core.base import paths
 
-    src = KeySource.of(options)
     mode = _mode(src)
     if mode == "env_stdin":
         value = read_env_stdin(stdin).get(var)
@@ -503,12 +493,10 @@ def read_key(var: str, options: KeySource | Mapping[str, Any], *, stdin: Any = N
     _missing(var, searched)
 
 
-def read_variable(var: str, options: KeySource | Mapping[str, Any], *,
-                  stdin: Any = None) -> str | None:
+def read_variable(var: str, src: KeySource, *, stdin: Any = None) -> str | None:
     """A non-secret variable (``OMLX_MODEL``, ``LOCAL_MODEL_ID``) from ``--env-stdin``,
     ``--env-file`` or ``./.env`` (with ``--keychain`` too: the keychain holds keys only);
     None when it is not set."""
-    src = KeySource.of(options)
     mode = _mode(src)
     if mode == "env_stdin":
         return read_env_stdin(stdin).get(var)
