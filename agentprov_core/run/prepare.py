@@ -425,6 +425,7 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     meta = src.meta
     doc = plan_document(req, src)
     ep = resolve_endpoint(req)
+    wire = epmod.wire_of(ep) if ep is not None else None
     from agentprov_core.live.local import facts as factsmod
 
     factsmod.check_flags(req.options.fact_flags(), req.scripted, ep)
@@ -464,7 +465,7 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     entry = defmod.check(meta.name, meta.backend, doc.defence, src.suites_of_plan(cells),
                          defmod.load_registry(suites_of=suites_of_backend),
                          paths.display(paths.defence_registry()),
-                         wire=epmod.wire_of(ep) if ep is not None else "openai",
+                         wire=wire or "openai",
                          agent_endpoint=ep.name if ep is not None else None,
                          defence_endpoint=req.options.defence_endpoint)
     check_mapper(meta)
@@ -522,10 +523,9 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
                      resolved, params, local_record)
     if attack_cache is not None:
         attack_cache.same_as_plan(plan.content)
-    return Prepared(src, req, doc, cat, cells, ep, plan, identity, params,
-                    epmod.wire_of(ep) if ep is not None else None, resolved, containment,
-                    local_identity, local_record, local_options, attack_cache, model_facts,
-                    preset_plan)
+    return Prepared(src, req, doc, cat, cells, ep, plan, identity, params, wire, resolved,
+                    containment, local_identity, local_record, local_options, attack_cache,
+                    model_facts, preset_plan)
 
 
 def with_timeout(params: dict[str, Any], timeout_s: int) -> dict[str, Any]:
