@@ -100,11 +100,9 @@ def check_usage(req: RunRequest) -> None:
     caps_given = [c for c in CAPS if getattr(o, c) is not None]
     if o.preflight_only and caps_given:
         raise AgentprovError("cli.usage.preflight_caps")
-    if o.max_cost_usd is not None and (o.price_in is None
-                                               or o.price_out is None):
+    if o.max_cost_usd is not None and (o.price_in is None or o.price_out is None):
         raise AgentprovError("cli.usage.cost_needs_prices")
-    if o.max_cost_usd is None and (o.price_in is not None
-                                           or o.price_out is not None):
+    if o.max_cost_usd is None and (o.price_in is not None or o.price_out is not None):
         raise AgentprovError("cli.usage.prices_need_cost")
     for name, flag in (("max_calls", "--max-calls"), ("max_cost_usd", "--max-cost-usd"),
                        ("price_in", "--price-in"), ("price_out", "--price-out")):
