@@ -535,7 +535,7 @@ _reg("run.environment.rate_limited", E, "coded",
      "wait for the provider's limit to reset (or raise it, or lower --jobs) and re-run the same command: it resumes")
 
 # --- real endpoints: model options (2), the endpoint URL, the containment, consent (4)
-# (agentprov_core/run/prepare.py steps 1 and 3, agentprov_core/live/consent.py step 7)
+# (agentprov_core/run/prepare.py steps 1 and 3, agentprov_core/run/consent.py step 7)
 _reg("cli.usage.max_tokens_required", U, "usage",
      "--max-tokens N|harness-default is required on the Anthropic endpoint {endpoint}: AgentDojo's own 1,024 is never used silently",
      "add --max-tokens N, or --max-tokens harness-default to accept AgentDojo's 1,024 (recorded)")

@@ -51,7 +51,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     _fixed_environment(environments)
     source_entry(SOURCE)  # loads every plugin: not part of the measurement
     options = dict(spec["options"])
-    req = RunRequest(SOURCE, options, set(options))
+    req = RunRequest.of(SOURCE, options, set(options))
     t0 = time.perf_counter()
     corpora = cellstats.read_corpora(spec["stats"]) if spec["stats"] else None
     t1 = time.perf_counter()

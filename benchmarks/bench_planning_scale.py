@@ -8,7 +8,7 @@ made here and fetched into the fetch cache, pinned by ``AGENTPROV_TEST_AUTODOJO_
 ``--autodojo-variant 0``.
 
 Each measurement runs in a fresh subprocess (so peak memory is that of the measurement
-alone) and calls ``agentprov_core.run.prepare.prepare(RunRequest("autodojo", ...))`` exactly
+alone) and calls ``agentprov_core.run.prepare.prepare(RunRequest.of("autodojo", ...))`` exactly
 as ``agentprov run`` does, with ``environments.require_built`` replaced by a fixed id (no
 environment is built here) and a scripted model (``--llm-script``; nothing is read). The
 child first imports agentprov and loads the plugins, then times ``prepare``: reading the
@@ -148,7 +148,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     dry = spec["path"] == "dry run"
     if dry:
         options |= {"dry_run": True, "plan_json": True}
-    req = RunRequest(SOURCE, options, set(options))
+    req = RunRequest.of(SOURCE, options, set(options))
     mode = spec["mode"]
     spent: dict[str, float] = {}  # "section|step" -> seconds
     notes: list[str] = []
@@ -391,7 +391,7 @@ def markdown(res: dict[str, Any]) -> str:
             "imports and the plugin loading; \"whole process\" is the subprocess from start "
             "to exit, as the parent saw it.",
             "",
-            "Paths: *prepare* is `planning.prepare(RunRequest(\"autodojo\", ...))` with a "
+            "Paths: *prepare* is `planning.prepare(RunRequest.of(\"autodojo\", ...))` with a "
             "scripted model and the environment check answering a fixed id (no environment "
             "is built here). *dry run* is that and then what `agentprov run autodojo "
             "--dry-run --plan-json` does after it (`cli.dryrun.print_dry_run`, output to "

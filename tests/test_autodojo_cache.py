@@ -182,6 +182,7 @@ def test_t0_step_5_prints_the_verification_and_the_fallbacks(tmp_path, fetched, 
     from agentprov_core.plan.plans import Cell
     from agentprov_core.plugins import source_entry
     from agentprov_core.run.prepare import check_attack_cache
+    from agentprov_core.run.runrequest import RunRequest
 
     cache = copy_of_cache(tmp_path)
     src = source_entry("autodojo").source
@@ -189,7 +190,7 @@ def test_t0_step_5_prints_the_verification_and_the_fallbacks(tmp_path, fetched, 
     doc = PlanDoc(backend="autodojo", suites=["banking"], attacks=["autodojo"],
                   autodojo_cache=str(cache), autodojo_variant=2)
     cells = [Cell.suite_cell("attack", "banking", "user_task_1", "autodojo", "injection_task_0")]
-    req = types.SimpleNamespace(options={"dry_run": True, "allow_network": False})
+    req = RunRequest.of("autodojo", {"dry_run": True, "allow_network": False})
     checked = check_attack_cache(req, doc, cat, cells)
     err = capsys.readouterr().err.splitlines()
     assert err == [checked.origin.message(),

@@ -465,7 +465,7 @@ def test_a_kernel_without_signal_scoping_is_said_not_refused(small_env, tmp_path
     assert r["hardening"]["cell_signals"].startswith("not available"), r["hardening"]
     rec = containment.resolve("bwrap", marker_with(r | {"machine": probe.machine()}))
     assert rec.as_json()["not_enforced"] == ["signal_sibling_or_worker"]
-    from agentprov_core.live.consent import containment_line
+    from agentprov_core.run.consent import containment_line
 
     assert containment_line(rec.as_json()) == (  # the dry run's and the consent's line
         "containment: bwrap (declared by probe); not enforced on this kernel: "

@@ -169,7 +169,7 @@ def inproc(monkeypatch, tmp_path):
     # tests are about steps 1-3 and 7, so it answers a fixed observation here. Step 4 itself
     # runs against real loopback servers in tests/test_local_models.py.
     monkeypatch.setattr(planning, "observe_local", lambda req, ep, resolved: (
-        None, {"model_id": req.options.get("model_id"), "local_model": {"digest": "0" * 64}},
+        None, {"model_id": req.options.model_id, "local_model": {"digest": "0" * 64}},
         None))
 
     def prepare(**options):
@@ -177,7 +177,7 @@ def inproc(monkeypatch, tmp_path):
                  user_tasks="0-1", containment="vm", env_file=str(keys_env))
         o.update(options)
         o = {k: v for k, v in o.items() if v is not None}
-        return planning.prepare(RunRequest("agentdojo", o, set(o)))
+        return planning.prepare(RunRequest.of("agentdojo", o, set(o)))
 
     return prepare
 
@@ -214,11 +214,11 @@ def test_model_options_go_into_the_agent_configuration(inproc):
 def test_inspect_transmits_no_sampling_parameter(inproc, monkeypatch):
     src = __import__("agentprov_core.plugins", fromlist=["x"]).source_entry("agentharm")
     ep = epmod.load()["openrouter"]
-    req = RunRequest("agentharm", {"temperature": "0.5", "model_id": "m"}, set())
+    req = RunRequest.of("agentharm", {"temperature": "0.5", "model_id": "m"}, set())
     with pytest.raises(AgentprovError) as e:
         planning.model_params(req, src.source, ep)
     assert e.value.code == "cli.usage.parameter_not_transmitted"
-    req.options["temperature_policy"] = "as-benchmark"
+    req = req.replace(temperature_policy="as-benchmark")
     assert planning.model_params(req, src.source, ep)["temperature_policy"] == "as-benchmark"
 
 

@@ -376,7 +376,7 @@ def _harm(monkeypatch, tmp_path, judges, prices_set=()):
             "judge": tuple(f"{r}={m}" for r, m in judges.items()), "model": "openrouter",
             "model_id": "example-model", "max_calls": 100, "max_cost_usd": 1.0,
             "price_in": 0.15, "price_out": 0.6}
-    req = RunRequest("agentharm", opts, set(opts))
+    req = RunRequest.of("agentharm", opts, set(opts))
     prepared = planning.prepare(req, estimate=True)
     return est.build(prepared, corpora=None, priors=cellstats.load_priors(), stand_in=True)
 

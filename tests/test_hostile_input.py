@@ -308,14 +308,14 @@ def test_a_control_file_that_is_no_regular_file_is_no_drain(fifo, tmp_path):
     stall it; only a regular file holding ``drain`` asks for a drain."""
     from agentprov_core.run.stops import drain_requested
 
-    assert drain_requested({"control_file": str(fifo)}) is False
+    assert drain_requested(str(fifo)) is False
     f = tmp_path / "control"
     f.write_text("drain\n")
-    assert drain_requested({"control_file": str(f)}) is True
+    assert drain_requested(str(f)) is True
     with open(f, "wb") as out:
         out.write(b"drain")
         out.truncate(1 << 20)
-    assert drain_requested({"control_file": str(f)}) is False
+    assert drain_requested(str(f)) is False
 
 
 @pytest.mark.req("R-14.1")

@@ -30,8 +30,9 @@ def setup(tmp_path: Path):
     unit = Unit(SimpleNamespace(key="banking/user_task_0/none/none"), 0, "u", 1)
     fl = attempt.Flight(unit, "s-1", staging, "2026-11-29T00:00:00Z", None)
     from agentprov_core.plugins import source_entry
+    from agentprov_core.run.options import RunOptions
 
-    p = SimpleNamespace(request=SimpleNamespace(options={}), doc=None, cells=[],
+    p = SimpleNamespace(request=SimpleNamespace(options=RunOptions()), doc=None, cells=[],
                         source=source_entry("agentdojo").source,
                         plan=SimpleNamespace(defence="none", plan_sha256="p", config_digest="c"))
     return attempt, wc, fl, p

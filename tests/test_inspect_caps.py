@@ -16,9 +16,9 @@ from conftest import fake_identity, snapshot
 from agentprov_core.backend import environments
 from agentprov_core.errors import AgentprovError
 from agentprov_core.live import caps
-from agentprov_core.live.consent import summary
 from agentprov_core.plugins import source_entry
 from agentprov_core.run import prepare as planning
+from agentprov_core.run.consent import summary
 from agentprov_core.run.live import account_of, bound_of, missing_log
 from agentprov_core.run.runrequest import RunRequest
 from agentprov_core.source import InspectCellBound, InspectSource
@@ -57,7 +57,7 @@ def inproc(tmp_path, monkeypatch, landed_env):
             options.setdefault("env_file", str(env_file))
         else:
             options.setdefault("llm_script", str(tmp_path / "script.json"))
-        return planning.prepare(RunRequest(source, options, set(options)))
+        return planning.prepare(RunRequest.of(source, options, set(options)))
 
     prepare.home, prepare.corpora = home, corpora
     return prepare

@@ -86,7 +86,7 @@ from agentprov_core.live import keys
 from agentprov_core.errors import AgentprovError, render_json
 var, options = sys.argv[1], json.loads(sys.argv[2])
 try:
-    s = keys.read_key(var, options)
+    s = keys.read_key(var, keys.KeySource(**options))
 except AgentprovError as e:
     print(render_json(e, "run"), file=sys.stderr)
     sys.exit(e.exit_code)
@@ -284,7 +284,7 @@ def test_unusable_backends_are_refused(monkeypatch, make, needle):
     assert exc.value.code == "cli.environment.keychain_unavailable"
     assert needle in exc.value.message
     with pytest.raises(AgentprovError) as exc:
-        keys.read_key(VAR, {**NO_CREDS, "keychain": True})
+        keys.read_key(VAR, keys.KeySource(keychain=True))
     assert exc.value.code == "cli.environment.keychain_unavailable"
 
 
@@ -451,7 +451,7 @@ def test_env_stdin_only(kenv, tmp_path):
 def test_env_stdin_is_read_once_and_shared_with_read_variable():
     value = sentinel()
     stream = io.StringIO(json.dumps({VAR: value, "OMLX_MODEL": "Qwen3.5-4B-MLX-4bit"}))
-    opts = {**NO_CREDS, "env_stdin": True}
+    opts = keys.KeySource(env_stdin=True)
     assert keys.read_key(VAR, opts, stdin=stream).reveal() == value
     assert keys.read_variable("OMLX_MODEL", opts, stdin=stream) == "Qwen3.5-4B-MLX-4bit"
     assert keys.read_variable("LOCAL_MODEL_ID", opts, stdin=stream) is None
@@ -522,10 +522,10 @@ def test_credential_options_are_exclusive(cli, corpora, home, first, second):
 @pytest.mark.req("R-12.7", "R-14.2")
 def test_read_key_guards_the_same_combinations():
     with pytest.raises(AgentprovError) as exc:
-        keys.read_key(VAR, {**NO_CREDS, "keychain": True, "env_stdin": True})
+        keys.read_key(VAR, keys.KeySource(keychain=True, env_stdin=True))
     assert (exc.value.code, exc.value.exit_code) == ("cli.usage.exclusive", 2)
     with pytest.raises(AgentprovError) as exc:
-        keys.read_key(VAR, {**NO_CREDS, "env_file": "x.env", "llm_script": "s.json"})
+        keys.read_key(VAR, keys.KeySource(env_file="x.env", scripted=True))
     assert (exc.value.code, exc.value.exit_code) == ("cli.usage.script_credential", 2)
 
 
@@ -535,7 +535,7 @@ def test_a_secret_never_shows_its_value(capfd):
     value = sentinel()
     with use_memory_keyring() as kr:
         kr.set_password(keys.SERVICE, VAR, value)
-        s = keys.read_key(VAR, {**NO_CREDS, "keychain": True})
+        s = keys.read_key(VAR, keys.KeySource(keychain=True))
     assert s.reveal() == value and (s.name, s.source) == (VAR, "keychain")
     shown = [repr(s), str(s), f"{s}", f"{s!r}", "%s" % s,  # noqa: UP031 - the old way too
              format(s, ">80"), repr([s]), repr({"k": s})]

@@ -765,7 +765,7 @@ def prepare_local(serve, tmp_path, monkeypatch):
                  user_tasks="0", endpoint=endpoint, base_url=server.base_url,
                  containment="vm", env_file=str(tmp_path / "none.env"))
         o.update(options)
-        return planning.prepare(RunRequest("agentdojo", o, set(o)))
+        return planning.prepare(RunRequest.of("agentdojo", o, set(o)))
 
     return prepare
 

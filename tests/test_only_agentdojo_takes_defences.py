@@ -23,7 +23,7 @@ BUILDABLE = [d.name for d in defences.load_registry() if not d.replaces_pipeline
 def prepare(source: str, defence: str, **options):
     o = dict(corpus="/tmp/elsewhere/c", campaign="d", llm_script=SCRIPT, defence=defence,
              **options)
-    return planning.prepare(RunRequest(source, o, set(o)))
+    return planning.prepare(RunRequest.of(source, o, set(o)))
 
 
 @pytest.mark.req("R-3.2")

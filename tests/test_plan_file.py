@@ -33,7 +33,7 @@ def built(monkeypatch):
 
 def prepare(**options):
     options |= {"corpus": "/tmp/x/c", "campaign": "g", "llm_script": SCRIPT}
-    return planning.prepare(RunRequest("agentdojo", options, set(options))).plan
+    return planning.prepare(RunRequest.of("agentdojo", options, set(options))).plan
 
 
 @pytest.mark.req("R-22.27", "R-22.28", "R-7.10", "R-22.29")

@@ -29,7 +29,7 @@ def plan(source="agentdojo", given=(), **options):
     options.setdefault("campaign", "demo")
     if not any(options.get(k) for k in ("model", "endpoint")):
         options.setdefault("llm_script", SCRIPT)
-    return planning.prepare(RunRequest(source, options, set(given) | set(options))).plan
+    return planning.prepare(RunRequest.of(source, options, set(given) | set(options))).plan
 
 
 def keys(p):
@@ -146,7 +146,7 @@ def test_digests_are_stable_across_processes_and_machines(tmp_path):
             " {'environment_id': 'agentdojo-00000000'});"
             "o = dict(suite=('banking',), user_tasks='0-1', attack=('important_instructions',),"
             f" injection_tasks='0', llm_script={SCRIPT!r}, corpus='/x/c', campaign='demo');"
-            "p = planning.prepare(RunRequest('agentdojo', o, set(o))).plan;"
+            "p = planning.prepare(RunRequest.of('agentdojo', o, set(o))).plan;"
             "print(json.dumps([p.plan_sha256, p.config_digest]))")
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            cwd=cwd, env={"PYTHONHASHSEED": seed, "HOME": str(tmp_path),

@@ -193,32 +193,31 @@ def test_the_plan_takes_the_row_of_the_active_parameters_and_the_memory_bounds_i
     from agentprov_core.errors import AgentprovError
     from agentprov_core.registries import presets
     from agentprov_core.run import presetrun
+    from agentprov_core.run.options import RunOptions
 
     monkeypatch.setenv("AGENTPROV_HOME", str(home))
     monkeypatch.setattr(hostlimits, "physical_memory_gb", lambda: 16.0)
     monkeypatch.setattr(hostlimits, "max_jobs", lambda: 8)
     write_preset(home, "t")
     p = presets.load("t")
-    o: dict = {}
-    plan = presetrun.plan(p, facts_of(active_params_b=1.0), o, set())
+    none = RunOptions()
+    plan = presetrun.plan(p, facts_of(active_params_b=1.0), none, set())
     assert (plan.row.status, plan.jobs, plan.request_timeout_s) == ("measured", 3, 120)
-    assert o == {"jobs": 3, "start_stagger": 0.5, presetrun.TIMEOUT_OPTION: 120}
-    o = {}
-    plan = presetrun.plan(p, facts_of(active_params_b=30.0), o, set())
-    assert (plan.row.status, plan.jobs, o[presetrun.TIMEOUT_OPTION]) == ("provisional", 2, 240)
+    assert (plan.jobs, plan.start_stagger_s, plan.request_timeout_s) == (3, 0.5, 120)
+    plan = presetrun.plan(p, facts_of(active_params_b=30.0), none, set())
+    assert (plan.row.status, plan.jobs, plan.request_timeout_s) == ("provisional", 2, 240)
     # 16 GB x 0.75 = 12 GB: 8 GB of weights and 2 GB a trace hold 2 traces, not 3
-    o = {}
     plan = presetrun.plan(p, facts_of(active_params_b=1.0, size_gb=8.0, kv_gb_per_trace=2.0),
-                          o, set())
-    assert (plan.jobs, plan.memory_holds, o["jobs"]) == (2, 2, 2)
+                          none, set())
+    assert (plan.jobs, plan.memory_holds) == (2, 2)
     assert any("reduced from 3 to 2" in n for n in plan.notes)
     # an explicit --jobs wins, and says so
-    o = {"jobs": 1, "start_stagger": 0.0}
+    o = RunOptions(jobs=1, start_stagger=0.0)
     plan = presetrun.plan(p, facts_of(active_params_b=1.0), o, {"jobs", "start_stagger"})
-    assert (o["jobs"], o["start_stagger"], plan.jobs) == (1, 0.0, 1)
+    assert (plan.jobs, plan.start_stagger_s) == (1, 0.0)
     assert any("--jobs 1 given" in n for n in plan.notes)
     with pytest.raises(AgentprovError) as e:  # 12 GB cannot hold 11 GB and 2 GB a trace
-        presetrun.plan(p, facts_of(size_gb=11.0, kv_gb_per_trace=2.0), {}, set())
+        presetrun.plan(p, facts_of(size_gb=11.0, kv_gb_per_trace=2.0), none, set())
     assert e.value.code == "run.unsupported.preset_memory"
 
 
@@ -256,7 +255,7 @@ def prepared_run(home, tmp_path, monkeypatch, *extra: str):
                  if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
         opts = dict(ctx.params)
         source = opts.pop("source")
-        return prepare.prepare(RunRequest(source=source, options=opts, given=given))
+        return prepare.prepare(RunRequest.of(source, opts, given))
     finally:
         server.close()
 
@@ -270,15 +269,15 @@ def test_a_preset_run_plans_jobs_stagger_and_timeout_into_the_configuration(
     write_preset(home, "here")
     plain = prepared_run(home, tmp_path, monkeypatch)
     assert plain.preset is None and "timeout_s" not in str(plain.plan.content)
-    assert plain.request.options.get("llm_element") in (None, "native")
+    assert plain.request.options.llm_element in (None, "native")
     got = prepared_run(home, tmp_path, monkeypatch, "--preset", "here",
                        "--active-params-b", "1")
     o = got.request.options
-    assert (o["jobs"], o["start_stagger"], o["llm_element"]) == (3, 0.5, "gateway_compat")
+    assert (o.jobs, o.start_stagger, o.llm_element) == (3, 0.5, "gateway_compat")
     assert got.preset.request_timeout_s == 120
-    from agentprov_core.run.prepare import agent_config, model_params
+    from agentprov_core.run.prepare import agent_config
 
-    params = model_params(got.request, got.source, got.endpoint)
+    params = got.params
     assert params == {"timeout_s": 120}
     agent = agent_config(got.request, got.endpoint, got.resolved, params, got.local_record)
     assert agent["params"]["timeout_s"] == 120 and agent["element"] == "gateway_compat"

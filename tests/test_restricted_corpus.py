@@ -148,7 +148,7 @@ def inproc(home, monkeypatch, script):
                        samples="limit:2", message_limit=10, token_limit=20000,
                        time_limit=600, cell_size=1, llm_script=str(script), dry_run=True,
                        judge=("refusal_judge=example-model", "semantic_judge=example-model"))
-        return planning.prepare(RunRequest("agentharm", options, set(options)))
+        return planning.prepare(RunRequest.of("agentharm", options, set(options)))
 
     return prepare
 

@@ -148,12 +148,12 @@ def test_a_rerun_of_the_same_sweep_finds_its_directory(home, monkeypatch, tmp_pa
     from agentprov_core.run.runrequest import RunRequest
 
     monkeypatch.setenv("AGENTPROV_HOME", str(home))
-    req = RunRequest("agentdojo", {"tune_jobs": "1,2", "endpoint": "llamacpp",
+    req = RunRequest.of("agentdojo", {"tune_jobs": "1,2", "endpoint": "llamacpp",
                                    "model_id": "m", "dry_run": False})
     key = tunejobs.sweep_key(req)
-    again = RunRequest("agentdojo", dict(req.options, dry_run=True, tune_out=None))
+    again = req.replace(dry_run=True, tune_out=None)
     assert tunejobs.sweep_key(again) == key  # --dry-run and --tune-out are not the command
-    other = RunRequest("agentdojo", dict(req.options, tune_jobs="1,4"))
+    other = req.replace(tune_jobs="1,4")
     assert tunejobs.sweep_key(other) != key
     d, reuse = tunejobs.sweep_dir(req, key)
     assert not reuse and d.parent == home / "calibration" and d.name.startswith("tune-jobs-")
@@ -164,7 +164,7 @@ def test_a_rerun_of_the_same_sweep_finds_its_directory(home, monkeypatch, tmp_pa
     assert tunejobs.sweep_dir(other, tunejobs.sweep_key(other))[1] is False
     # --tune-out naming another sweep's directory is refused
     with pytest.raises(AgentprovError) as e:
-        tunejobs.sweep_dir(RunRequest("agentdojo", dict(other.options, tune_out=str(d))),
+        tunejobs.sweep_dir(other.replace(tune_out=str(d)),
                            tunejobs.sweep_key(other))
     assert e.value.code == "cli.usage.option_value" and "another sweep" in e.value.message
     # finished arms are reused, others run

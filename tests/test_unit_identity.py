@@ -39,7 +39,7 @@ def built(monkeypatch):
 
 def prepare(corpus: Path, source: str = "agentdojo", **options):
     options = {"corpus": str(corpus), "campaign": "u", "llm_script": SCRIPT, **options}
-    return planning.prepare(RunRequest(source, options, set(options)))
+    return planning.prepare(RunRequest.of(source, options, set(options)))
 
 
 def corpus_of(p, root: Path) -> Path:

@@ -18,10 +18,12 @@ def print_dry_run(prepared: Prepared, started: float) -> int:
     from agentprov_core.run.prepare import plan_lines
     from agentprov_core.run.units import read_progress
 
-    prepared = dryrun.dry_run(prepared)
-    prepared = read_progress(prepared)  # the worker's catalogue re-made the plan: count again
+    checked = dryrun.dry_run(prepared)
+    if checked is not prepared:  # the worker's catalogue re-made the plan: count again
+        checked = read_progress(checked)
+    prepared = checked
     plan = prepared.plan
-    as_json = prepared.request.options.get("plan_json")
+    as_json = prepared.request.options.plan_json
     click.echo(f"agentprov: finished in {time.monotonic() - started:.1f}s (exit 0)", err=True)
     lines = plan_lines(plan)
     if prepared.model_facts is not None:  # a local model: each fact and its source
@@ -31,7 +33,7 @@ def print_dry_run(prepared: Prepared, started: float) -> int:
     if prepared.preset is not None:  # the preset, its row and its plan
         lines += prepared.preset.lines()
     if (prepared.containment or {}).get("not_enforced"):  # what this kernel cannot enforce
-        from agentprov_core.live.consent import containment_line
+        from agentprov_core.run.consent import containment_line
 
         lines.append(containment_line(prepared.containment))
     click.echo("\n".join(lines), err=bool(as_json))

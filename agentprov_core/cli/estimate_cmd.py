@@ -43,7 +43,7 @@ def estimate(ctx: click.Context, source: str, stats_corpus: tuple[str, ...], fmt
             from agentprov_core.errors import AgentprovError
 
             raise AgentprovError("cli.usage.estimate_option", option=flag)
-    req = RunRequest(source=source, options=options, given=given)
+    req = RunRequest.of(source, options, given)
     prepared = planning.prepare(req, estimate=True)
     stand_in = planning.estimate_stand_in(req, prepared.endpoint)
     result = est.build(prepared, corpora=corpora, priors=cellstats.load_priors(),

@@ -4,11 +4,14 @@ observed identity of one of its models, or an API endpoint's cached model list."
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from agentprov_core.cli.common import echo_json, format_option
+
+if TYPE_CHECKING:
+    from agentprov_core.live.keys import KeySource
 
 OUT_FORMAT = "agentprov-models/0.1"
 FOLDERS_FORMAT = "agentprov-model-folders/0.1"
@@ -20,7 +23,7 @@ def _usage(what: str) -> None:
     raise AgentprovError("cli.usage.models_options", what=what)
 
 
-def _variable(var: str | None, options: dict[str, Any]) -> str | None:
+def _variable(var: str | None, options: KeySource) -> str | None:
     if not var:
         return None
     from agentprov_core.live import keys
@@ -28,7 +31,7 @@ def _variable(var: str | None, options: dict[str, Any]) -> str | None:
     return keys.read_variable(var, options)
 
 
-def _optional_key(var: str | None, options: dict[str, Any]) -> Any:
+def _optional_key(var: str | None, options: KeySource) -> Any:
     """The optional key of a local endpoint (OMLX_API_KEY), or None when it is not set:
     nothing is sent then (R-11.26)."""
     if not var:
@@ -83,7 +86,9 @@ def models(endpoint_name: str, model_id: str | None, pick: bool, no_hash_weights
 
     if keychain and env_file:
         _usage("--keychain and --env-file are exclusive")
-    options = {"keychain": keychain, "env_file": env_file}
+    from agentprov_core.live.keys import KeySource
+
+    options = KeySource(keychain=keychain, env_file=env_file)
     registry = endpoints.load()
     ep = endpoints.resolve(endpoint_name, "--endpoint", registry)
     if find_folders:
@@ -132,7 +137,7 @@ def _find_folders(ep: Any, model_id: str | None, fmt: str, **others: Any) -> Non
 
 
 def _local(ep: Any, model_id: str | None, pick: bool, no_hash: bool, model_dir: str | None,
-           base_url: str | None, options: dict[str, Any], fmt: str) -> None:
+           base_url: str | None, options: KeySource, fmt: str) -> None:
     import msgspec
 
     from agentprov_core.live import endpoints
@@ -232,7 +237,7 @@ def _print_identity(ident: Any) -> None:
         click.echo(f"  {'observed state':<{width}}{shown} (outside the digest)")
 
 
-def _api(ep: Any, model_id: str | None, allow_network: bool, options: dict[str, Any],
+def _api(ep: Any, model_id: str | None, allow_network: bool, options: KeySource,
          fmt: str) -> None:
     from agentprov_core.errors import AgentprovError
     from agentprov_core.live import endpoints

@@ -125,14 +125,14 @@ def run(ctx: click.Context, source: str, **options) -> int:
     timing.emit("t0.run", time.time())
     given = {name for name in options
              if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
-    req = RunRequest(source=source, options=options, given=given)
-    if options.get("tune_jobs") is not None:  # the concurrency sweep (run/tunejobs.py)
+    req = RunRequest.of(source, options, given)  # the options, parsed once
+    if req.options.tune_jobs is not None:  # the concurrency sweep (run/tunejobs.py)
         from agentprov_core.estimate.estimate import cell_seconds
         from agentprov_core.run import tunejobs
 
         planning.gate_backend(source)
         return tunejobs.run(req, started, cell_seconds)
-    if options["catalogue"]:
+    if req.options.catalogue:
         from agentprov_core.plugins import source_entry
         from agentprov_core.run.runrequest import check_usage
 
@@ -143,32 +143,16 @@ def run(ctx: click.Context, source: str, **options) -> int:
 
         echo_json(msgspec.to_builtins(planning.catalogue_for_print(src)))
         return 0
-    from agentprov_core.run import checks, units
+    from agentprov_core.run import sequence
 
     with timing.span("prepare"):
         prepared = planning.prepare(req)
-    if not options["preflight_only"]:  # the probe alone writes no corpus
-        with timing.span("corpus.checks"):
-            checks.check_corpus(prepared)
-            prepared = units.read_progress(prepared)
-    if options["dry_run"]:
+    prepared = sequence.checked(prepared)
+    if req.options.dry_run:
         from agentprov_core.cli.dryrun import print_dry_run
 
         return print_dry_run(prepared, started)
-    consented = None
-    if prepared.model_facts is not None:  # a local model's facts, each with its source
-        from agentprov_core.live.local.facts import summary
-
-        click.echo(summary(prepared.model_facts).strip(), err=True)
-    if not req.scripted:
-        from agentprov_core.live import consent
-        from agentprov_core.run.live import bound_of
-
-        bound = bound_of(prepared, planning.model_params(req, prepared.source,
-                                                         prepared.endpoint))
-        if hint := consent.display_name_hint(prepared):  # before consent
-            click.echo(hint, err=True)
-        consented = consent.decide(prepared, bound=bound)  # step 7: cli.refused.consent (4)
+    consented = sequence.consented(prepared)  # step 7: cli.refused.consent (4)
     from agentprov_core.run import campaign
 
     # the preflight probe (a real model), then the campaign (agentprov_core/run/campaign.py)

@@ -102,7 +102,7 @@ def due_units(prepared: Prepared) -> tuple[list[tuple[Cell, int]], int]:
     from agentprov_core.run import units
 
     plan = prepared.plan
-    wc = WorkingCorpus.peek(prepared.request.options["corpus"])
+    wc = WorkingCorpus.peek(prepared.request.options.corpus)
     if wc is None:
         return [(c, plan.max_attempts) for _ in range(plan.repeats) for c in plan.cells], 0
     settled, counts, _, _ = units.plan_progress(plan, wc)
@@ -128,7 +128,7 @@ class StatSource:
         self.priors = priors
         p = prepared
         self.source = p.source.meta.name
-        self.family = cellstats.family(p.request.options.get("model_id"))
+        self.family = cellstats.family(p.request.options.model_id)
         self.defence = p.plan.defence or "none"
         self._priors_cache: dict[tuple[str | None, str | None], Stat | None] = {}
         self._default = self._make_default()
@@ -217,7 +217,7 @@ def build(prepared: Prepared, *, corpora: cellstats.CorpusStats | None,
             as_of=prices.today().isoformat(), source="the scripted transport: no cost",
             origin="local")
     else:
-        price = prices.lookup(ep.name, o.get("model_id"), local=ep.local, known=known)
+        price = prices.lookup(ep.name, o.model_id, local=ep.local, known=known)
     doc = prepared.doc
     judges = dict(doc.inspect.judges) if doc.inspect is not None else {}
     jprice, jwarn = (None, [])
@@ -227,7 +227,7 @@ def build(prepared: Prepared, *, corpora: cellstats.CorpusStats | None,
         else:
             jprice, jwarn = judge_price(prepared, ep.name, judges, known)
     est = Estimate(prepared=prepared, price=price, judge_price=jprice, judges=judges,
-                   jobs=o.get("jobs") or 1, priors_doc=priors.doc if priors else None,
+                   jobs=o.jobs or 1, priors_doc=priors.doc if priors else None,
                    stats_corpora=corpora.corpora if corpora else [])
     est.warnings += jwarn
     if stand_in:
@@ -297,7 +297,7 @@ def build(prepared: Prepared, *, corpora: cellstats.CorpusStats | None,
                             "that made them: a guide, not a promise (--stats-corpus with "
                             "your own corpora is closer)")
     if price is None:
-        model = o.get("model_id")
+        model = o.model_id
         est.warnings.append(f"no price for this model ({ep.name if ep else '?'} {model}): no "
                             f"cost is given; agentprov prices set {ep.name if ep else 'ENDPOINT'} "
                             f"{model} --input USD --output USD adds one")

@@ -21,6 +21,7 @@ import msgspec
 from agentprov_core.registries.presets import ComputeRow, Preset
 
 if TYPE_CHECKING:
+    from agentprov_core.run.options import RunOptions
     from agentprov_core.run.prepare import Prepared
 
 
@@ -41,7 +42,7 @@ class PresetTime:
                 "the cell statistics")
 
 
-def preset_name(options: dict) -> str:
+def preset_name(options: RunOptions) -> str:
     from agentprov_core import settings
     from agentprov_core.run.presetrun import chosen_name
 
@@ -66,8 +67,8 @@ def choose(prepared: Prepared) -> tuple[PresetTime | None, str | None]:
             and r.seconds_per_cell_p90 is not None]
     if not rows:
         return None, None
-    model_id = o.get("model_id")
-    fact = factsmod.resolve(o, ep.name, model_id)["active_params_b"]
+    model_id = o.model_id
+    fact = factsmod.resolve(o.fact_flags(), ep.name, model_id)["active_params_b"]
     active = fact.value
     row = msgspec.structs.replace(preset, compute=rows).row_for(active)
     bound = row.max_active_params_b

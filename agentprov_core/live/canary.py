@@ -71,12 +71,13 @@ class Settings:
     allow_text_tool_calls: bool = False
 
     @classmethod
-    def from_run(cls, o: dict[str, Any], params: dict[str, Any], wire: str) -> Settings:
+    def from_run(cls, params: dict[str, Any], wire: str, *, temperature_policy: str | None,
+                 accepted_served: tuple[str, ...], allow_text_tool_calls: bool) -> Settings:
         return cls(wire=wire, params={k: v for k, v in (params or {}).items()
                                       if k in PARAM_FIELDS and v != "harness-default"},
-                   as_benchmark=o.get("temperature_policy") == "as-benchmark",
-                   accepted_served=tuple(o.get("accept_served_model") or ()),
-                   allow_text_tool_calls=bool(o.get("allow_text_tool_calls")))
+                   as_benchmark=temperature_policy == "as-benchmark",
+                   accepted_served=tuple(accepted_served),
+                   allow_text_tool_calls=allow_text_tool_calls)
 
     def record(self) -> dict[str, Any]:
         return {"accepted_served_models": list(self.accepted_served),

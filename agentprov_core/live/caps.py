@@ -76,11 +76,6 @@ class Caps:
     price_in: float | None = None
     price_out: float | None = None
 
-    @classmethod
-    def from_options(cls, o: dict[str, Any]) -> Caps:
-        return cls(o.get("max_calls"), o.get("max_cost_usd"), o.get("price_in"),
-                   o.get("price_out"))
-
     @property
     def active(self) -> bool:
         return self.max_calls is not None or self.max_cost_usd is not None

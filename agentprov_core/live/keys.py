@@ -5,14 +5,15 @@ check, before the endpoint URL check, R-16.3)::
 
     from agentprov_core.live import keys
 
-    secret = keys.read_key(endpoint.key, options)   # a Secret, or an AgentprovError
+    secret = keys.read_key(endpoint.key, options.keys)   # a Secret, or an AgentprovError
     headers = {"Authorization": "Bearer " + secret.reveal()}   # only where it is sent
     agent["key_variables"] = [secret.name]          # the configuration digest: the name only
 
-``read_key(var, options, *, stdin=None) -> Secret`` reads the key variable ``var``
+``read_key(var, src, *, stdin=None) -> Secret`` reads the key variable ``var``
 (``OPENROUTER_API_KEY``, as ``registry/endpoints.toml`` names it) from the source the run
-options choose. ``options`` is the ``run`` command's option dict; the keys used are
-``keychain`` (bool), ``env_file`` (a path or None) and ``env_stdin`` (bool):
+options choose: ``src`` is a :class:`KeySource` (``agentprov run``'s options give theirs as
+``options.keys``), whose fields are ``keychain`` (bool), ``env_file`` (a path or None) and
+``env_stdin`` (bool):
 
 * ``--keychain``: the OS keychain only (``keyring``, service :data:`SERVICE`, the user name
   is the variable name);
@@ -52,6 +53,8 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+import msgspec
+
 from agentprov_core.errors import AgentprovError
 
 #: The keychain service every key is stored under; the user name is the variable name.
@@ -67,6 +70,17 @@ _KEY_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 
 #: the options that name where a key is read from (at most one of them)
 CREDENTIALS = (("keychain", "--keychain"), ("env_file", "--env-file"), ("env_stdin", "--env-stdin"))
+
+
+class KeySource(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a key is read from: the key options, and whether the run is scripted (whose
+    transport takes no key)."""
+
+    keychain: bool = False
+    env_file: str | None = None
+    env_stdin: bool = False
+    scripted: bool = False
+
 
 
 class Secret:
@@ -398,11 +412,11 @@ def check_key_name(name: str, registry: dict | None = None) -> list[str]:
 # --- reading a key ---------------------------------------------------------------------
 
 
-def _mode(options: dict[str, Any]) -> str | None:
-    chosen = [(name, flag) for name, flag in CREDENTIALS if options.get(name)]
+def _mode(src: KeySource) -> str | None:
+    chosen = [(name, flag) for name, flag in CREDENTIALS if getattr(src, name)]
     if len(chosen) > 1:  # check_usage refuses this first; a guard for other callers
         raise AgentprovError("cli.usage.exclusive", first=chosen[0][1], second=chosen[1][1])
-    if options.get("llm_script") is not None and chosen:
+    if src.scripted and chosen:
         raise AgentprovError("cli.usage.script_credential", flag=chosen[0][1])
     return chosen[0][0] if chosen else None
 
@@ -425,11 +439,11 @@ def _checked(secret: Secret, where: str) -> Secret:
     return secret
 
 
-def read_key(var: str, options: dict[str, Any], *, stdin: Any = None) -> Secret:
-    """The key ``var`` from the source ``options`` choose (see the module docstring)."""
+def read_key(var: str, src: KeySource, *, stdin: Any = None) -> Secret:
+    """The key ``var`` from the source ``src`` names (see the module docstring)."""
     from agentprov_core.base import paths
 
-    mode = _mode(options)
+    mode = _mode(src)
     if mode == "env_stdin":
         value = read_env_stdin(stdin).get(var)
         if not _present(value):
@@ -437,7 +451,7 @@ def read_key(var: str, options: dict[str, Any], *, stdin: Any = None) -> Secret:
                            "in the --env-stdin object"])
         return _checked(Secret(var, value, "env-stdin"), "in the --env-stdin object")
     if mode == "env_file":
-        path = Path(options["env_file"])
+        path = Path(src.env_file or "")
         shown = paths.display(path)
         value = read_env_file(path).get(var)
         if not _present(value):
@@ -479,14 +493,14 @@ def read_key(var: str, options: dict[str, Any], *, stdin: Any = None) -> Secret:
     _missing(var, searched)
 
 
-def read_variable(var: str, options: dict[str, Any], *, stdin: Any = None) -> str | None:
+def read_variable(var: str, src: KeySource, *, stdin: Any = None) -> str | None:
     """A non-secret variable (``OMLX_MODEL``, ``LOCAL_MODEL_ID``) from ``--env-stdin``,
     ``--env-file`` or ``./.env`` (with ``--keychain`` too: the keychain holds keys only);
     None when it is not set."""
-    mode = _mode(options)
+    mode = _mode(src)
     if mode == "env_stdin":
         return read_env_stdin(stdin).get(var)
     if mode == "env_file":
-        return read_env_file(options["env_file"]).get(var)
+        return read_env_file(src.env_file or "").get(var)
     dotenv = Path(DEFAULT_ENV_FILE)
     return read_env_file(dotenv).get(var) if dotenv.is_file() else None

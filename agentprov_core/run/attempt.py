@@ -70,7 +70,7 @@ def launch(prepared: Prepared, wc: WorkingCorpus, executor: Executor, live: Live
         | ({"samples": list(cell.samples)} if cell.samples is not None else {}),
         "unit": unit.key, "attempt": unit.attempt, "agent": agent,
         "backend": prepared.identity, "plan_sha256": plan.plan_sha256,
-        "config_digest": plan.config_digest, "timeout_s": o.get("cell_timeout") or 1800,
+        "config_digest": plan.config_digest, "timeout_s": o.cell_timeout or 1800,
     }
     req.update(prepared.source.cell_request(prepared.doc, prepared.catalogue))
     if local_model is not None:  # A14's observation before this cell: the session notes it
@@ -185,7 +185,7 @@ def ingest(prepared: Prepared, wc: WorkingCorpus, fl: Flight, result: dict[str, 
                     **({"staging_refused": refused} if refused else {}))
     with timing.span("ingest.ledger"):
         ledger_append(wc, entry)
-    if not o.get("keep_staging"):
+    if not o.keep_staging:
         with timing.span("ingest.drop"):
             (drop or wc.drop_staging)(fl.session_id)
     return entry

@@ -36,7 +36,7 @@ from agentprov_core.errors import AgentprovError
 from agentprov_core.evidence import capture_end
 from agentprov_core.run import attempt, checks, manifest, mappings, preflight, stops, summary, units
 from agentprov_core.run.gate import Gate, Tail, policy_of
-from agentprov_core.run.live import Live, account_of
+from agentprov_core.run.live import Live, account_of, canary_settings
 from agentprov_core.run.stops import CapStop, Interrupted, Signals
 from agentprov_core.run.summary import Tally
 
@@ -56,7 +56,8 @@ def start(prepared: Prepared, consent: dict[str, Any] | None = None) -> int:
     sweep start one: the worker prewarmed, then, holding the environment's lock shared
     throughout (other runs share the environment; a build or an offline check of it is
     refused until the run ends), the plan checked by the worker (steps 5 and 6,
-    :func:`agentprov_core.run.dryrun.dry_run`) and :func:`run`; its exit code."""
+    :func:`agentprov_core.run.dryrun.dry_run`) and :func:`run`; its exit code. The corpus
+    refusals ran before consent (:func:`agentprov_core.run.sequence.checked`)."""
     from agentprov_core.backend.envlock import hold
     from agentprov_core.run import dryrun
     from agentprov_core.run.live import prewarm
@@ -65,13 +66,15 @@ def start(prepared: Prepared, consent: dict[str, Any] | None = None) -> int:
     with hold(prepared.plan.environment_id, shared=True):
         with timing.span("check"):
             checked = dryrun.dry_run(prepared)
+        if checked is not prepared:  # the worker's catalogue re-made the plan: its corpus
+            checks.check_corpus(checked)  # refusals again (the plan's content may differ)
         return run(checked, consent=consent)
 
 
 def run(prepared: Prepared, consent: dict[str, Any] | None = None) -> int:
     """Run the prepared campaign (or ``--preflight-only``, the probe alone); its exit code."""
     try:
-        if prepared.request.options.get("preflight_only"):
+        if prepared.request.options.preflight_only:
             return preflight.preflight_only(prepared)
         return _run(prepared, consent)
     except OSError as exc:
@@ -79,7 +82,7 @@ def run(prepared: Prepared, consent: dict[str, Any] | None = None) -> int:
             raise
         where = f" ({exc.filename})" if exc.filename else ""
         raise AgentprovError(
-            "cli.environment.corpus", corpus=partial_dir(prepared.request.options["corpus"]),
+            "cli.environment.corpus", corpus=partial_dir(prepared.request.options.corpus),
             what=f"a write failed: {exc.strerror}{where}; the attempts already in its ledger "
                  "are kept: free space and re-run the same command to resume") from None
 
@@ -88,8 +91,7 @@ def _run(prepared: Prepared, consent: dict[str, Any] | None = None) -> int:
     o = prepared.request.options
     started = time.monotonic()
     t_open = time.time()
-    checks.check_corpus(prepared)
-    wc = WorkingCorpus(partial_dir(o["corpus"]))
+    wc = WorkingCorpus(partial_dir(o.corpus))
     wc.lock()
     live_ctx = Live(prepared)
     wc.secrets = live_ctx.secrets  # the manifest is scanned for the key too
@@ -111,10 +113,10 @@ def _run(prepared: Prepared, consent: dict[str, Any] | None = None) -> int:
                        err=True)
         # only entries of this plan's units count (another plan's stay apart)
         settled, counts, mine, uid = units.plan_progress(prepared.plan, wc, entries)
-        if o.get("retry_inconsistent"):
+        if o.retry_inconsistent:
             settled -= units.inconsistent_units(wc, mine, uid)
         due, done_before = units.due_units(prepared, settled, counts)
-        jobs = o.get("jobs") or 1
+        jobs = o.jobs or 1
         click.echo(f"agentprov run {prepared.source.meta.name}: units={len(due)} "
                    f"plan={prepared.plan.units} unit(s) workers={jobs}")
         run_state: dict[str, Any] = {}
@@ -173,8 +175,8 @@ class _Loop:
         plan = prepared.plan
         plan_units = [unit_key(c.key, plan.defence, r) for r in range(plan.repeats)
                       for c in plan.cells]
-        self.canary = canarymod.Canary(o.get("canary"), plan_units,
-                                       canarymod.Settings.from_run(o, live.params, live.wire))
+        self.canary = canarymod.Canary(o.canary, plan_units,
+                                       canary_settings(prepared, live.params, live.wire))
         self.mappings = mappings.Mappings(prepared, wc, self.tally)
         policy = policy_of(prepared, jobs)
         run_state["gate_policy"] = policy
@@ -200,7 +202,7 @@ class _Loop:
                         self.prepared, self.live, self.executor, self.wc.root / "staging",
                         self.wc, self.acc, self.invocation)
             progress = units.Progress(self.total)
-            limit = self.options.get("limit")
+            limit = self.options.limit
             while self.queue or self.flights:
                 self._launch_due(limit)
                 if not self.flights:
@@ -228,7 +230,7 @@ class _Loop:
                     self.tally.refusals.append(f"{failure} with a cell in flight")
                 progress.update(self.tally.attempts, len(self.flights), self.tally.failed,
                                 sum(q["calls"] for q in self.tally.quality.values()))
-                if self.stop is None and stops.drain_requested(self.options):
+                if self.stop is None and stops.drain_requested(self.options.control_file):
                     self.stop = "drain"
         except CapStop as exc:
             self.stop, self.tally.cap = exc.stop, exc.why
@@ -246,11 +248,11 @@ class _Loop:
         campaign: a drain, a cap the next cell's worst case does not fit (R-17.5: spend + in
         flight + the new cell's), a local server that no longer serves the plan's model
         (A14), a worker that died."""
-        stagger = self.options.get("start_stagger") or 0.0
+        stagger = self.options.start_stagger or 0.0
         while (self.queue and len(self.flights) < self.jobs and self.stop is None
                and (limit is None or self.started_units < limit)
                and (self.gate is None or self.gate.allows(len(self.flights)))):
-            if stops.drain_requested(self.options):
+            if stops.drain_requested(self.options.control_file):
                 self.stop = "drain"
                 break
             if self.acc.caps.active:

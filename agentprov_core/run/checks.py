@@ -21,7 +21,7 @@ def check_corpus(prepared: Prepared) -> None:
     from agentprov_core.plan.plans import content_differences
 
     o = prepared.request.options
-    wc = WorkingCorpus.peek(o["corpus"])
+    wc = WorkingCorpus.peek(o.corpus)
     if wc is None:
         return
     m = wc.manifest()
@@ -33,7 +33,7 @@ def check_corpus(prepared: Prepared) -> None:
         else "scripted" if m.get("test_only") else "real"
     if have != want:
         raise AgentprovError("cli.refused.mixed_transport", corpus=wc.root, have=have, want=want)
-    if o.get("allow_mixed_config"):
+    if o.allow_mixed_config:
         return
     plan = prepared.plan
     digests = set(m.get("config_digests", []))

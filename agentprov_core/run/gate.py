@@ -93,7 +93,7 @@ def policy_of(prepared: Prepared, jobs: int) -> Policy:
     """The run's policy: ``--adaptive-jobs`` when given, else on for an API endpoint and off
     for a local server and the scripted transport."""
     o = prepared.request.options
-    asked = o.get("adaptive_jobs")
+    asked = o.adaptive_jobs
     if asked == "off":
         return Policy("off", "--adaptive-jobs off")
     if asked == "on":
@@ -104,7 +104,7 @@ def policy_of(prepared: Prepared, jobs: int) -> Policy:
         return Policy("off", "a local server (--adaptive-jobs on to use it)")
     else:
         why = "an API endpoint (the default)"
-    stall = float(o.get("cell_timeout") or 1800)
+    stall = float(o.cell_timeout or 1800)
     return Policy("on", why, start=min(START, jobs), ceiling=jobs,
                   max_pause_s=min(MAX_PAUSE_S, stall), stall_s=stall)
 

@@ -27,6 +27,7 @@ from agentprov_core.run import testfaults
 
 if TYPE_CHECKING:
     from agentprov_core.backend.executor import Executor, Launch
+    from agentprov_core.live.canary import Settings
     from agentprov_core.live.caps import Account, Bound, Charge
     from agentprov_core.run.prepare import Prepared
 
@@ -47,11 +48,7 @@ class Live:
         self.secret = None
         self.overrides: list[str] = []
         self._tmp: Path | None = None
-        self.params: dict[str, Any] = {}
-        if not self.scripted:
-            from agentprov_core.run.prepare import model_params
-
-            self.params = model_params(prepared.request, prepared.source, prepared.endpoint)
+        self.params: dict[str, Any] = dict(prepared.params)
 
     @property
     def wire(self) -> str:
@@ -68,7 +65,7 @@ class Live:
         worker on this machine)."""
         from agentprov_core.backend import executor
 
-        name = self.prepared.request.options.get("executor") or executor.DEFAULT
+        name = self.prepared.request.options.executor or executor.DEFAULT
         return executor.start(name, self._launch(staging_root))
 
     def _launch(self, staging_root: Path) -> Launch:
@@ -82,7 +79,7 @@ class Live:
             from agentprov_core.live.scripted.script import load_script
             from agentprov_core.live.scripted.server import ScriptedEndpoint
 
-            self.endpoint = ScriptedEndpoint(load_script(Path(o["llm_script"])),
+            self.endpoint = ScriptedEndpoint(load_script(Path(o.llm_script)),
                                              models=script_models(p))
             self.endpoint.start()
             return Launch(p.plan.environment_id, env_dir, staging_root,
@@ -96,7 +93,7 @@ class Live:
         r = p.resolved
         env: dict[str, str] = self.warm_env()
         if r.key_variable:
-            self.secret = keys.read_key(r.key_variable, o)
+            self.secret = keys.read_key(r.key_variable, o.keys)
             env[r.key_variable] = self.secret.reveal()  # the one secret the worker gets
         recorded = msgspec.convert(p.containment, cm.Recorded) if p.containment else None
         resolver, ca, self.overrides = testfaults.test_overrides()
@@ -144,14 +141,14 @@ class Live:
         o = self.prepared.request.options
         # the LLM element the worker builds: AgentDojo's stock one (native), or the
         # OpenAI-compatible gateway element (gateway_compat, D-829)
-        llm_element = o.get("llm_element") or "native"
+        llm_element = o.element
         if self.scripted:
             return {"scripted": True, "base_url": self.endpoint.base_url(session_id),
                     "model_id": SCRIPTED_MODEL, "pipeline_name": "scripted", "key_env": None,
-                    "display_name": o.get("model_display_name"), "llm_element": llm_element}
+                    "display_name": o.model_display_name, "llm_element": llm_element}
         r = self.prepared.resolved
         ident = self.prepared.local_identity
-        model_id = o.get("model_id") or getattr(ident, "model_id", None)
+        model_id = o.model_id or getattr(ident, "model_id", None)
         # AgentDojo's own pipeline name for a local server is "local" ("Local model"); for
         # an API the model id, with "/" as "_" as AgentDojo's logger writes it (so the
         # native log's pipeline_name and path agree with the capture; a stock MODEL_NAMES
@@ -162,7 +159,7 @@ class Live:
         inspect = self.prepared.source.meta.kind == "inspect"
         return {"scripted": False, "base_url": r.base_url, "model_id": model_id,
                 "pipeline_name": pipeline, "key_env": r.key_variable,
-                "display_name": o.get("model_display_name"), "endpoint_kind": r.kind,
+                "display_name": o.model_display_name, "endpoint_kind": r.kind,
                 "wire": r.wire,
                 "llm_element": llm_element,
                 "element": "inspect_ai/openai-api" if inspect
@@ -257,7 +254,7 @@ def account_of(prepared: Prepared, wc: WorkingCorpus | None,
     from agentprov_core.live import caps
 
     params = live.params if live is not None else {}
-    acc = caps.Account(caps.Caps.from_options(prepared.request.options),
+    acc = caps.Account(prepared.request.options.caps,
                        bound=bound_of(prepared, params))
     if wc is None:
         return acc
@@ -286,3 +283,14 @@ def account_of(prepared: Prepared, wc: WorkingCorpus | None,
             else:
                 acc.charge(caps.Charge(bound_calls=1), probe=True)
     return acc
+
+
+def canary_settings(prepared: Prepared, params: dict[str, Any], wire: str) -> Settings:
+    """What the canary compares a cell's requests against: these model parameters on this
+    wire, and the run's options that accept a difference."""
+    from agentprov_core.live.canary import Settings
+
+    o = prepared.request.options
+    return Settings.from_run(params, wire, temperature_policy=o.temperature_policy,
+                             accepted_served=o.accept_served_model,
+                             allow_text_tool_calls=o.allow_text_tool_calls)

@@ -48,7 +48,7 @@ def manifest_of(prepared: Prepared, old: dict[str, Any] | None) -> dict[str, Any
                      "sandbox": None if scripted else prepared.containment,
                      "python": sys.version.split()[0],
                      # where this invocation's cells ran (docs/running.md, "Executors")
-                     "executor": prepared.request.options.get("executor") or "local"},
+                     "executor": prepared.request.options.executor or "local"},
         "plugins": sorted(({"name": r.name, "distribution": r.distribution,
                             "version": r.version, "status": r.status}
                            for r in manager().records), key=lambda r: r["name"]),
@@ -73,7 +73,7 @@ def manifest_of(prepared: Prepared, old: dict[str, Any] | None) -> dict[str, Any
     live = dict(m.get("live") or {})
     live.update({"endpoint_class": prepared.endpoint_class,  # local|api, decided before consent
                  "transport": "scripted" if scripted else "endpoint",
-                 "llm_element": prepared.request.options.get("llm_element") or "native"})
+                 "llm_element": prepared.request.options.llm_element or "native"})
     live.setdefault("caps", None)
     live.setdefault("egress", None)
     ident = prepared.local_identity

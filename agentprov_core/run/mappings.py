@@ -32,8 +32,7 @@ def map_attempt(prepared: Prepared, wc: WorkingCorpus, entry: Attempt, finish: b
 
     with timing.span("map", session=entry.session_id):
         return live_mapping.map_attempt(
-            wc.root, entry, wc.manifest(), mapped_at=now(), finish=finish,
-            skip_prov=bool(prepared.request.options.get("skip_prov_conformance")))
+            wc.root, entry, wc.manifest(), mapped_at=now(), finish=finish)
 
 
 def mapped(t: Tally, entry: Attempt, mapping, exc: BaseException | None = None):

@@ -31,6 +31,7 @@ from agentprov_core.run.live import (
     PREFLIGHT_LEDGER,
     Live,
     account_of,
+    canary_settings,
     capture_records,
     missing_log,
 )
@@ -116,7 +117,7 @@ def probe_call(prepared: Prepared, live: Live, executor: Executor, staging_root:
                 f.write(selfdigest.json_line(entry))
                 f.flush()
                 os.fsync(f.fileno())
-        if not prepared.request.options.get("keep_staging"):
+        if not prepared.request.options.keep_staging:
             shutil.rmtree(staging, ignore_errors=True)
         return records, result.get("error")
 
@@ -127,15 +128,13 @@ def run_preflight(prepared: Prepared, live: Live, executor: Executor, staging_ro
                   wc: WorkingCorpus | None, acc: Account, invocation: str) -> dict[str, Any]:
     """Run the probe (R-18); returns what ``live.preflight`` records. Raises
     ``cli.refused.preflight`` (4), ``cli.environment.preflight`` (3) or a cap stop."""
-    from agentprov_core.live import canary
 
     pf = _preflight()
     resolved = prepared.resolved
     # An Inspect task fixes its own sampling parameters and its cells transmit none of the
     # agent's (D-742): A3 has no configured parameter to check, so the judge gets none.
     fixed = prepared.source.meta.kind == "inspect"
-    s = canary.Settings.from_run(prepared.request.options, {} if fixed else live.params,
-                                 live.wire)
+    s = canary_settings(prepared, {} if fixed else live.params, live.wire)
     probe = pf.Probe(resolved.name, epmod.shown(resolved.base_url), s)
     try:
         verdict = probe.run(probe_call(prepared, live, executor, staging_root, wc, acc,

@@ -6,7 +6,7 @@
 3. a restricted source's corpus outside $AGENTPROV_HOME (exit 4); API caps (exit 4) before
    any key is read; then the key (3), the endpoint URL (4) and the containment (4)
 6. the plan: cells, digests, units and attempts due; ``--dry-run`` stops here
-(7. consent is :mod:`agentprov_core.live.consent`, called by ``run`` after the plan.)
+(7. consent is :mod:`agentprov_core.run.consent`, called by ``run`` after the plan.)
 
 A refusal at one step has touched nothing of the later steps (R-16.8): the key is read at
 step 3 only after the caps check (and never for a scripted run); nothing in this module
@@ -16,11 +16,9 @@ starts a process, contacts a server or writes a file.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -29,8 +27,7 @@ from agentprov_core.base import paths
 from agentprov_core.catalogue import Catalogue
 from agentprov_core.errors import AgentprovError
 from agentprov_core.live import endpoints as epmod
-from agentprov_core.plan import planfile
-from agentprov_core.plan.plandoc import CELL_OPTIONS, InspectPlan, PlanDoc
+from agentprov_core.plan.plandoc import PlanDoc
 from agentprov_core.plan.plans import (
     Cell,
     Plan,
@@ -41,13 +38,15 @@ from agentprov_core.plan.plans import (
 )
 from agentprov_core.registries import defences as defmod
 from agentprov_core.run import checks, presetrun, restricted
+from agentprov_core.run.plandocument import plan_document
 from agentprov_core.run.runrequest import RunRequest, check_usage
 from agentprov_core.source import LIVE_ORDER, RunContext, Source
 
-INSPECT_FLAGS = ("task", "samples", "split", "epochs", "cell_size", "max_connections", "judge",
-                 "task_param", "message_limit", "token_limit", "time_limit")
-SUITE_FLAGS = ("suite", "benchmark_version", "user_tasks", "injection_tasks", "attack",
-               "benign", "autodojo_cache", "autodojo_variant")
+if TYPE_CHECKING:
+    from agentprov_core.live.local.facts import Fact
+    from agentprov_core.live.local.identity import LocalModelIdentity, ObserveOptions
+    from agentprov_core.run.attackcache import Checked
+    from agentprov_core.run.presetrun import PresetPlan
 
 
 @dataclass(frozen=True)
@@ -57,6 +56,8 @@ class Prepared:
     (:func:`with_worker_catalogue`, :func:`agentprov_core.run.units.read_progress`)."""
 
     source: Source
+    #: the request, with the defaults a preset or the sweep settled (the element, the jobs,
+    #: the start stagger)
     request: RunRequest
     doc: PlanDoc
     catalogue: Catalogue
@@ -64,23 +65,27 @@ class Prepared:
     endpoint: epmod.Endpoint | None
     plan: Plan
     identity: dict[str, Any]
+    #: the model parameters the agent configuration records and the agent sends (a
+    #: preset's request timeout included); empty for the scripted transport
+    params: dict[str, str | int]
+    #: the endpoint's wire (``openai``, ``anthropic``), None for the scripted transport
+    wire: str | None
     resolved: epmod.ResolvedEndpoint | None = None
     containment: dict[str, Any] | None = None
     #: a local server's model as step 4 observed it (agentprov-local-model/0.2), else None
-    local_identity: Any = None
+    local_identity: LocalModelIdentity | None = None
     #: what the agent configuration records of it (model id, identity digest and part)
     local_record: dict[str, Any] | None = None
     #: how step 4 observed it (hashing, model folder, key): A14 re-observes the same way
-    local_options: Any = None
+    local_options: ObserveOptions | None = None
     #: step 5's verified attack cache (``--attack autodojo``): the file, its git origin and
     #: the vectors that fall back (:mod:`agentprov_core.run.attackcache`), else None
-    attack_cache: Any = None
+    attack_cache: Checked | None = None
     #: a local model's facts with their sources (flag, settings, folder, preset;
     #: :mod:`agentprov_core.live.local.facts`), else None; outside the digests
-    model_facts: dict[str, Any] | None = None
-    #: a compute preset's plan for this model and host
-    #: (:class:`agentprov_core.run.presetrun.PresetPlan`), else None
-    preset: Any = None
+    model_facts: dict[str, Fact] | None = None
+    #: a compute preset's plan for this model and host, else None
+    preset: PresetPlan | None = None
 
     @property
     def endpoint_class(self) -> str | None:
@@ -89,96 +94,22 @@ class Prepared:
         return self.resolved.endpoint_class if self.resolved is not None else None
 
 
-def _split_list(values: tuple[str, ...] | list[str] | None) -> list[str]:
-    out: list[str] = []
-    for v in values or ():
-        out += [x.strip() for x in v.split(",") if x.strip()]
-    return out
-
-
-def _pairs(values, option: str, scalar: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for raw in values or ():
-        key, sep, value = raw.partition("=")
-        if not sep or not key.strip():
-            raise AgentprovError("cli.usage.option_value", option=option, value=raw,
-                                 what="expected KEY=VALUE")
-        parsed: Any = value
-        if scalar:
-            try:
-                parsed = tomllib.loads(f"v = {value}")["v"]
-            except (ValueError, RecursionError):  # not TOML (or too deep, or too long)
-                parsed = value
-            if isinstance(parsed, float):
-                raise AgentprovError("cli.usage.option_value", option=option, value=raw,
-                                     what="floats are not accepted; give a string or an integer")
-            if not isinstance(parsed, (str, int, bool)):
-                parsed = value
-        out[key.strip()] = parsed
-    return out
-
-
-def plan_document(req: RunRequest, src: Source) -> PlanDoc:
-    o = req.options
-    kind = src.meta.kind
-    if o.get("plan"):
-        clash = [CELL_OPTIONS[k] for k in CELL_OPTIONS if k in req.given]
-        if clash:
-            raise AgentprovError("cli.usage.plan_with_cell_options", options=", ".join(clash))
-        path = Path(o["plan"])
-        doc = planfile.load(path)
-        if doc.backend != src.meta.name:
-            raise AgentprovError("cli.usage.plan_backend", location=str(path),
-                                 plan_backend=doc.backend, source=src.meta.name)
-        return doc
-    foreign = INSPECT_FLAGS if kind == "suites" else SUITE_FLAGS
-    for name in foreign:
-        if name in req.given:
-            why = ("it plans suites and tasks, not an Inspect task" if kind == "suites"
-                   else "it runs an Inspect task (--task, --samples)")
-            raise AgentprovError("cli.usage.option_for_other_kind", option=CELL_OPTIONS[name],
-                                 source=src.meta.name, why=why)
-    fields: dict[str, Any] = {"backend": src.meta.name, "repeats": o.get("repeats") or 1,
-                              "defence": o.get("defence") or "none"}
-    if kind == "suites":
-        fields |= {
-            "benchmark_version": o.get("benchmark_version"),
-            "suites": _split_list(o.get("suite")) or None,
-            "user_tasks": o.get("user_tasks") or "all",
-            "injection_tasks": o.get("injection_tasks") or "all",
-            "attacks": _split_list(o.get("attack")),
-            "benign": o.get("benign") or "include",
-            "autodojo_cache": o.get("autodojo_cache"),
-            "autodojo_variant": o.get("autodojo_variant"),
-        }
-    else:
-        limits = {k: o[k] for k in ("message_limit", "token_limit", "time_limit")
-                  if o.get(k) is not None}
-        fields["inspect"] = InspectPlan(
-            task=o.get("task"), samples=o.get("samples"), split=o.get("split"),
-            epochs=o.get("epochs") or 1, cell_size=o.get("cell_size"),
-            max_connections=o.get("max_connections") or 4,
-            judges=_pairs(o.get("judge"), "--judge", scalar=False),
-            params=_pairs(o.get("task_param"), "--task-param", scalar=True), limits=limits)
-    return msgspec.convert(fields, type=PlanDoc, from_attributes=True)
-
-
 def resolve_endpoint(req: RunRequest) -> epmod.Endpoint | None:
     o = req.options
     if req.scripted:
         return None
-    option, name = ("--model", o["model"]) if o.get("model") else ("--endpoint", o["endpoint"])
+    option, name = ("--model", o.model) if o.model else ("--endpoint", o.endpoint)
     ep = epmod.resolve(name, option, epmod.load())
     if not ep.local:
         for key, flag in (("base_url", "--base-url"), ("allow_lan_endpoint",
                                                        "--allow-lan-endpoint")):
-            if o.get(key):
+            if getattr(o, key):
                 raise AgentprovError("cli.usage.local_only_option", option=flag,
                                      endpoint=ep.name)
-        if not o.get("model_id"):
+        if not o.model_id:
             raise AgentprovError("cli.usage.model_id_missing", endpoint=ep.name)
     elif ep.base_url is None:  # no standard port (openai_compat): the flag or the setting
-        epmod.resolve_base_url(ep, o.get("base_url"), None)  # cli.usage.base_url_required
+        epmod.resolve_base_url(ep, o.base_url, None)  # cli.usage.base_url_required
     return ep
 
 
@@ -186,31 +117,33 @@ def resolve_endpoint(req: RunRequest) -> epmod.Endpoint | None:
 REASONING_LEVELS = ("minimal", "low", "medium", "high")
 
 
-def model_params(req: RunRequest, src: Source, ep: epmod.Endpoint | None) -> dict[str, Any]:
+def model_params(req: RunRequest, src: Source, ep: epmod.Endpoint | None,
+                 timeout_s: int | None = None) -> dict[str, Any]:
     """The model options of step 1 (exit 2; ``inject`` is exit 5 at step 2) as the agent
-    configuration records them (R-12.14 … R-12.16, R-15.11, decision 8)."""
+    configuration records them (R-12.14 … R-12.16, R-15.11, decision 8), with a preset's
+    request timeout (``timeout_s``, R-11.50) when it has one."""
     o = req.options
     if ep is None:
         return {}
     wire = epmod.wire_of(ep)
     params: dict[str, Any] = {}
-    if o.get("temperature") is not None:
+    if o.temperature is not None:
         try:
-            t = float(o["temperature"])
+            t = float(o.temperature)
         except ValueError:
             t = -1.0
         if t != t:  # NaN
             t = -1.0
         if not 0.0 <= t <= 2.0:
             raise AgentprovError("cli.usage.option_value", option="--temperature",
-                                 value=str(o["temperature"]), what="a number from 0 to 2")
+                                 value=str(o.temperature), what="a number from 0 to 2")
         # canonical JSON takes no floats: the temperature is recorded as its decimal text
-        params["temperature"] = format(Decimal(str(o["temperature"]).strip()).normalize(), "f")
-    mt = o.get("max_tokens")
+        params["temperature"] = format(Decimal(str(o.temperature).strip()).normalize(), "f")
+    mt = o.max_tokens
     if wire == "anthropic":
         if mt is None:
             raise AgentprovError("cli.usage.max_tokens_required", endpoint=ep.name)
-        if o.get("reasoning_effort") is not None:
+        if o.reasoning_effort is not None:
             raise AgentprovError("cli.usage.reasoning_effort_anthropic", endpoint=ep.name)
         if mt != "harness-default":
             if not (mt.isascii() and mt.isdigit() and len(mt) <= 9) or int(mt) < 1:
@@ -222,24 +155,24 @@ def model_params(req: RunRequest, src: Source, ep: epmod.Endpoint | None) -> dic
         params["max_tokens"] = mt
     elif mt is not None:
         raise AgentprovError("cli.usage.max_tokens_openai", endpoint=ep.name)
-    effort = o.get("reasoning_effort")
+    effort = o.reasoning_effort
     if effort is not None:
         if effort not in REASONING_LEVELS:
             raise AgentprovError("cli.usage.option_value", option="--reasoning-effort",
                                  value=effort, what="one of " + ", ".join(REASONING_LEVELS))
         params["reasoning_effort"] = effort
-    if o.get(presetrun.TIMEOUT_OPTION) is not None:  # a preset's request timeout (R-11.50)
-        params["timeout_s"] = int(o[presetrun.TIMEOUT_OPTION])
-    policy = o.get("temperature_policy")
+    if timeout_s is not None:  # a preset's request timeout (R-11.50)
+        params["timeout_s"] = timeout_s
+    policy = o.temperature_policy
     if policy == "as-benchmark":
         params["temperature_policy"] = "as-benchmark"
     elif policy is None:
-        dropped = not_transmitted(src, ep, o.get("llm_element") or "native", params)
+        dropped = not_transmitted(src, ep, o.element, params)
         if dropped:
             option, why = dropped
             raise AgentprovError("cli.usage.parameter_not_transmitted", option=option,
-                                 value=str(o[option[2:].replace("-", "_")]),
-                                 element=o.get("llm_element") or "native", endpoint=ep.name,
+                                 value=str(getattr(o, option[2:].replace("-", "_"))),
+                                 element=o.element, endpoint=ep.name,
                                  why=why)
     return params
 
@@ -273,12 +206,12 @@ def agent_config(req: RunRequest, ep: epmod.Endpoint | None,
     (R-11.27).
     """
     o = req.options
-    element = o.get("llm_element") or "native"
+    element = o.element
     if ep is None:
         return {"endpoint": "scripted", "element": element, "model_id": None, "params": {}}
     out: dict[str, Any] = {
         "endpoint": ep.name, "kind": ep.kind, "wire": epmod.wire_of(ep), "element": element,
-        "model_id": o.get("model_id"), "params": dict(params or {}),
+        "model_id": o.model_id, "params": dict(params or {}),
         "key_variables": [ep.key] if ep.key else []}
     if resolved is not None:
         out |= {"endpoint_class": resolved.endpoint_class, "base_url": resolved.base_url,
@@ -297,7 +230,7 @@ def agent_config(req: RunRequest, ep: epmod.Endpoint | None,
 def endpoint_class(req: RunRequest, ep: epmod.Endpoint) -> str:
     """The class before ``.env`` is read (step 3 reads it only after the caps check): the
     flag, the setting and the registry decide it."""
-    url, _ = epmod.resolve_base_url(ep, req.options.get("base_url"), None)
+    url, _ = epmod.resolve_base_url(ep, req.options.base_url, None)
     epmod.parse_url(url)  # a URL that is no URL is refused before it decides anything
     return epmod.endpoint_class(ep, url)
 
@@ -305,7 +238,7 @@ def endpoint_class(req: RunRequest, ep: epmod.Endpoint) -> str:
 def run_context(req: RunRequest, ep: epmod.Endpoint | None) -> RunContext:
     """What a source's refusal rules look at besides the plan."""
     return RunContext(scripted=req.scripted, capped=req.capped,
-                      llm_element=req.options.get("llm_element") or "native",
+                      llm_element=req.options.element,
                       wire=epmod.wire_of(ep) if ep is not None else "openai")
 
 
@@ -321,11 +254,11 @@ def check_judges(src: Source, req: RunRequest, doc: PlanDoc, agent_model: str) -
 def check_caps(req: RunRequest, cls: str) -> None:
     """Step 3 begins: an API-class run needs its caps (exit 4), before any key is read.
     ``--preflight-only`` takes no caps (R-15.8)."""
-    if cls != "api" or req.options.get("preflight_only"):
+    if cls != "api" or req.options.preflight_only:
         return
     missing = [flag for key, flag in (("max_calls", "--max-calls"),
                                       ("max_cost_usd", "--max-cost-usd"))
-               if req.options.get(key) is None]
+               if getattr(req.options, key) is None]
     if missing:
         raise AgentprovError("cli.refused.api_caps", why="the endpoint entry is not local",
                              missing=", ".join(missing))
@@ -342,21 +275,21 @@ def check_key_and_url(req: RunRequest, ep: epmod.Endpoint) -> epmod.ResolvedEndp
 
     o = req.options
     env: dict[str, str] = {}
-    if ep.base_url_variable and not (ep.local and o.get("base_url")):
-        value = keys.read_variable(ep.base_url_variable, o)
+    if ep.base_url_variable and not (ep.local and o.base_url):
+        value = keys.read_variable(ep.base_url_variable, o.keys)
         if value:
             env[ep.base_url_variable] = value
-    url, source = epmod.resolve_base_url(ep, o.get("base_url"), env)
+    url, source = epmod.resolve_base_url(ep, o.base_url, env)
     epmod.parse_url(url)
     check_caps(req, epmod.endpoint_class(ep, url))
     key_variable: str | None = None
     secrets: dict[str, str] = {}
     if ep.key:
-        secret = keys.read_key(ep.key, o)  # cli.environment.credential (exit 3) when missing
+        secret = keys.read_key(ep.key, o.keys)  # cli.environment.credential (exit 3) when missing
         key_variable = ep.key
     elif ep.optional_key:
         try:
-            secret = keys.read_key(ep.optional_key, o)
+            secret = keys.read_key(ep.optional_key, o.keys)
         except AgentprovError as exc:
             if exc.code != "cli.environment.credential":
                 raise
@@ -366,8 +299,8 @@ def check_key_and_url(req: RunRequest, ep: epmod.Endpoint) -> epmod.ResolvedEndp
         secrets[key_variable] = secret.reveal()  # compared with the URL, then let go
     epmod.check_secret_free(url, secrets)  # exit 4: the base URL is recorded and printed
     resolved = epmod.check_url(ep, url, source,
-                               allow_custom=bool(o.get("allow_custom_endpoint")),
-                               allow_lan=bool(o.get("allow_lan_endpoint")))
+                               allow_custom=bool(o.allow_custom_endpoint),
+                               allow_lan=bool(o.allow_lan_endpoint))
     if resolved.lan and key_variable:
         raise AgentprovError("cli.refused.lan_key", variable=key_variable,
                              url=epmod.shown(url))
@@ -381,7 +314,7 @@ def check_containment(req: RunRequest, meta: Any, env_id: str) -> dict[str, Any]
     environment's marker). Returns what ``producer.sandbox`` records."""
     from agentprov_core.backend import containment
 
-    name = req.options.get("containment")
+    name = req.options.containment
     if not name:
         raise AgentprovError(
             "cli.refused.containment",
@@ -406,18 +339,18 @@ def observe_local(req: RunRequest, ep: epmod.Endpoint,
     from agentprov_core.live.local import identity as li
 
     o = req.options
-    key = keys.read_key(resolved.key_variable, o) if resolved.key_variable else None
-    opts = li.ObserveOptions(hash_weights=not o.get("no_hash_weights"),
-                             model_dir=o.get("model_dir"), key=key,
+    key = keys.read_key(resolved.key_variable, o.keys) if resolved.key_variable else None
+    opts = li.ObserveOptions(hash_weights=not o.no_hash_weights,
+                             model_dir=o.model_dir, key=key,
                              key_variable=resolved.key_variable, allow_lan=resolved.lan)
-    model_id = o.get("model_id")
+    model_id = o.model_id
     if not model_id and ep.model_variable:
-        model_id = keys.read_variable(ep.model_variable, o) or None
+        model_id = keys.read_variable(ep.model_variable, o.keys) or None
     if not model_id:
         model_id = li.choose_model(li.served(resolved, opts), variable=ep.model_variable)
     ident = li.observe(resolved, model_id, opts)
     tool_use = li.check_tool_use(ident, allow_text_tool_calls=bool(
-        o.get("allow_text_tool_calls")))
+        o.allow_text_tool_calls))
     recorded = {"model_id": model_id,
                 "local_model": ident.identity_part() | {"digest": ident.digest}}
     if tool_use is not None:
@@ -441,24 +374,25 @@ def gate_capability(src: Source) -> None:
                              because="")
 
 
-def gate_backend(name: str) -> None:
+def gate_backend(name: str) -> Source | None:
     """Before anything else, usage included (exit 5): a source with no backend, or whose
     backend cannot be built in this build (:func:`agentprov_core.backend.slots.unbuildable`),
     can run nothing, whatever the options; telling the user to fix an option, or to build
     the backend, would be advice that cannot succeed. A source that cannot be found is left
-    to the usual lookup, in its usual place."""
+    to the usual lookup, in its usual place (None). Returns the source found."""
     from agentprov_core.backend import slots
     from agentprov_core.plugins import source_entry
 
     try:
         src = source_entry(name).source
     except AgentprovError:
-        return
+        return None
     gate_capability(src)
     why = slots.unbuildable(src.meta)
     if why is not None:
         raise AgentprovError("run.unsupported.no_live_capability", source=name,
                              because=f": {why}")
+    return src
 
 
 def check_mapper(meta: Any) -> None:
@@ -482,18 +416,22 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     from agentprov_core.backend.session import recorded_catalogue
     from agentprov_core.plugins import parts, source_entry, suites_of_backend
 
-    gate_backend(req.source)  # nothing of a source that cannot run is worth checking
+    # nothing of a source that cannot run is worth checking; a source without a backend
+    # has no catalogue to plan from
+    found = gate_backend(req.source)
     # ---- step 1: usage
     check_usage(req)
-    src = source_entry(req.source).source
+    src = found if found is not None else source_entry(req.source).source
     meta = src.meta
-    gate_capability(src)  # a source without a backend has no catalogue to plan from
     doc = plan_document(req, src)
     ep = resolve_endpoint(req)
+    wire = epmod.wire_of(ep) if ep is not None else None
     from agentprov_core.live.local import facts as factsmod
 
-    factsmod.check_flags(req.options, req.scripted, ep)
+    factsmod.check_flags(req.options.fact_flags(), req.scripted, ep)
     preset = presetrun.check_usage(req.options, req.given, req.scripted, ep)
+    if preset is not None and req.options.llm_element is None:
+        req = req.replace(llm_element="gateway_compat")  # a preset run's element
     params = model_params(req, src, ep)
     ctx = run_context(req, ep)
     # the built environment's catalogue (its worker's, as --catalogue prints), else the
@@ -504,7 +442,7 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     if req.scripted:  # a script by role names the plan's roles, each with its own model
         from agentprov_core.live.scripted.script import check_roles, load_script
 
-        check_roles(load_script(req.options["llm_script"]),
+        check_roles(load_script(req.options.llm_script),
                     dict(doc.inspect.judges) if doc.inspect is not None else {})
     # ---- step 2: live status gate, backend and defence refusals, the environment
     part = parts().get(meta.name)
@@ -512,13 +450,13 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     if not req.scripted and LIVE_ORDER.get(status, 0) < LIVE_ORDER["partial"]:
         raise AgentprovError("run.unsupported.planned", source=meta.name,
                              part=part.label if part else meta.label)
-    if req.options.get("temperature_policy") == "inject":
+    if req.options.temperature_policy == "inject":
         raise AgentprovError("run.unsupported.temperature_policy", source=meta.name,
                              policy="inject")
     src.refusals(doc, cat, ctx)
     if not estimate:  # an estimate runs nothing: any preset plans its time
         presetrun.check_gate(preset, req.options, meta.name)
-    element = req.options.get("llm_element") or "native"
+    element = req.options.element
     if ep is not None and element in checks.LOCAL_ONLY_ELEMENTS:  # the class as the flag,
         # the setting and the registry decide it (.env is read at step 3, after the caps)
         checks.check_element_scope(element, ep.name, endpoint_class(req, ep), meta.name)
@@ -527,9 +465,9 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     entry = defmod.check(meta.name, meta.backend, doc.defence, src.suites_of_plan(cells),
                          defmod.load_registry(suites_of=suites_of_backend),
                          paths.display(paths.defence_registry()),
-                         wire=epmod.wire_of(ep) if ep is not None else "openai",
+                         wire=wire or "openai",
                          agent_endpoint=ep.name if ep is not None else None,
-                         defence_endpoint=req.options.get("defence_endpoint"))
+                         defence_endpoint=req.options.defence_endpoint)
     check_mapper(meta)
     # an estimate plans before a build as after it: from the catalogue a run plans with
     env_id, identity = (environments.planned_identity if estimate
@@ -543,16 +481,16 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
     # ---- step 3: a restricted corpus under $AGENTPROV_HOME; API caps before any key is
     # read; the key, the endpoint URL, the containment
     if not estimate:
-        restricted.check_location(meta, req.options.get("corpus"))
+        restricted.check_location(meta, req.options.corpus)
     resolved = containment = None
     stand_in = estimate and estimate_stand_in(req, ep)
     if estimate and ep is not None and not stand_in:
-        resolved = check_key_and_url(dataclasses.replace(req, options=dict(
-            req.options, preflight_only=True)), ep)  # the key's presence; no caps needed
+        resolved = check_key_and_url(req.replace(preflight_only=True),
+                                     ep)  # the key's presence; no caps needed
     elif ep is not None and not estimate:
         check_caps(req, endpoint_class(req, ep))
-        if req.options.get("model_id"):  # a local server's model is picked at step 4
-            check_judges(src, req, doc, req.options["model_id"])
+        if req.options.model_id:  # a local server's model is picked at step 4
+            check_judges(src, req, doc, req.options.model_id)
         resolved = check_key_and_url(req, ep)
         # .env may move a local entry's base URL off loopback: class api, refused the same
         checks.check_element_scope(element, ep.name, resolved.endpoint_class, meta.name)
@@ -565,17 +503,19 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
         with timing.span("prepare.observe_local"):
             local_identity, local_record, local_options = observe_local(req, ep, resolved)
         check_judges(src, req, doc, local_record["model_id"])
-        model_facts = factsmod.resolve(req.options, ep.name, local_record["model_id"], preset)
+        model_facts = factsmod.resolve(req.options.fact_flags(), ep.name,
+                                       local_record["model_id"], preset)
     else:
         local_record = local_options = model_facts = None
     preset_plan = None
     if preset is not None and not estimate:  # the preset's plan: jobs, stagger, timeout
         if model_facts is None:  # no server observed (never for a run): the flags' facts
-            model_facts = factsmod.resolve(req.options, ep.name, req.options.get("model_id"),
-                                           preset)
+            model_facts = factsmod.resolve(req.options.fact_flags(), ep.name,
+                                           req.options.model_id, preset)
         preset_plan = presetrun.plan(preset, model_facts, req.options, req.given,
                                       meta.name)
-        params = model_params(req, src, ep)
+        req = req.replace(jobs=preset_plan.jobs, start_stagger=preset_plan.start_stagger_s)
+        params = with_timeout(params, preset_plan.request_timeout_s)
     # ---- step 5: the attack cache's identity (the environment's is the worker's hello)
     attack_cache = check_attack_cache(req, doc, cat, cells)
     # ---- step 6: the plan
@@ -583,9 +523,17 @@ def prepare(req: RunRequest, *, estimate: bool = False) -> Prepared:
                      resolved, params, local_record)
     if attack_cache is not None:
         attack_cache.same_as_plan(plan.content)
-    return Prepared(src, req, doc, cat, cells, ep, plan, identity, resolved, containment,
-                    local_identity, local_record, local_options, attack_cache, model_facts,
-                    preset_plan)
+    return Prepared(src, req, doc, cat, cells, ep, plan, identity, params, wire, resolved,
+                    containment, local_identity, local_record, local_options, attack_cache,
+                    model_facts, preset_plan)
+
+
+def with_timeout(params: dict[str, Any], timeout_s: int) -> dict[str, Any]:
+    """The model parameters with a preset's request timeout, in the place
+    :func:`model_params` gives it."""
+    policy = {k: params[k] for k in ("temperature_policy",) if k in params}
+    rest = {k: v for k, v in params.items() if k not in policy}
+    return rest | {"timeout_s": timeout_s} | policy
 
 
 def estimate_stand_in(req: RunRequest, ep: epmod.Endpoint | None) -> bool:
@@ -597,7 +545,7 @@ def estimate_stand_in(req: RunRequest, ep: epmod.Endpoint | None) -> bool:
 
     if ep is None:
         return False
-    return ep.local or not any(req.options.get(name) for name, _ in CREDENTIALS)
+    return ep.local or not any(getattr(req.options, name) for name, _ in CREDENTIALS)
 
 
 def check_attack_cache(req: RunRequest, doc: PlanDoc, cat: Catalogue,
@@ -615,8 +563,8 @@ def check_attack_cache(req: RunRequest, doc: PlanDoc, cat: Catalogue,
     checked = attackcache.check(doc.autodojo_cache, doc.autodojo_variant,
                                 cachefile.known_injection_tasks(cat, doc.suites),
                                 [c.injection_task_id for c in cells if c.injection_task_id],
-                                allow_network=bool(req.options.get("allow_network")),
-                                dry_run=bool(req.options.get("dry_run")))
+                                allow_network=bool(req.options.allow_network),
+                                dry_run=bool(req.options.dry_run))
     click.echo(checked.origin.message(), err=True)
     click.echo(checked.fallbacks.line(), err=True)
     return checked
@@ -638,27 +586,29 @@ def make_plan(src: Source, req: RunRequest, doc: PlanDoc, cat: Catalogue, cells:
     return Plan(
         source=meta.name, backend=backend, environment_id=env_id,
         benchmark_version=version,
-        corpus_id=f"{meta.name}-live-{req.options['campaign']}"
-        if req.options.get("campaign") else None,
+        corpus_id=f"{meta.name}-live-{req.options.campaign}"
+        if req.options.campaign else None,
         cells=cells, repeats=doc.repeats, defence=doc.defence,
-        max_attempts=req.options.get("max_attempts") or 3, settled=0,
+        max_attempts=req.options.max_attempts or 3, settled=0,
         plan_sha256=plan_digest(meta.name, backend, cells, doc, agent, bconfig),
         config_digest=config, content=content, content_digest=content_digest(content),
         named_attacks=sorted(a.name for a in cat.attacks if a.name in attacks and a.names_model),
-        display_name=req.options.get("model_display_name"),
+        display_name=req.options.model_display_name,
     )
 
 
 def with_worker_catalogue(prepared: Prepared, cat: Catalogue) -> Prepared:
     """Re-expand the plan from the catalogue the backend's worker served (the authority on
     what the installed benchmark holds); a plan it cannot serve is a usage error."""
+    if cat == prepared.catalogue:  # the catalogue the plan was made from: the same plan
+        return prepared
     src, req = prepared.source, prepared.request
     ctx = run_context(req, prepared.endpoint)
     src.check_plan(prepared.doc, cat, ctx)
     cells = src.expand(prepared.doc, cat, ctx)
     plan = make_plan(src, req, prepared.doc, cat, cells, prepared.endpoint,
                      prepared.plan.environment_id, prepared.identity, prepared.resolved,
-                     model_params(req, src, prepared.endpoint), prepared.local_record)
+                     prepared.params, prepared.local_record)
     return dataclasses.replace(prepared, catalogue=cat, cells=cells, plan=plan)
 
 

@@ -20,19 +20,20 @@ the configuration digest). Without a preset nothing here changes a run.
 from __future__ import annotations
 
 import math
+from collections.abc import Set
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentprov_core.errors import AgentprovError
 from agentprov_core.registries.presets import ComputeRow, Preset
 
-#: the options key through which the preset's request timeout reaches the model parameters
-TIMEOUT_OPTION = "_preset_timeout_s"
+if TYPE_CHECKING:
+    from agentprov_core.run.options import RunOptions
 
 
-def chosen_name(options: dict[str, Any]) -> str | None:
+def chosen_name(options: RunOptions) -> str | None:
     """The preset a run's flags name (``--preset NAME`` or ``--m5ultra``), or None."""
-    name, m5 = options.get("preset"), options.get("m5ultra")
+    name, m5 = options.preset, options.m5ultra
     if name is not None and m5:
         raise AgentprovError("cli.usage.exclusive", first="--preset", second="--m5ultra")
     if name is not None and not name.strip():
@@ -42,26 +43,23 @@ def chosen_name(options: dict[str, Any]) -> str | None:
     return "m5ultra" if m5 else name
 
 
-def check_usage(options: dict[str, Any], given: set[str], scripted: bool,
+def check_usage(options: RunOptions, given: Set[str], scripted: bool,
                 endpoint: Any) -> Preset | None:
-    """Step 1: the preset loaded and its usage refusals (exit 2); a preset run's element
-    defaults to ``gateway_compat``. None without a preset."""
+    """Step 1: the preset loaded and its usage refusals (exit 2). None without a preset.
+    (A preset run's element defaults to ``gateway_compat``: the caller settles it.)"""
     from agentprov_core.registries import presets
 
     name = chosen_name(options)
     if name is None:
         return None
-    flag = "--m5ultra" if options.get("m5ultra") else "--preset"
+    flag = "--m5ultra" if options.m5ultra else "--preset"
     preset = presets.load(name)
     if scripted:
         raise AgentprovError("cli.usage.exclusive", first=flag, second="--llm-script")
     if endpoint is not None and not endpoint.local:
         raise AgentprovError("cli.usage.local_only_option", option=flag, endpoint=endpoint.name)
-    element = options.get("llm_element")
-    if element == "native" and "llm_element" in given:
+    if options.llm_element == "native" and "llm_element" in given:
         raise AgentprovError("cli.usage.preset_native_element", preset=name)
-    if element is None:
-        options["llm_element"] = "gateway_compat"
     return preset
 
 
@@ -85,10 +83,10 @@ def host_problem(preset: Preset) -> str | None:
     return None
 
 
-def check_gate(preset: Preset | None, options: dict[str, Any], source: str) -> None:
+def check_gate(preset: Preset | None, options: RunOptions, source: str) -> None:
     """Step 2: outside ``--dry-run`` and ``--tune-jobs``, only a calibrated preset of this
     host runs (exit 5)."""
-    if preset is None or options.get("dry_run") or options.get("tune_jobs"):
+    if preset is None or options.dry_run or options.tune_jobs:
         return
     if not preset.calibrated:
         raise AgentprovError("run.unsupported.preset_uncalibrated", preset=preset.name,
@@ -161,11 +159,11 @@ def memory_holds(preset: Preset | None, size_gb: float | None,
                        f"({size_gb:g} GB) and {max(0, n)} trace(s) of {kv_gb:g} GB")
 
 
-def plan(preset: Preset, facts: dict[str, Any], options: dict[str, Any],
-         given: set[str], source: str = "") -> PresetPlan:
-    """The preset's plan for a model of ``facts`` (:mod:`agentprov_core.live.local.facts`),
-    applied to the run's options: ``jobs`` and ``start_stagger`` unless given, and the
-    request timeout (``agent.params.timeout_s``, through :data:`TIMEOUT_OPTION`). A model
+def plan(preset: Preset, facts: dict[str, Any], options: RunOptions,
+         given: Set[str], source: str = "") -> PresetPlan:
+    """The preset's plan for a model of ``facts`` (:mod:`agentprov_core.live.local.facts`)
+    and the run's options: ``jobs`` and ``start_stagger`` unless given, and the request
+    timeout (``agent.params.timeout_s``; the caller applies the plan to the run). A model
     whose memory cannot hold one trace is refused (exit 5), except in a sweep, which skips
     the arms it cannot hold (:mod:`agentprov_core.run.tunejobs`)."""
     from agentprov_core.backend.hostlimits import max_jobs
@@ -181,7 +179,7 @@ def plan(preset: Preset, facts: dict[str, Any], options: dict[str, Any],
     holds, how = memory_holds(preset, value("size_gb"), value("kv_gb_per_trace"))
     notes.append(how)
     jobs = row.jobs
-    if holds is not None and holds < 1 and not options.get("tune_jobs"):
+    if holds is not None and holds < 1 and not options.tune_jobs:
         raise AgentprovError("run.unsupported.preset_memory", preset=preset.name,
                              why=f"the model's memory cannot hold one trace: {how}",
                              source=source)
@@ -193,14 +191,11 @@ def plan(preset: Preset, facts: dict[str, Any], options: dict[str, Any],
         jobs = max_jobs()
     stagger = row.start_stagger_s
     if "jobs" in given:
-        notes.append(f"--jobs {options['jobs']} given: it wins over the preset's {jobs}")
-    else:
-        options["jobs"] = jobs
+        notes.append(f"--jobs {options.jobs} given: it wins over the preset's {jobs}")
+        jobs = options.jobs
     if "start_stagger" in given:
-        notes.append(f"--start-stagger {options['start_stagger']:g} given: it wins over "
+        notes.append(f"--start-stagger {options.start_stagger:g} given: it wins over "
                      f"the preset's {stagger:g}")
-    else:
-        options["start_stagger"] = stagger
-    options[TIMEOUT_OPTION] = row.request_timeout_s
-    return PresetPlan(preset, row, int(options["jobs"]), float(options["start_stagger"]),
-                      row.request_timeout_s, holds, tuple(notes))
+        stagger = options.start_stagger
+    return PresetPlan(preset, row, int(jobs), float(stagger), row.request_timeout_s, holds,
+                      tuple(notes))

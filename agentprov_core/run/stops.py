@@ -79,9 +79,9 @@ class Signals:
                 signal.signal(s, h)
 
 
-def drain_requested(options: dict[str, Any]) -> bool:
-    """``--control-file`` holds ``drain``: start no further cell, finish those in flight."""
-    path = options.get("control_file")
+def drain_requested(path: str | None) -> bool:
+    """``--control-file`` (``path``) holds ``drain``: start no further cell, finish those in
+    flight."""
     if not path:
         return False
     from agentprov_core.base import inputfile

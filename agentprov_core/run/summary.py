@@ -78,8 +78,8 @@ def count(t: Tally, e: Attempt, fl: Flight | None = None, mapped=None) -> None:
 def caps_line_wanted(prepared: Prepared) -> bool:
     """The summary names the caps for a real model, and for a scripted run given caps."""
     o = prepared.request.options
-    return not prepared.request.scripted or o.get("max_calls") is not None or \
-        o.get("max_cost_usd") is not None
+    return not prepared.request.scripted or o.max_calls is not None or \
+        o.max_cost_usd is not None
 
 
 def summary(prepared: Prepared, wc: WorkingCorpus, t: Tally, stop: str | None, code: int,

@@ -28,6 +28,7 @@ and A14 before every cell. The report is :mod:`agentprov_core.run.tunereport`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -38,7 +39,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
@@ -47,6 +48,9 @@ from agentprov_core.base import inputfile, paths
 from agentprov_core.errors import AgentprovError
 from agentprov_core.run import tunereport
 from agentprov_core.run.runrequest import RunRequest
+
+if TYPE_CHECKING:
+    from agentprov_core.run.prepare import Prepared
 
 #: the default sample (R-11.38): four suites, user tasks 0-2, benign and attacked
 DEFAULT_SAMPLE = {"suite": ("banking,slack,travel,workspace",), "user_tasks": "0-2",
@@ -87,36 +91,36 @@ def parse_values(text: str) -> list[int]:
     return sorted(out)
 
 
-def check_usage(req: RunRequest) -> list[int]:
-    """Step 1 of a sweep (exit 2), and its defaults: the sample and the element."""
+def check_usage(req: RunRequest) -> tuple[list[int], RunRequest]:
+    """Step 1 of a sweep (exit 2): its values, and the request with the sweep's defaults
+    (the sample and the element)."""
     from agentprov_core.plan.plandoc import CELL_OPTIONS
     from agentprov_core.run import prepare
 
     o = req.options
-    values = parse_values(o["tune_jobs"])
+    values = parse_values(o.tune_jobs or "")
     for name, flag in REFUSED_WITH:
-        if o.get(name):
+        if getattr(o, name):
             raise AgentprovError("cli.usage.exclusive", first=flag, second="--tune-jobs")
     if req.scripted:
         raise AgentprovError("cli.usage.exclusive", first="--tune-jobs", second="--llm-script")
-    if not (o.get("model") or o.get("endpoint")):
+    if not (o.model or o.endpoint):
         raise AgentprovError("cli.usage.model_missing")
     ep = prepare.resolve_endpoint(req)
     if ep is not None and not ep.local:
         raise AgentprovError("cli.usage.local_only_option", option="--tune-jobs",
                              endpoint=ep.name)
-    if not o.get("plan") and not any(k in req.given for k in CELL_OPTIONS):
-        o.update(DEFAULT_SAMPLE)
-    if not o.get("llm_element"):
-        o["llm_element"] = "gateway_compat"  # R-11.51
-    return values
+    if not o.plan and not any(k in req.given for k in CELL_OPTIONS):
+        req = req.replace(**DEFAULT_SAMPLE)
+    if not req.options.llm_element:
+        req = req.replace(llm_element="gateway_compat")  # R-11.51
+    return values, req
 
 
 def sweep_key(req: RunRequest) -> str:
     """What makes two invocations the same sweep: the source and every option but where it
     is written and whether it runs."""
-    opts = {k: v for k, v in sorted(req.options.items())
-            if k not in NOT_THE_COMMAND and not k.startswith("_")}
+    opts = {k: v for k, v in sorted(req.options.asdict().items()) if k not in NOT_THE_COMMAND}
     text = json.dumps({"source": req.source, "options": opts}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -136,7 +140,7 @@ def _read_json(p: Path) -> dict[str, Any] | None:
 
 def sweep_dir(req: RunRequest, key: str) -> tuple[Path, bool]:
     """The sweep's directory and whether an earlier run of the same sweep made it."""
-    given = req.options.get("tune_out")
+    given = req.options.tune_out
     if given:
         d = Path(given).expanduser().absolute()
         inputfile.output_dir("--tune-out", d, "give a new directory, or the one an earlier "
@@ -157,8 +161,8 @@ def sweep_dir(req: RunRequest, key: str) -> tuple[Path, bool]:
 
 def _stage(req: RunRequest, out: Path, name: str, campaign: str, jobs: int,
            limit: int | None = None) -> RunRequest:
-    o = dict(req.options, corpus=str(out / name), campaign=campaign, jobs=jobs, limit=limit)
-    return RunRequest(source=req.source, options=o, given=set(req.given) | {"jobs"})
+    staged = req.replace(corpus=str(out / name), campaign=campaign, jobs=jobs, limit=limit)
+    return dataclasses.replace(staged, given=req.given | {"jobs"})
 
 
 def _host(load_before: tuple[float, ...]) -> dict[str, Any]:
@@ -181,7 +185,7 @@ def _host(load_before: tuple[float, ...]) -> dict[str, Any]:
             "load_after": [round(x, 2) for x in os.getloadavg()]}
 
 
-def _model(prepared: Any) -> dict[str, Any]:
+def _model(prepared: Prepared) -> dict[str, Any]:
     from agentprov_core.live.local.facts import summary
 
     ident = prepared.local_identity
@@ -228,10 +232,10 @@ def run(req: RunRequest, started: float, cell_seconds: Callable[[Any], tuple[flo
     """The sweep (see the module's text); exit 0 with a recommendation, 1 without.
     ``cell_seconds(prepared)`` is a cell's rough seconds and their basis, for the dry run
     (the estimate's, :func:`agentprov_core.estimate.presettime.cell_seconds`)."""
+    from agentprov_core.run import campaign, presetrun, sequence
     from agentprov_core.run import prepare as planning
-    from agentprov_core.run import presetrun
 
-    values = check_usage(req)
+    values, req = check_usage(req)
     key = sweep_key(req)
     out, reuse = sweep_dir(req, key)
     load_before = os.getloadavg()
@@ -242,13 +246,10 @@ def run(req: RunRequest, started: float, cell_seconds: Callable[[Any], tuple[flo
                                         getattr(facts.get("kv_gb_per_trace"), "value", None))
     arms = _plan_arms(values, holds, how, out, reuse)
     cells = len(first.plan.cells)
-    if req.options.get("dry_run"):
+    if req.options.dry_run:
         return _dry_run(first, arms, out, reuse, cells, cell_seconds)
-    from agentprov_core.live import consent as consentmod
-    from agentprov_core.run.live import bound_of
-
-    consented = consentmod.decide(first, bound=bound_of(first, planning.model_params(
-        first.request, first.source, first.endpoint)))
+    first = sequence.checked(first)
+    consented = sequence.consented(first)
     out.mkdir(parents=True, exist_ok=True)
     (out / "arms").mkdir(exist_ok=True)
     if not reuse:
@@ -257,7 +258,7 @@ def run(req: RunRequest, started: float, cell_seconds: Callable[[Any], tuple[flo
             indent=1) + "\n")
     warm = "reused: every arm finished earlier"
     if any(rec is None and why is None for _, why, rec in arms):
-        code = _campaign(first, consented)
+        code = campaign.start(first, consented)
         warm = f"1 cell ({first.plan.cells[0].key}), exit {code}"
     results: list[tunereport.Arm] = []
     after_timeouts: int | None = None
@@ -274,8 +275,9 @@ def run(req: RunRequest, started: float, cell_seconds: Callable[[Any], tuple[flo
             corpus = out / f"jobs-{v}"
             _set_aside(corpus)
             click.echo(f"agentprov tune-jobs: arm --jobs {v} into {corpus}", err=True)
-            last = planning.prepare(_stage(req, out, f"jobs-{v}", f"tune-jobs-{v}", v))
-            code = _campaign(last, consented)
+            last = sequence.checked(planning.prepare(_stage(req, out, f"jobs-{v}",
+                                                            f"tune-jobs-{v}", v)))
+            code = campaign.start(last, consented)
             arm = _measure(v, corpus, code)
             if arm.cells < cells:  # a stop (the canary, a cap, a drain) cut the arm short
                 arm.reason = (f"the campaign stopped early (exit {code}): {arm.cells} of "
@@ -288,7 +290,7 @@ def run(req: RunRequest, started: float, cell_seconds: Callable[[Any], tuple[flo
         results.append(arm)
     head = {"created_at": _iso(), "command": _command(), "key": key,
             "preset": (f"{preset.name} v{preset.version}" if preset else None),
-            "llm_element": req.options.get("llm_element"),
+            "llm_element": req.options.llm_element,
             "host": _host(load_before), "model": _model(last),
             "sample": {"cells": cells, "plan_sha256": first.plan.plan_sha256,
                        "description": _describe(req), "warm_up": warm}}
@@ -299,19 +301,6 @@ def run(req: RunRequest, started: float, cell_seconds: Callable[[Any], tuple[flo
     click.echo(f"  report: {out / 'tune-jobs.md'} and tune-jobs.json")
     click.echo(f"agentprov: finished in {time.monotonic() - started:.1f}s", err=True)
     return 0 if doc["recommendation"]["jobs"] is not None else 1
-
-
-def _campaign(prepared: Any, consented: dict[str, Any] | None = None) -> int:
-    """One stage's campaign, as ``agentprov run`` runs it after consent."""
-    from agentprov_core.run import campaign, checks, units
-
-    checks.check_corpus(prepared)
-    prepared = units.read_progress(prepared)
-    if consented is None:
-        from agentprov_core.live import consent as consentmod
-
-        consented = consentmod.decide(prepared)
-    return campaign.start(prepared, consented)
 
 
 def _set_aside(corpus: Path) -> None:
@@ -360,14 +349,13 @@ def _duration(s: float) -> str:
 
 def _describe(req: RunRequest) -> str:
     o = req.options
-    if o.get("plan"):
-        return f"the plan {o['plan']}"
-    parts = [f"suites {','.join(o.get('suite') or ()) or 'all'}",
-             f"user tasks {o.get('user_tasks') or 'all'}"]
-    if o.get("attack"):
-        parts.append(f"attack {','.join(o['attack'])} (injection tasks "
-                     f"{o.get('injection_tasks') or 'all'})")
-    parts.append(f"benign {o.get('benign') or 'include'}")
+    if o.plan:
+        return f"the plan {o.plan}"
+    parts = [f"suites {','.join(o.suite) or 'all'}", f"user tasks {o.user_tasks or 'all'}"]
+    if o.attack:
+        parts.append(f"attack {','.join(o.attack)} (injection tasks "
+                     f"{o.injection_tasks or 'all'})")
+    parts.append(f"benign {o.benign or 'include'}")
     return "; ".join(parts)
 
 

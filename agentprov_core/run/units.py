@@ -90,7 +90,7 @@ def read_progress(prepared: Prepared) -> Prepared:
     """The prepared run with its plan's settled units and attempts already used read from
     its corpus, if any (attempts are counted across invocations; only entries that answer
     for the plan's own units count)."""
-    wc = WorkingCorpus.peek(prepared.request.options["corpus"])
+    wc = WorkingCorpus.peek(prepared.request.options.corpus)
     if wc is None:
         return prepared
     plan = prepared.plan

@@ -21,6 +21,7 @@ files' sizes only.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,15 +46,15 @@ class Fact:
                                                            else ")")
 
 
-def flag_values(options: dict[str, Any]) -> dict[str, Any]:
-    """The facts the run's flags give, checked as their settings are (exit 2 naming the
-    flag)."""
+def flag_values(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The facts the run's flags give (``flags``: the fact flags' values by option name),
+    checked as their settings are (exit 2 naming the flag)."""
     from agentprov_core import settings
     from agentprov_core.errors import AgentprovError
 
     out: dict[str, Any] = {}
     for fact, flag in FLAGS.items():
-        raw = options.get(OPTION[fact])
+        raw = flags.get(OPTION[fact])
         if raw is None:
             continue
         key = settings.Key(("local_models", "-", "-", fact))
@@ -65,11 +66,11 @@ def flag_values(options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def check_flags(options: dict[str, Any], scripted: bool, endpoint: Any) -> None:
+def check_flags(flags: Mapping[str, Any], scripted: bool, endpoint: Any) -> None:
     """Step 1: the fact flags are checked, and belong to a local endpoint (exit 2)."""
     from agentprov_core.errors import AgentprovError
 
-    given = [FLAGS[f] for f in flag_values(options)]
+    given = [FLAGS[f] for f in flag_values(flags)]
     if not given:
         return
     if scripted:
@@ -172,19 +173,20 @@ def from_preset(fact: str, preset: Any = None) -> Fact:
     return Fact(value, "preset", f"{preset.name} v{preset.version} model_defaults")
 
 
-def resolve(options: dict[str, Any], endpoint: str, model_id: str | None,
+def resolve(flags: Mapping[str, Any], endpoint: str, model_id: str | None,
             preset: Any = None) -> dict[str, Fact]:
-    """Every fact with its source, in the precedence flag, settings, folder, preset."""
+    """Every fact with its source, in the precedence flag, settings, folder, preset
+    (``flags``: the fact flags' and ``model_dir``'s values by option name)."""
     from agentprov_core import settings
 
-    flags = flag_values(options)
+    given = flag_values(flags)
     stored = settings.model_facts(endpoint, model_id) if model_id else {}
-    folder = options.get("model_dir")
+    folder = flags.get("model_dir")
     found = from_folder(Path(folder).expanduser()) if folder else {}
     out: dict[str, Fact] = {}
     for fact in FLAGS:
-        if fact in flags:
-            out[fact] = Fact(flags[fact], "flag", FLAGS[fact])
+        if fact in given:
+            out[fact] = Fact(given[fact], "flag", FLAGS[fact])
         elif fact in stored:
             key = settings.Key(("local_models", endpoint, model_id, fact))
             out[fact] = Fact(stored[fact], "settings", key.text)

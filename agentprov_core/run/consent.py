@@ -20,7 +20,7 @@ from typing import IO, TYPE_CHECKING, Any
 from agentprov_core.errors import AgentprovError
 from agentprov_core.live.endpoints import shown
 
-if TYPE_CHECKING:  # pragma: no cover - the run that asks (a higher layer), named for the reader
+if TYPE_CHECKING:
     from agentprov_core.live.caps import Bound
     from agentprov_core.run.prepare import Prepared
 
@@ -43,8 +43,8 @@ def summary(prepared: Prepared, bound: Bound | None = None) -> list[str]:
     r = prepared.resolved
     cls = prepared.endpoint_class
     lines = [f"agentprov run {prepared.source.meta.name}: a real-model run, endpoint {r.name} "
-             f"(class {cls}) at {shown(r.base_url)}, model {o.get('model_id') or '(from the server)'}"]
-    if o.get("preflight_only"):
+             f"(class {cls}) at {shown(r.base_url)}, model {o.model_id or '(from the server)'}"]
+    if o.preflight_only:
         lines.append(f"  up to {PREFLIGHT_CALLS} preflight probe call(s), and no cell")
     else:
         due = prepared.plan.attempts_due
@@ -53,11 +53,11 @@ def summary(prepared: Prepared, bound: Bound | None = None) -> list[str]:
                      f"{prepared.plan.max_attempts})")
     if cls == "api":
         caps = []
-        if o.get("max_calls") is not None:
-            caps.append(f"at most {o['max_calls']} billed call(s)")
-        if o.get("max_cost_usd") is not None:
-            caps.append(f"a spend upper bound of ${o['max_cost_usd']:.2f} at "
-                        f"${o['price_in']}/${o['price_out']} per million tokens in/out")
+        if o.max_calls is not None:
+            caps.append(f"at most {o.max_calls} billed call(s)")
+        if o.max_cost_usd is not None:
+            caps.append(f"a spend upper bound of ${o.max_cost_usd:.2f} at "
+                        f"${o.price_in}/${o.price_out} per million tokens in/out")
         lines.append("  caps: " + ("; ".join(caps) if caps else "none (--preflight-only)")
                      + "; prompts and replies leave this machine")
         if caps:
@@ -80,8 +80,6 @@ def containment_line(recorded: dict[str, Any]) -> str:
 def bound_lines(prepared: Prepared, bound: Bound | None) -> list[str]:
     """The cell bound the caps reserve, when a rule other than the AgentDojo constant gives
     it (an Inspect plan's D-740 bound, R-25.27), with its figures and its price."""
-    from agentprov_core.live.caps import Caps
-
     o = prepared.request.options
     r = bound.rule if bound is not None else None
     if r is None or bound.cell_calls is None:
@@ -90,8 +88,8 @@ def bound_lines(prepared: Prepared, bound: Bound | None) -> list[str]:
             f"{r['samples']} sample(s) x {r['epochs']} epoch(s) x (({r['message_limit']} - 1)"
             f" x (1 + {r['judge_calls_per_agent_call']}) + {r['judge_calls_per_sample']}) x "
             f"(1 + {r['retries_per_call']})")
-    if o.get("price_in") is not None and o.get("price_out") is not None:
-        line += f", about ${bound.cell_usd(Caps.from_options(o)):.3f}"
+    if o.price_in is not None and o.price_out is not None:
+        line += f", about ${bound.cell_usd(o.caps):.3f}"
     return [line]
 
 
@@ -106,7 +104,7 @@ def display_name_hint(prepared: Prepared) -> str | None:
         return None
     return (f"hint: {', '.join(plan.named_attacks)} address(es) the model by name, and no "
             f"--model-display-name is given: unless the model id "
-            f"{prepared.request.options.get('model_id')!r} matches a stock name of the "
+            f"{prepared.request.options.model_id!r} matches a stock name of the "
             f"benchmark, the first attacked cell's setup refuses it and the run stops there; "
             f"give --model-display-name NAME (the name the attack should use)")
 
@@ -119,9 +117,9 @@ def decide(prepared: Prepared, *, stdin: IO[str] | None = None, stderr: IO[str] 
     stderr = sys.stderr if stderr is None else stderr
     o = prepared.request.options
     cls = prepared.endpoint_class
-    if o.get("i_consent_to_api_costs"):
+    if o.i_consent_to_api_costs:
         return {"given_by": "--i-consent-to-api-costs", "endpoint_class": cls}
-    if o.get("i_consent_to_local_run"):
+    if o.i_consent_to_local_run:
         if cls == "local":
             return {"given_by": "--i-consent-to-local-run", "endpoint_class": cls}
         raise AgentprovError(
@@ -131,7 +129,7 @@ def decide(prepared: Prepared, *, stdin: IO[str] | None = None, stderr: IO[str] 
                 "--i-consent-to-api-costs")
     flags = ("--i-consent-to-api-costs" if cls == "api"
              else "--i-consent-to-local-run or --i-consent-to-api-costs")
-    if o.get("env_stdin") or not is_terminal(stdin, stderr):
+    if o.env_stdin or not is_terminal(stdin, stderr):
         raise AgentprovError(
             "cli.refused.consent",
             why=f"(no consent flag, and no terminal to ask on): pass {flags}")
