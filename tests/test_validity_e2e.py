@@ -16,6 +16,7 @@ flag read from the wire requests each capture log recorded.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from test_results_e2e import DONE, PAY_BILL, _rate, _row
@@ -74,7 +75,10 @@ def test_the_payload_flag_follows_the_wire_not_the_verdict(e2e_cli, tmp_path):
     text = e2e_cli("stats", root, "--tables", "results").out
     head, row = text.splitlines()[0], text.splitlines()[1]
     assert "payload_reached" in head.split() and "attack_success_reached" in head.split()
-    assert "  1/2  0/1 0.0% [0.0, 79.3]  " in row, text
+    cols = dict(zip(re.split(r"\s{2,}", head), re.split(r"\s{2,}", row), strict=True))
+    assert (cols["attack_success"], cols["payload_reached"], cols["attack_success_reached"],
+            cols["flags"]) == ("0/2 0.0% [0.0, 65.8]", "1/2", "0/1 0.0% [0.0, 79.3]",
+                               "payload_not_reached 1"), text
     assert "flag: payload_not_reached: 1 attacked unit(s): no model request held the " \
            "injection's text" in text
 
