@@ -82,8 +82,14 @@ def test_the_payload_flag_follows_the_wire_not_the_verdict(e2e_cli, tmp_path):
     assert "flag: payload_not_reached: 1 attacked unit(s): no model request held the " \
            "injection's text" in text
 
-    # the view's execution page says the same of each attacked execution
+    # the view's results table has the columns, and its execution page says the same of
+    # each attacked execution
     from agentprov_core.view.execution import document
+    from agentprov_core.view.pages import results_html
+
+    html = results_html(_results(e2e_cli, root, by="attack"))
+    assert "<th>payload reached</th><th>attack success (reached)</th>" in html
+    assert "<td>0/2 0.0% [0.0, 65.8]</td><td>1/2</td><td>0/1 0.0% [0.0, 79.3]</td>" in html
 
     index = [json.loads(x) for x in (root / "executions.jsonl").read_text().splitlines()]
     seen = {}
