@@ -1,7 +1,7 @@
-"""The lock checks ``info`` and ``plugins`` show, cached: an answer is reused only while
-every file it was computed from keeps its size, time and content, and never by a build.
-Run on a copy of the bundled AgentDojo project (with the worker package and the shared
-library its path sources name), checked by the real lock check."""
+"""The lock checks ``info`` and ``plugins`` show, remembered from the last build: a match
+is reused only while every file it was computed from keeps its size, time and content;
+a listing never writes the cache and a build never reads it. Run on a copy of the bundled
+AgentDojo project (with the library its path sources name), checked by the real check."""
 
 from __future__ import annotations
 
@@ -36,11 +36,16 @@ def _counting():
     return check, calls
 
 
-def test_an_unchanged_project_is_answered_from_the_cache(project, home):
+def test_a_built_project_is_answered_from_the_cache_and_a_listing_writes_nothing(
+        project, home):
     check, calls = _counting()
+    assert lockcache.lock_problem(project, check) is None and len(calls) == 1
+    assert not (home / "cache").exists()  # a listing leaves the home as it found it
+    lockcache.record(project, check)  # what a build does
+    assert len(calls) == 2
     assert lockcache.lock_problem(project, check) is None
     assert lockcache.lock_problem(project, check) is None
-    assert len(calls) == 1
+    assert len(calls) == 2
     cache = json.loads((home / "cache" / "lock-checks.json").read_text())
     (entry,) = cache["entries"].values()
     # every file the check read: the lock, the project and each path dependency's project
@@ -51,7 +56,7 @@ def test_an_unchanged_project_is_answered_from_the_cache(project, home):
 
 def test_a_changed_file_is_checked_again_even_with_its_old_size_and_time(project):
     check, calls = _counting()
-    assert lockcache.lock_problem(project, check) is None
+    lockcache.record(project, check)
     # a path dependency's pyproject.toml now declares what the lock does not: same size,
     # same modification time, other content
     dep = project.directory.parent / "dojo" / "pyproject.toml"
@@ -64,21 +69,19 @@ def test_a_changed_file_is_checked_again_even_with_its_old_size_and_time(project
     os.utime(dep, ns=(st.st_atime_ns, st.st_mtime_ns))
     problem = lockcache.lock_problem(project, check)
     assert len(calls) == 2 and problem is not None and problem == projects.lock_problem(project)
-    # and the new answer is the one kept
-    assert lockcache.lock_problem(project, check) == problem and len(calls) == 2
+    # a mismatch is never recorded
+    lockcache.record(project, check)
+    assert lockcache.lock_problem(project, check) == problem and len(calls) == 4
 
 
 def test_a_damaged_cache_is_checked_afresh_and_a_build_never_reads_it(project, home):
     check, calls = _counting()
-    lockcache.lock_problem(project, check)
+    lockcache.record(project, check)
     path = home / "cache" / "lock-checks.json"
-    doc = json.loads(path.read_text())
-    (entry,) = doc["entries"].values()
-    entry["problem"] = "a lie"
-    path.write_text(json.dumps(doc))
-    # the lie is served to a listing (the cache is the user's own file)...
-    assert lockcache.lock_problem(project, check) == "a lie"
-    # ...never to what builds or runs: they call the check itself
-    assert projects.lock_problem(project) is None
+    (project.directory / "uv.lock").write_text("not a lock")
+    # the build's own check reads the files, whatever the cache says
+    assert projects.lock_problem(project).startswith("its uv.lock cannot be read")
+    # and the listing sees the lock changed
+    assert lockcache.lock_problem(project, check).startswith("its uv.lock cannot be read")
     path.write_text("{not json")
-    assert lockcache.lock_problem(project, check) is None and len(calls) == 2
+    assert lockcache.lock_problem(project, check).startswith("its uv.lock cannot be read")

@@ -1,18 +1,21 @@
-"""The lock checks ``agentprov info`` and ``agentprov plugins`` show, cached between runs.
+"""The lock checks ``agentprov info`` and ``agentprov plugins`` show, remembered from the
+last build.
 
 Checking a backend project's lock against what it declares
 (:func:`agentprov_core.backend.projects.lock_problem`) parses its ``uv.lock`` (140–180 KB
 for the bundled backends) with the standard library's pure-Python TOML parser: most of
-what ``info`` spends above its imports. The answer depends only on files, so it is kept in
-``$AGENTPROV_HOME/cache/lock-checks.json`` with what it was computed from: each file read
-(the lock, the project's ``pyproject.toml`` and each path dependency's) by its size,
-modification time and sha256, the worker package the project names, and the checking
-code itself (the sha256 of its modules). An answer is reused only when every one of them
-is unchanged, content included (a file rewritten with its old size and time is read
-again); anything else, an unreadable or foreign cache included, checks afresh.
+what ``info`` spends above its imports. ``agentprov backends build``, which checks the lock
+anyway, records in ``$AGENTPROV_HOME/cache/lock-checks.json`` that a project's lock matched,
+with what that depends on: each file the check read (the lock, the project's
+``pyproject.toml`` and each path dependency's) by its size, modification time and sha256,
+the worker package the project names, and the checking code itself (the sha256 of its
+modules). A listing reuses the answer only while every one of them is unchanged, content
+included (a file rewritten with its old size and time is read again), and checks the lock
+itself otherwise, an unreadable or foreign cache included.
 
-Only the survey uses it: ``backends build`` and a run's environment check always check the
-lock themselves, so a cache that lies can mislead a listing, never a build.
+A listing never writes (``info`` and ``plugins`` leave ``$AGENTPROV_HOME`` as they found
+it), and what builds or runs never reads the cache: they check the lock themselves, so a
+cache that lies can mislead a listing, never a build.
 """
 
 from __future__ import annotations
@@ -44,10 +47,11 @@ class Stamp(msgspec.Struct, array_like=True):
 
 
 class Entry(msgspec.Struct):
+    """A project whose lock matched: what the answer depends on."""
+
     checker: str  # the sha256 of the checking code
     worker: str
     files: dict[str, Stamp]
-    problem: str | None
 
 
 class Cache(msgspec.Struct):
@@ -106,23 +110,30 @@ def _write(cache: Cache) -> None:
 
 def lock_problem(loc: Located, check: Callable[[Located, set[Path]], str | None]
                  ) -> str | None:
-    """``check(loc, seen)``'s answer for the present project ``loc``, from the cache when
-    nothing it depends on changed."""
+    """``check(loc, seen)``'s answer for the present project ``loc``: None at once when the
+    last build recorded a match and nothing it depends on changed."""
     assert loc.directory is not None
-    key = str(loc.directory.resolve())
-    worker = loc.entry.project.worker or ""
-    checker = _checker()
-    cache = _read()
-    got = cache.entries.get(key)
-    if got is not None and got.checker == checker and got.worker == worker and all(
-            _stamp(Path(p), s) == s for p, s in got.files.items()):
-        return got.problem
+    got = _read().entries.get(str(loc.directory.resolve()))
+    if got is not None and got.checker == _checker() and \
+            got.worker == (loc.entry.project.worker or "") and all(
+                _stamp(Path(p), s) == s for p, s in got.files.items()):
+        return None
+    return check(loc, set())
+
+
+def record(loc: Located, check: Callable[[Located, set[Path]], str | None]) -> None:
+    """After a build: check ``loc``'s lock and, when it matches, remember it (with every
+    file the check read)."""
+    assert loc.directory is not None
     seen: set[Path] = set()
-    problem = check(loc, seen)
+    if check(loc, seen) is not None:
+        return
     files = [loc.directory / "uv.lock", loc.directory / "pyproject.toml",
              *(d / "pyproject.toml" for d in sorted(seen))]
     stamps = {str(f.resolve()): _stamp(f) for f in files}
-    if all(s is not None for s in stamps.values()):  # a file it could not read: not kept
-        cache.entries[key] = Entry(checker, worker, stamps, problem)  # type: ignore[arg-type]
-        _write(cache)
-    return problem
+    if any(s is None for s in stamps.values()):  # a file it could not read: not kept
+        return
+    cache = _read()
+    cache.entries[str(loc.directory.resolve())] = Entry(
+        _checker(), loc.entry.project.worker or "", stamps)  # type: ignore[arg-type]
+    _write(cache)
