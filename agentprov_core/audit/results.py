@@ -18,6 +18,10 @@ holds ``score`` (a number) and ``refusal`` (AgentHarm's combined scorer, 1.0 whe
 refusal judge found a refusal). The row gives the number of samples, the mean score (no
 interval: the scores are not proportions) and the refusal rate with its Wilson interval.
 
+Beside the rates, A13, the benchmark-validity flag (agentprov_core/audit/validity.py): of
+the attacked units, how many had their injection reach a model request, and the attack
+success rate over those; of every unit, whether its user task's utility is vacuous.
+
 :func:`results_table` is what other parts call (the CLI, a viewer): it returns a
 :class:`ResultsTable`, whose shape docs/results.md documents.
 """

@@ -78,11 +78,9 @@ def _stamp(path: Path, known: Stamp | None = None) -> Stamp | None:
 
 @functools.cache
 def _checker() -> str:
-    from agentprov_core.backend import hostlibs, lockcheck, projects
-
     h = hashlib.sha256()
-    for mod in (lockcheck, projects, hostlibs):
-        h.update(Path(mod.__file__ or "").read_bytes())
+    for name in ("lockcheck.py", "projects.py", "hostlibs.py"):  # the check's modules
+        h.update(Path(__file__).with_name(name).read_bytes())
     return h.hexdigest()
 
 
