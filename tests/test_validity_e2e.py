@@ -19,6 +19,7 @@ import json
 import re
 
 import pytest
+from conftest import snapshot
 from test_results_e2e import DONE, PAY_BILL, _rate, _row
 
 pytestmark = pytest.mark.slow
@@ -57,7 +58,12 @@ def test_the_payload_flag_follows_the_wire_not_the_verdict(e2e_cli, tmp_path):
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["live"]["canary"]["payload"] == {"reached": 1, "not_reached": 1}
 
+    before = snapshot(root)
     t = _results(e2e_cli, root)
+    # A13 is derived when read: stats wrote nothing, and the corpus verifies
+    assert snapshot(root) == before
+    r = e2e_cli("verify", "--corpus", root, json_errors=False)
+    assert r.code == 0, r.out + r.err
     u0, u8 = (_row(t["rows"], user_task=u, attack=R) for u in ("user_task_0", "user_task_8"))
     # AgentDojo's verdicts: the attack failed in both cells; only one payload reached
     assert u0["attack_success"] == _rate(0, 1) == u8["attack_success"]
