@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from agentprov_core.base import inputfile
+from agentprov_core.evidence.aer import EnvironmentDigest, ToolCall
 from agentprov_core.live import payload
 
 VACUOUS, NOT_VACUOUS, NOT_DETERMINED = "yes", "no", "not_determined"
@@ -38,10 +39,11 @@ def _stored(root: Path, evidence: list[Any], role: str) -> bytes | None:
     """The bytes of the raw-store file an AER's evidence entry of ``role`` names by its
     sha256 (the entry's ``path`` is not followed: an AER is read as untrusted)."""
     for ev in evidence:
-        if not isinstance(ev, dict):
-            continue
-        sha = ev.get("sha256")
-        if ev.get("role") != role or not isinstance(sha, str) or len(sha) != 64 \
+        # an AER decoded with its schema (the results table) or read as JSON (the view)
+        got = ev if isinstance(ev, dict) else {"role": getattr(ev, "role", None),
+                                               "sha256": getattr(ev, "sha256", None)}
+        sha = got.get("sha256")
+        if got.get("role") != role or not isinstance(sha, str) or len(sha) != 64 \
                 or not set(sha) <= _HEX:
             continue
         try:
@@ -82,11 +84,11 @@ def payload_state(root: Path, evidence: list[Any]) -> str:
 
 
 def noop(records: list[Any]) -> bool | None:
-    """Whether the session was a no-op (no tool call, equal ``pre`` and ``post`` digests);
-    None when its digests are not recorded."""
-    if any(r.kind == "tool_call" for r in records):
+    """Whether the session of an AER's ``records`` was a no-op (no tool call, equal ``pre``
+    and ``post`` digests); None when its digests are not recorded."""
+    if any(isinstance(r, ToolCall) for r in records):
         return False
-    digests = {r.name: r.sha256 for r in records if r.kind == "environment_digest"}
+    digests = {r.name: r.sha256 for r in records if isinstance(r, EnvironmentDigest)}
     pre, post = digests.get("pre"), digests.get("post")
     if not isinstance(pre, str) or len(pre) != 64 or not isinstance(post, str):
         return None
