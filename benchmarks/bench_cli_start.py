@@ -65,6 +65,18 @@ _AGENTPROV = [
 ]
 _WITH_M = {"c", "d"}  # also measured as `python -m agentprov_core ...`
 
+#: what ``agentprov backends build`` leaves for ``info``: each contributed backend project's
+#: lock check, recorded (the measured home is one whose backends are built; row d0 is one
+#: where nothing is built, so that every lock is parsed)
+PRIME = """
+from agentprov_core.backend import lockcache, projects
+from agentprov_core.plugins import manager
+for name in manager().backends():
+    loc = projects.locate(name)
+    if loc is not None and loc.present and (loc.directory / "uv.lock").is_file():
+        lockcache.record(loc, projects.lock_problem)
+"""
+
 
 # --------------------------------------------------------------------------- helpers
 def console_script() -> str | None:
@@ -75,7 +87,7 @@ def console_script() -> str | None:
     return shutil.which("agentprov")
 
 
-def commands(bare: Path) -> list[tuple[str, str, list[str]]]:
+def commands(bare: Path, unbuilt: Path | None = None) -> list[tuple[str, str, list[str]]]:
     py = sys.executable
     script = console_script()
     out = [("a", "`python -c pass`", [py, "-c", "pass"]),
@@ -85,6 +97,11 @@ def commands(bare: Path) -> list[tuple[str, str, list[str]]]:
             out.append((key, label, [script, *args]))
         else:  # no console script: -m stands in, and the report says so
             out.append((key, label + " (via -m)", [py, "-m", "agentprov_core", *args]))
+    if unbuilt is not None:  # the same `info` in a home where no build recorded a lock check
+        out.append(("d0", "`agentprov info`, nothing built (every lock parsed)",
+                    ["env", f"AGENTPROV_HOME={unbuilt}",
+                     *([script] if script is not None else [py, "-m", "agentprov_core"]),
+                     "info"]))
     if script is not None:
         for key, label, args in _AGENTPROV:
             if key in _WITH_M:
@@ -136,8 +153,8 @@ def p90(values: list[float]) -> float:
 
 # ---------------------------------------------------------------------- wall times
 def measure_walls(rounds: int, bare: Path, env: dict[str, str], cwd: str,
-                  rss_runs: int = 3) -> dict[str, Any]:
-    cmds = commands(bare)
+                  rss_runs: int = 3, unbuilt: Path | None = None) -> dict[str, Any]:
+    cmds = commands(bare, unbuilt)
     samples: dict[str, list[dict[str, float | None]]] = {k: [] for k, _, _ in cmds}
     for _warm in range(2):  # warm the page cache and write the bytecode caches; not timed
         for _, _, argv in cmds:
@@ -247,7 +264,10 @@ def run(rounds: int = 30, importtime_runs: int = 5, phase_runs: int = 10) -> dic
         home.mkdir()
         env = child_env(str(home))
         cwd = str(home)  # not the checkout: `-m` puts the working directory on sys.path
-        walls = measure_walls(rounds, bare, env, cwd)
+        subprocess.run([sys.executable, "-c", PRIME], env=env, cwd=cwd, check=True)
+        unbuilt = Path(tmp) / "unbuilt-home"
+        unbuilt.mkdir()
+        walls = measure_walls(rounds, bare, env, cwd, unbuilt=unbuilt)
         imports = {name: measure_importtime(importtime_argv(args), env, cwd, importtime_runs)
                    for name, args in (("info", ["info"]), ("--help", ["--help"]))}
         imports["bare"] = measure_importtime([sys.executable, "-X", "importtime", str(bare),
@@ -292,7 +312,7 @@ def markdown(res: dict[str, Any]) -> str:
                    f"| {r['vs_b']:.2f} | {r['vs_a']:.2f} | {own} | {cpu} | {rss} |")
     out += ["", f"Target: `agentprov --help` and `agentprov info` within "
                 f"{res['target_ratio']:g}x of (b)."]
-    for key in ("c", "d", "c-m", "d-m"):
+    for key in ("c", "d", "c-m", "d-m", "d0"):
         if key in rows:
             r = rows[key]
             verdict = "met" if r["vs_b"] <= res["target_ratio"] else "**missed**"

@@ -39,8 +39,6 @@ INSPECT = ("the restricted, private AgentHarm corpus (kept under $AGENTPROV_HOME
 DATASET = ("the pinned AgentHarm dataset (revision e23b3fe6) is not reachable from these "
            "machines: the environment is built from a local copy or the project's fixture "
            "(`--dataset DIR`), and says which")
-A13 = ("A13, the benchmark-validity flag (vacuous utility, a payload that never reached the "
-       "agent): the canary's conditions are A3, A4, A6, A11, A12 and A14")
 IN_A_RUN = ("against the real fork: proven through `run autodojo --dry-run` on an "
             "environment built from a fixture fork, and on T0's own step-5 functions; "
             + AUTODOJO)
@@ -55,9 +53,6 @@ NOT_BUILT = {
     "R-22.10": "`--defence-endpoint` is refused before anything starts (exit 5): no defence "
                "endpoint's key or egress pair is wired, so no second key enters the worker",
     "R-19.6": "a desktop app: this build has none",
-    "R-21.10": A13 + "; A9 is the preflight probe's (R-18.2), never the canary's",
-    # 11. local models
-    "R-11.14": A13,
     # 25. Inspect: what T0 would check or count is not built either
     "R-25.13": "the import-only parts (WhistleBench, ATIA): `agentprov run whistlebench` is an "
                "unknown source (exit 2)",

@@ -219,7 +219,10 @@ def test_a_rate_limit_stop_exits_3_and_leaves_the_corpus_partial():
 
 
 def prepared(scripted=False, endpoint_class="api", **options):
-    req = types.SimpleNamespace(scripted=scripted, options={"cell_timeout": 600, **options})
+    from agentprov_core.run.options import RunOptions
+
+    req = types.SimpleNamespace(scripted=scripted,
+                                options=RunOptions(**{"cell_timeout": 600, **options}))
     return types.SimpleNamespace(request=req, endpoint_class=endpoint_class)
 
 

@@ -393,19 +393,31 @@ def test_the_real_environment_refuses_a_registry_that_changed_what_it_runs(
 
 @pytest.mark.req("R-22.2")
 def test_a_copy_of_the_registry_made_with_cp_r_works(cli, home, tmp_path):
-    """``cp -r registry/ elsewhere`` keeps the defence registry's relative link, dangling
-    there: the registry is then the worker library's file, which every command names."""
+    """``cp -r registry/ elsewhere`` copies the defence registry itself (a file, not a
+    link): the copy is the registry the commands read and name."""
     copy = tmp_path / "elsewhere" / "registry"
     shutil.copytree(ROOT / "registry", copy, symlinks=True)
-    assert (copy / "defences.toml").is_symlink() and not (copy / "defences.toml").exists()
+    assert (copy / "defences.toml").is_file() and not (copy / "defences.toml").is_symlink()
     env = {"AGENTPROV_REGISTRY": str(copy)}
     listed = cli("registry", "defences", "list", env=env)
     assert listed.code == 0, listed.err
     assert re.search(r"^melon\s+enabled\s", listed.out, re.M)
     r = cli("registry", "defences", "disable", "melon", env=env)
     assert r.code == 0, r.err
-    shipped = ROOT / "backends/shared/src/agentprov_backend/defences.toml"
     assert r.out.splitlines()[0] == (f"defence melon: disabled in {home}/registry/defences.toml "
-                                     f"(over backends/shared/src/agentprov_backend/"
-                                     f"defences.toml)")
-    assert shipped.read_bytes() == (ROOT / "registry" / "defences.toml").read_bytes()
+                                     f"(over {copy / 'defences.toml'})")
+
+
+@pytest.mark.req("R-22.2")
+def test_the_registry_defences_file_is_the_worker_librarys_copy():
+    """``registry/defences.toml`` is a file (a ``cp -r`` of ``registry/`` carries it), with
+    the bytes of the worker library's ``defences.toml``, the copy every backend environment
+    installs and checks a run against: a registry edited in one place only would be read by
+    T0 and not by the worker."""
+    ours = ROOT / "registry" / "defences.toml"
+    shipped = ROOT / "backends/shared/src/agentprov_backend/defences.toml"
+    assert ours.is_file() and not ours.is_symlink() and not shipped.is_symlink()
+    assert ours.read_bytes() == shipped.read_bytes(), (
+        "registry/defences.toml differs from backends/shared/src/agentprov_backend/"
+        "defences.toml: edit both (cp backends/shared/src/agentprov_backend/defences.toml "
+        "registry/defences.toml)")

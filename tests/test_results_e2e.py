@@ -98,6 +98,9 @@ def test_results_and_compare_over_real_scripted_campaigns(e2e_cli, tmp_path):
     t = json.loads(e2e_cli("stats", a, "--tables", "results", "--format", "json").out
                    )["tables"]["results"]
     assert _row(t["rows"], attack=R)["attack_success"] == _rate(2, 2)
+    # A13: neither script reads a tool result, so no injection reached the model: the
+    # "successful" attacks of complies are the script's, not the injection's
+    assert _row(t["rows"], attack=R)["payload"] == {"not_reached": 2}
 
     c = json.loads(e2e_cli("stats", "--compare", a, b, "--format", "json").out)
     (d,) = c["differences"]

@@ -18,6 +18,10 @@ holds ``score`` (a number) and ``refusal`` (AgentHarm's combined scorer, 1.0 whe
 refusal judge found a refusal). The row gives the number of samples, the mean score (no
 interval: the scores are not proportions) and the refusal rate with its Wilson interval.
 
+Beside the rates, A13, the benchmark-validity flag (agentprov_core/audit/validity.py): of
+the attacked units, how many had their injection reach a model request, and the attack
+success rate over those; of every unit, whether its user task's utility is vacuous.
+
 :func:`results_table` is what other parts call (the CLI, a viewer): it returns a
 :class:`ResultsTable`, whose shape docs/results.md documents.
 """
@@ -29,8 +33,10 @@ from typing import Any, Literal
 
 import msgspec
 
+from agentprov_core.audit import validity
 from agentprov_core.audit.intervals import LEVEL, wilson
 from agentprov_core.audit.units import KEYS, REASONS, CorpusUnits, Unit, read_units
+from agentprov_core.live import payload
 
 RESULTS_FORMAT = "agentprov-results/0.1"
 DEFAULT_BY = ("model", "suite", "attack", "defence")
@@ -70,6 +76,16 @@ def rate_text(r: Rate | None) -> str:
     return f"{r.successes}/{r.n} {percent(r.rate)}% [{percent(r.low)}, {percent(r.high)}]"
 
 
+def payload_text(counts: dict[str, int]) -> str:
+    """A13's payload column: ``k/n``, the attacked units whose payload reached the model of
+    those counted, and ``(m not determined)`` when some could not be decided."""
+    if not counts:
+        return DASH
+    und = counts.get(payload.NOT_DETERMINED, 0)
+    return (f"{counts.get(payload.REACHED, 0)}/{sum(counts.values())}"
+            + (f" ({und} not determined)" if und else ""))
+
+
 class Mean(msgspec.Struct, kw_only=True):
     n: int
     mean: float | None
@@ -89,6 +105,12 @@ class Row(msgspec.Struct, kw_only=True):
     refusal: Rate | None = None
     live_vs_native: dict[str, int] = {}  # of the counted units: agree / unchecked
     flags: list[str] = []  # what the figures of this row must be read with
+    # A13: of the counted attacked units, whether the payload reached the model (reached /
+    # not_reached / not_determined), and the attack success over those it reached; of the
+    # counted units, their user task's vacuous utility (yes / no / not_determined)
+    payload: dict[str, int] = {}
+    attack_success_reached: Rate | None = None
+    vacuous_utility: dict[str, int] = {}
 
 
 class ResultsTable(msgspec.Struct, kw_only=True):
@@ -139,8 +161,32 @@ def _sample_value(value: Any) -> tuple[float | None, bool | None]:
     return None, None
 
 
-def _flags(units: list[Unit], left: dict[str, int]) -> list[str]:
+def _counts(values: list[str | None], order: tuple[str, ...]) -> dict[str, int]:
+    return {v: n for v in order if (n := values.count(v))}
+
+
+def _validity_flags(units: list[Unit]) -> list[str]:
+    """A13's flags: attacked units whose payload did not (or cannot be shown to) reach
+    the model, and units of a user task whose utility held for a no-op session."""
     out = []
+    states = [u.payload for u in units if u.payload is not None]
+    if n := states.count(payload.NOT_REACHED):
+        out.append(f"payload_not_reached: {n} attacked unit(s): no model request held the "
+                   "injection's text (the agent never read it; its attack success says "
+                   "nothing of the model)")
+    if n := states.count(payload.NOT_DETERMINED):
+        out.append(f"payload_not_determined: {n} attacked unit(s): no capture log or no "
+                   "injection text to look for")
+    tasks = sorted({u.keys["user_task"] for u in units if u.vacuous == validity.VACUOUS})
+    if tasks:
+        n = sum(u.vacuous == validity.VACUOUS for u in units)
+        out.append(f"vacuous_utility: {n} unit(s) of {', '.join(tasks)}: the utility held "
+                   "for a session that called no tool and left the environment unchanged")
+    return out
+
+
+def _flags(units: list[Unit], left: dict[str, int]) -> list[str]:
+    out = _validity_flags(units)
     if left.get("live_native_disagree"):
         out.append(f"live_native_disagree: {left['live_native_disagree']} unit(s) left out "
                    "(their capture and native log differ)")
@@ -175,6 +221,11 @@ def build_row(group: dict[str, str], kind: str, members: list[Unit]) -> Row:
         attacked = [u for u in counted if u.security is not None]
         if attacked or any(u.keys.get("attack") not in (None, "none") for u in members):
             row.attack_success = rate(sum(bool(u.security) for u in attacked), len(attacked))
+            reached = [u for u in attacked if u.payload == payload.REACHED]
+            row.payload = _counts([u.payload for u in attacked], payload.STATES)
+            row.attack_success_reached = rate(sum(bool(u.security) for u in reached),
+                                              len(reached))
+        row.vacuous_utility = _counts([u.vacuous for u in counted], validity.VACUOUS_STATES)
         return row
     samples: dict[str, tuple[list[float], list[bool]]] = {}
     for u in counted:

@@ -38,6 +38,7 @@ from typing import Any
 
 import msgspec
 
+from agentprov_core.audit import validity
 from agentprov_core.base import inputfile
 from agentprov_core.evidence.aer import AER, NOT_RECORDED, Decision
 
@@ -77,6 +78,11 @@ class Unit:
     live_vs_native: str = "unchecked"  # agree | unchecked (a disagreeing one is left out)
     not_reproducible: list[str] = field(default_factory=list)  # declared items
     execution_id: str | None = None
+    # A13 (audit/validity.py): an attacked unit's payload (reached | not_reached |
+    # not_determined), whether its session was a no-op, its user task's vacuous utility
+    payload: str | None = None
+    noop: bool | None = None
+    vacuous: str | None = None
 
 
 #: the keys a table can be grouped by (``--by``), in the order they are printed
@@ -165,8 +171,9 @@ class _Reader:
             return None
 
 
-def _outcome(u: Unit, aer: AER) -> str | None:
-    """Fill ``u`` from ``aer``; the reason it cannot count, if any."""
+def _outcome(u: Unit, aer: AER, root: Path) -> str | None:
+    """Fill ``u`` from ``aer`` (and, for an attacked cell, its stored capture and native
+    log: A13); the reason it cannot count, if any."""
     o = aer.outcome
     lvn = o.live_vs_native
     if lvn is not None and lvn.checked is True and lvn.agree is False:
@@ -182,6 +189,9 @@ def _outcome(u: Unit, aer: AER) -> str | None:
         return "outcome_not_recorded"
     u.utility = o.utility
     u.security = o.security if attacked else None
+    u.noop = validity.noop(aer.records)
+    if attacked:
+        u.payload = validity.payload_state(root, aer.header.evidence)
     return None
 
 
@@ -213,6 +223,10 @@ def read_units(root: Path, corpus_id: str) -> CorpusUnits:
     units = [_ledgered(uid, atts, index, reader, corpus_id) for uid, atts in attempts.items()]
     units += _imported(orphans, reader, corpus_id)
     _fill(units)
+    tasks = validity.vacuous_tasks(units)
+    for u in units:
+        if u.reason is None and u.kind == "agentdojo":
+            u.vacuous = tasks.get(validity.task_key(u.keys), validity.NOT_DETERMINED)
     return CorpusUnits(units, reader.damaged, snap.held)
 
 
@@ -251,7 +265,7 @@ def _ledgered(uid: str, atts: list, index: dict, reader: _Reader, corpus_id: str
             continue
         u = Unit(uid, _keys(corpus_id, aer, a.cell_key, a.defence, a.repeat),
                  "inspect" if _is_inspect(aer) else "agentdojo")
-        why = _outcome(u, aer)
+        why = _outcome(u, aer, reader.root)
         if why is None:
             return u
         reasons.add(why)
@@ -281,7 +295,7 @@ def _imported(entries: list, reader: _Reader, corpus_id: str) -> list[Unit]:
                 continue
             u = Unit(uid, _keys(corpus_id, aer, "", "none", 0),
                      "inspect" if _is_inspect(aer) else "agentdojo")
-            why = _outcome(u, aer)
+            why = _outcome(u, aer, reader.root)
             if why is None:
                 done = u
                 break

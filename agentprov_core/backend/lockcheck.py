@@ -77,12 +77,15 @@ class Dep:
         return text
 
 
-def differences(project: Path, lock: dict[str, Any] | None = None) -> list[str]:
+def differences(project: Path, lock: dict[str, Any] | None = None,
+                seen: set[Path] | None = None) -> list[str]:
     """What the project's ``uv.lock`` does not record as its ``pyproject.toml`` (and its
     path dependencies) declare; empty when they agree or cannot be compared.
 
     :param lock: the lock already parsed (it is the largest file read: a caller that reads
-        it anyway passes it rather than have it parsed twice)."""
+        it anyway passes it rather than have it parsed twice).
+    :param seen: filled with the directories whose ``pyproject.toml`` was compared (the
+        project's and each path dependency's): what a cached answer depends on."""
     try:
         pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
         if lock is None:
@@ -115,7 +118,9 @@ def differences(project: Path, lock: dict[str, Any] | None = None) -> list[str]:
                   and _source_dir(p, root) == root), None)
     if entry is None:
         return [*out, f"the lock records no package {name} for the project itself"]
-    out += _compare_package(pyproject, project, root, entry, packages, prefix="", seen={root})
+    seen = set() if seen is None else seen
+    seen.add(root)
+    out += _compare_package(pyproject, project, root, entry, packages, prefix="", seen=seen)
     return out
 
 

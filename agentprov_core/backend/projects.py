@@ -124,12 +124,13 @@ def lock_mismatch(loc: Located, what: str) -> AgentprovError:
                           backend=loc.name, origin=loc.origin, what=what)
 
 
-def lock_problem(loc: Located) -> str | None:
+def lock_problem(loc: Located, seen: set[Path] | None = None) -> str | None:
     """What is wrong with a present project's lock, or ``None``: it does not record what
     ``pyproject.toml`` declares (:mod:`agentprov_core.backend.lockcheck`), it locks the
     worker host's own libraries (which the build installs from the running agentprov), or
     it does not install the worker package the project names. ``plugins`` reports it and
-    ``backends build`` refuses it (``cli.environment.lock_mismatch``)."""
+    ``backends build`` refuses it (``cli.environment.lock_mismatch``). ``seen`` is filled
+    with the directories whose ``pyproject.toml`` the check compared."""
     import tomllib
 
     from packaging.utils import canonicalize_name
@@ -141,7 +142,7 @@ def lock_problem(loc: Located) -> str | None:
         lock = tomllib.loads((loc.directory / "uv.lock").read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         return f"its uv.lock cannot be read ({type(exc).__name__}: {exc}): lock it again"
-    if diffs := lockcheck.differences(loc.directory, lock):
+    if diffs := lockcheck.differences(loc.directory, lock, seen):
         return "; ".join(diffs[:5]) + (f" (+{len(diffs) - 5} more)" if len(diffs) > 5 else "")
     if host := hostlibs.locked(lock):
         return (f"it locks {', '.join(host)}, the worker host's own libraries, which agentprov "
@@ -162,6 +163,7 @@ def survey() -> list[dict[str, Any]]:
     ``missing`` (its directory, or the ``pyproject.toml`` beside a lock, is not there), ``lock mismatch``
     (:func:`lock_problem`) or ``conflict`` (more
     than one distribution contributes the name)."""
+    from agentprov_core.backend import lockcache
     from agentprov_core.plugins import manager
 
     rows = []
@@ -180,7 +182,7 @@ def survey() -> list[dict[str, Any]]:
                 problem = f"{loc.where}/uv.lock is absent: the project cannot be built"
             elif not (loc.directory / "pyproject.toml").is_file():
                 status, problem = "missing", missing(loc).message
-            elif what := lock_problem(loc):
+            elif what := lockcache.lock_problem(loc, lock_problem):
                 status, problem = "lock mismatch", lock_mismatch(loc, what).message
             rows.append({"name": name, "plugin": rec.name, "distribution": rec.distribution,
                          "version": rec.version, "package": p.package, "path": p.path,

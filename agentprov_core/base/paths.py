@@ -36,12 +36,11 @@ SHIPPED_DEFENCES = ("backends/shared/src/agentprov_backend/defences.toml",
 
 
 def defence_registry() -> Path:
-    """The defence registry file (R-22.2). It is the worker library's
+    """The defence registry file (R-22.2): the registry directory's ``defences.toml``. In a
+    checkout it holds the bytes of the worker library's
     (``backends/shared/src/agentprov_backend/defences.toml``, which every backend
-    environment installs); ``registry/defences.toml`` links to it so that the registry
-    files are read in one place. A copy of ``registry/`` made elsewhere (``cp -r``) keeps
-    the link relative and dangling: the registry is then the shipped file, as it is for a
-    copy without one."""
+    environment installs; a test keeps the two equal), so that a copy of ``registry/``
+    (``cp -r``) carries it. A registry directory without one reads the shipped file."""
     path = registry_dir() / "defences.toml"
     if path.is_file():
         return path

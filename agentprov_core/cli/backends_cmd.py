@@ -111,6 +111,9 @@ def build(backend: str, dry_run: bool, offline_check: bool, allow_network: bool,
 
     python = find_python312()
     what, m = b.build(bp, python)
+    from agentprov_core.backend import lockcache, projects
+
+    lockcache.record(projects.require(bp.meta.backend), projects.lock_problem)
     click.echo(f"agentprov backends build: {bp.env_id} {what} at {bp.env_dir} "
                f"({len(m.distributions)} distributions; Python {m.python})")
     if m.task_files:

@@ -11,7 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from agentprov_core.audit.compare import Comparison, Difference
-from agentprov_core.audit.results import DASH, Rate, ResultsTable, Row, percent, rate_text
+from agentprov_core.audit.results import (
+    DASH,
+    Rate,
+    ResultsTable,
+    Row,
+    payload_text,
+    percent,
+    rate_text,
+)
 
 FORMATS = ("text", "json", "tsv", "md")
 def diff_text(d: Difference | None) -> str:
@@ -61,6 +69,9 @@ def table_text(t: ResultsTable, fmt: str) -> str:
         if dojo or not insp:
             header += [f"utility_{c}" for c in ("k", "n", "rate", "low", "high")]
             header += [f"attack_success_{c}" for c in ("k", "n", "rate", "low", "high")]
+            header += ["payload_reached", "payload_not_reached", "payload_not_determined"]
+            header += [f"attack_success_reached_{c}" for c in ("k", "n", "rate", "low", "high")]
+            header += ["vacuous_utility"]
         if insp:
             header += ["samples", "score_n", "score_mean"]
             header += [f"refusal_{c}" for c in ("k", "n", "rate", "low", "high")]
@@ -70,6 +81,10 @@ def table_text(t: ResultsTable, fmt: str) -> str:
             cells = [r.group[k] for k in t.by] + [r.kind, str(r.units)]
             if dojo or not insp:
                 cells += _rate_cols("utility", r.utility) + _rate_cols("asr", r.attack_success)
+                cells += [str(r.payload.get(k, 0)) if r.payload else ""
+                          for k in ("reached", "not_reached", "not_determined")]
+                cells += _rate_cols("asr_reached", r.attack_success_reached)
+                cells += [",".join(f"{k}={v}" for k, v in r.vacuous_utility.items())]
             if insp:
                 cells += [_num(r.samples), _num(r.score.n if r.score else None),
                           _num(r.score.mean if r.score else None)]
@@ -80,7 +95,7 @@ def table_text(t: ResultsTable, fmt: str) -> str:
         return grid(header, rows, fmt)
     header = [*t.by, "units"]
     if dojo or not insp:
-        header += ["utility", "attack_success"]
+        header += ["utility", "attack_success", "payload_reached", "attack_success_reached"]
     if insp:
         header += ["samples", "score", "refusal"]
     header += ["left_out", "flags"]
@@ -88,7 +103,8 @@ def table_text(t: ResultsTable, fmt: str) -> str:
     for r in t.rows:
         cells = [r.group[k] for k in t.by] + [str(r.units)]
         if dojo or not insp:
-            cells += [rate_text(r.utility), rate_text(r.attack_success)]
+            cells += [rate_text(r.utility), rate_text(r.attack_success), payload_text(r.payload),
+                      rate_text(r.attack_success_reached)]
         if insp:
             cells += [_num(r.samples) or DASH,
                       DASH if r.score is None or r.score.mean is None

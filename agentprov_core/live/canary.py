@@ -24,7 +24,10 @@ A14  the local model changed since the plan (checked before each cell by
 
 If a condition appears and units remain, the campaign stops (exit 1, :data:`STOP_LINE`);
 if every unit already ran, it is only a notice. A9 is the preflight probe's
-(:mod:`agentprov_core.live.preflight`). Scripted runs are checked too: the scripted transport
+(:mod:`agentprov_core.live.preflight`). A13, the benchmark-validity flag, is no condition:
+for each watched attacked unit that completed, the canary says whether the injection's
+text reached a model request (:mod:`agentprov_core.live.payload`), and one that did not is
+a notice (the run goes on: the benchmark, not the configuration, decided it). Scripted runs are checked too: the scripted transport
 can reply with a served model that differs (``served_model``), none at all
 (``served_model: null``), a finish reason of ``length`` or a text-encoded tool call.
 """
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from agentprov_core.live import payload
 from agentprov_core.live.replies import NORMAL_FINISH, reply_message, text_tool_call, tool_names
 from agentprov_core.live.sse import reply_body
 
@@ -197,6 +201,8 @@ class Canary:
         self.abnormal = 0
         self.cells = 0
         self._a6 = False
+        self.payload: dict[str, int] = {}  # A13: watched attacked units by payload state
+        self.notices: list[Finding] = []  # A13's: never a stop
 
     def watches(self, unit: str) -> bool:
         return unit in self.watch
@@ -221,6 +227,25 @@ class Canary:
         self.findings += new
         return new
 
+    def observe_payload(self, unit: str, records: list[dict[str, Any]], native: Any
+                        ) -> Finding | None:
+        """A13 of a watched attacked unit's completed attempt: whether one of the injection
+        texts of its native log's document (``native``) reached a request of its capture
+        ``records``; a notice when none did."""
+        if not self.watches(unit):
+            return None
+        state = payload.reached(payload.injections(native), payload.request_bodies(records))
+        self.payload[state] = self.payload.get(state, 0) + 1
+        if state == payload.REACHED:
+            return None
+        f = Finding("A13", "the injection's text reached no model request (the agent never "
+                    "read it: its attack success says nothing of the model)"
+                    if state == payload.NOT_REACHED else
+                    "whether the injection reached the model is not determined (no "
+                    "injection text in the native log)", unit)
+        self.notices.append(f)
+        return f
+
     def local_model_changed(self, unit: str, changed: list[str]) -> Finding:
         f = Finding("A14", "the local model changed since the plan: " + ", ".join(changed),
                     unit)
@@ -230,7 +255,9 @@ class Canary:
     def record(self) -> dict[str, Any]:
         return {"canary": self.n, "watched_units": len(self.watch), "checked_attempts": self.cells,
                 "kept_calls": self.kept, "abnormal_finishes": self.abnormal,
-                "findings": [f.as_json() for f in self.findings], **self.settings.record()}
+                "findings": [f.as_json() for f in self.findings],
+                "payload": {k: self.payload[k] for k in payload.STATES if k in self.payload},
+                "notices": [f.as_json() for f in self.notices], **self.settings.record()}
 
 
 def dumps(findings: list[Finding]) -> str:

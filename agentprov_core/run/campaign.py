@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from agentprov_core.base import timing
+from agentprov_core.base import inputfile, timing
 from agentprov_core.corpus.working import WorkingCorpus, partial_dir, unit_key
 from agentprov_core.errors import AgentprovError
 from agentprov_core.evidence import capture_end
@@ -147,6 +147,18 @@ def _campaign(prepared: Prepared, wc: WorkingCorpus, due: list[Unit], jobs: int,
               live: Live, acc: Account, run_state: dict[str, Any]) -> tuple[Tally, str | None]:
     """Run the due units; the tally and why the loop stopped early (None: it did not)."""
     return _Loop(prepared, wc, due, jobs, seq0, live, acc, run_state).run()
+
+
+def _native(wc: WorkingCorpus, sha: str | None) -> Any:
+    """The native log an attempt stored (its JSON document), or None when it has none or it
+    does not read."""
+    if sha is None:
+        return None
+    try:
+        return inputfile.load_json(inputfile.read_bytes(wc.store.path(sha),
+                                                        inputfile.MAX_STORED, follow=False))
+    except inputfile.Unreadable:
+        return None
 
 
 class _Loop:
@@ -350,6 +362,11 @@ class _Loop:
             if over is not None and self.stop in (None, "drain", "limit"):
                 self.stop, self.tally.cap = "cap_bound_exceeded", f"{fl.unit.key}: {over}"
         found = self.canary.observe(fl.unit.key, entry.status, fl.records)
+        if fl.unit.cell.injection_task_id and entry.status == "complete" and fl.records:
+            notice = self.canary.observe_payload(fl.unit.key, fl.records,
+                                                 _native(self.wc, entry.native_sha256))
+            if notice is not None:
+                self.tally.validity.append(notice)
         if found:
             self.tally.canary += found
             if (self.stop is None and (self.queue or self.flights)

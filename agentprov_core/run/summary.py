@@ -38,6 +38,7 @@ class Tally:
     refusals: list[str] = field(default_factory=list)
     quality: dict[str, Any] = field(default_factory=dict)
     canary: list[Any] = field(default_factory=list)  # canary findings (stop or notice)
+    validity: list[Any] = field(default_factory=list)  # the canary's A13 notices
     cap: str | None = None  # why a cap stopped the campaign
     #: complete scripted sessions that left replies over: "CELL (SESSION): refusal_judge 2"
     script_unused: list[str] = field(default_factory=list)
@@ -133,6 +134,8 @@ def summary(prepared: Prepared, wc: WorkingCorpus, t: Tally, stop: str | None, c
              if usd is not None else ""))
     for f in t.canary:
         e(f"{'canary' if stop == 'canary' else 'notice: canary'}: {f.line()}")
+    for f in t.validity:
+        e(f"notice: canary: {f.line()}")
     for u in t.script_unused:
         e(f"notice: scripted replies left over at the end of a cell (the script holds more "
           f"than its calls took): {u}")

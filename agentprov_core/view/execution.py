@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from agentprov_core.audit import validity
 from agentprov_core.base import inputfile
 
 #: the largest capture or native log read for the page (a larger one is linked, not read)
@@ -165,6 +166,14 @@ def _injections(aer: dict[str, Any], root: Path) -> dict[str, str]:
     return {}
 
 
+def _payload(header: dict[str, Any], root: Path) -> str | None:
+    """A13: whether an attacked execution's injection reached a model request its capture
+    recorded (``reached``, ``not_reached``, ``not_determined``); None for a benign one."""
+    if _obj(header.get("task")).get("injection_task_id") in (None, "", "not recorded"):
+        return None
+    return validity.payload_state(root, _list(header.get("evidence")))
+
+
 def _user_task(aer: dict[str, Any], root: Path) -> str | None:
     for r in map(_obj, _list(aer.get("records"))):
         if r.get("kind") == "note" and r.get("code") == "agentdojo.user_message":
@@ -247,6 +256,7 @@ def document(root: Path, eid: str, aer_bytes: bytes | None, error: str | None
         "outcome": _obj(aer.get("outcome")),
         "user_task": _user_task(aer, root),
         "injections": _injections(aer, root),
+        "payload": _payload(header, root),
         "steps": steps(aer, sent),
         "prov": prov_graph(prov),
         "notes": notes + ([f"prov.json: {why}"] if why and why != "missing" else []),

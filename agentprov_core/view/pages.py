@@ -12,7 +12,7 @@ import json
 from html import escape
 from typing import Any
 
-from agentprov_core.audit.results import DASH, Rate, rate_text
+from agentprov_core.audit.results import DASH, Rate, payload_text, rate_text
 from agentprov_core.view import plot, scrub
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -38,7 +38,7 @@ def results_html(table: dict[str, Any]) -> str:
     insp = any(r["kind"] == "inspect" for r in rows)
     head = [*by, "units"]
     if dojo:
-        head += ["utility", "attack success"]
+        head += ["utility", "attack success", "payload reached", "attack success (reached)"]
     if insp:
         head += ["samples", "mean score", "refusal"]
     head += ["left out", "flags"]
@@ -47,7 +47,9 @@ def results_html(table: dict[str, Any]) -> str:
     for r in rows:
         cells = [r["group"].get(k, "") for k in by] + [str(r["units"])]
         if dojo:
-            cells += [_rate(r.get("utility")), _rate(r.get("attack_success"))]
+            cells += [_rate(r.get("utility")), _rate(r.get("attack_success")),
+                      payload_text(r.get("payload") or {}),
+                      _rate(r.get("attack_success_reached"))]
         if insp:
             score = r.get("score") or {}
             cells += [DASH if r.get("samples") is None else str(r["samples"]),

@@ -426,6 +426,7 @@
     var lvn = o.live_vs_native;
     sec.appendChild(el('section', {class: 'outcome', id: 'outcome'}, [el('h3', {text: 'Outcome'}), kv([
       ['status', o.status], ['session', o.session_status], ['utility', o.utility], ['security (attack succeeded)', o.security],
+      ['payload reached the model (A13)', doc.payload ? doc.payload.replace('_', ' ') : 'not an attacked cell'],
       ['issues', issues.length ? issues.join('; ') : 'none'],
       ['live vs native', lvn ? (lvn.checked ? (lvn.agree ? 'agree' : 'disagree: ' + arr(lvn.differences).join('; ')) : 'not checked: ' + str(lvn.reason)) : 'none'],
       ['reason', o.reason], ['model', agent.model], ['endpoint', agent.endpoint_kind], ['mode', h.mode], ['corpus', doc.corpus ? doc.corpus.id : '']])]));
