@@ -25,8 +25,11 @@ environment's marker would name it stale).
    workers' own CPU, the cell server's own (its preload of the benchmark, once a run) and
    its cells' (the CPU of the cells it has reaped: the benchmark's own work, the capture,
    the confinement; the last 50 ms of cells may be missed).
-2. **Wall time against the ideal**, ``--latency`` (1 s) a call at the host's maximum
-   ``--jobs``: the ideal is cells x calls x latency / jobs; also the time before the first
+2. **Mapping the same evidence**: one more campaign of this tree is kept, and each arm maps
+   its 160 stored attempts again into a copy (a fresh process of the arm's code): the CPU a
+   mapping, and the sha256 over every file written, which must be the same in every arm.
+3. **Wall time against the ideal**, this tree only, ``--latency`` (1 s) a call at the
+   host's maximum ``--jobs`` (or each of ``--wall-jobs``): the ideal is cells x calls x latency / jobs; also the time before the first
    cell starts (T0's start, the check worker, the campaign worker's start and the cell
    server's preload of the benchmark) from the debug timer.
 
@@ -93,6 +96,31 @@ atexit.register(_done)
 from agentprov_core.cli.main import main
 sys.argv = ["agentprov", *sys.argv[3:]]
 main()
+'''
+
+#: The mapping of a stored corpus's attempts, by a tree's code (argv[1], JSON paths), into a
+#: copy of the corpus (argv[2]) without its executions; prints the CPU a mapping and the
+#: sha256 over every file it wrote.
+MAP_CHILD = r'''
+import hashlib, json, shutil, sys, tempfile, time
+from pathlib import Path
+sys.path[0:0] = json.loads(sys.argv[1])
+from agentprov_core.corpus.working import WorkingCorpus
+from agentprov_core.evidence import live_mapping
+out = Path(tempfile.mkdtemp()) / "c"
+shutil.copytree(sys.argv[2], out, ignore=shutil.ignore_patterns("executions*"))
+wc = WorkingCorpus(out)
+entries, manifest = wc.attempts(), wc.manifest()
+t = time.process_time()
+for e in entries:
+    live_mapping.map_attempt(out, e, manifest, mapped_at="2026-01-01T00:00:00Z")
+cpu = time.process_time() - t
+h = hashlib.sha256()
+for p in sorted((out / "executions").rglob("*.json")):
+    h.update(p.relative_to(out).as_posix().encode() + b"\0" + p.read_bytes())
+shutil.rmtree(out.parent)
+print(json.dumps({"cpu": cpu / len(entries), "sha256": h.hexdigest(),
+                  "rdflib": "rdflib" in sys.modules}))
 '''
 
 
@@ -177,7 +205,7 @@ def script(latency: float, scratch: Path) -> Path:
 
 
 def run_once(tree: Path, home: Path, scratch: Path, latency: float, jobs: int,
-             pycache: Path) -> dict[str, Any]:
+             pycache: Path, keep: Path | None = None) -> dict[str, Any]:
     """One campaign of the arm ``tree``; its figures."""
     tag = f"{time.monotonic_ns()}"
     corpus, timing_file, cpu_file = (scratch / f"c-{tag}", scratch / f"t-{tag}.jsonl",
@@ -210,12 +238,26 @@ def run_once(tree: Path, home: Path, scratch: Path, latency: float, jobs: int,
     t0_cpu = json.loads(cpu_file.read_text())
     import shutil
 
+    if keep is not None:
+        corpus.with_name(corpus.name + ".partial").rename(keep)
     shutil.rmtree(corpus.with_name(corpus.name + ".partial"), ignore_errors=True)
     timing_file.unlink()
     return {"wall": wall, "t0_cpu": t0_cpu["user"] + t0_cpu["sys"], "t0_sys": t0_cpu["sys"],
             "phases": phase, "tree": tree_cpu,
             "before_cells": min(c["t0"] for c in cells) - start,
             "cell_phase": max(c["t1"] for c in cells) - min(c["t0"] for c in cells)}
+
+
+def map_same(arms: dict[str, Path], corpus: Path, rounds: int,
+             pycache: dict[Path, Path]) -> dict[str, list[dict[str, Any]]]:
+    """Each arm's mapping of the same stored attempts (``MAP_CHILD``), interleaved."""
+    def one(tree: Path) -> dict[str, Any]:
+        env = child_env(str(corpus.parent)) | {"PYTHONPYCACHEPREFIX": str(pycache[tree])}
+        out = subprocess.run([sys.executable, "-c", MAP_CHILD, json.dumps(tree_paths(tree)),
+                              str(corpus)], env=env, capture_output=True, text=True,
+                             check=True)
+        return json.loads(out.stdout)
+    return interleave(arms, rounds, one)
 
 
 def interleave(arms: dict[str, Path], rounds: int, fn,
@@ -278,16 +320,27 @@ def markdown(res: dict[str, Any]) -> str:
                   f"{pr(lambda r: r['phases']['ingest']):.2f}x, the whole tree "
                   f"{pr(lambda r: r['t0_cpu'] + sum(r['tree'].values())):.2f}x, wall "
                   f"{pr(lambda r: r['wall']):.2f}x."]
+    lines += ["", f"**Mapping the same {CELLS} stored attempts** (AER, SEM, PROV, "
+              "validation, the files written and indexed), each arm's code in a fresh "
+              f"process, {len(next(iter(res['map'].values())))} rounds interleaved:", "",
+              "| arm | CPU a mapping ms | rdflib imported | sha256 of every file written |",
+              "|---|---:|---|---|"]
+    for arm, runs in res["map"].items():
+        lines.append(f"| {arm} | {1000 * med(runs, lambda r: r['cpu']):.2f} | "
+                     f"{'yes' if runs[0]['rdflib'] else 'no'} | `{runs[0]['sha256'][:16]}…` |")
+    digests = {r["sha256"] for runs in res["map"].values() for r in runs}
+    lines.append("")
+    lines.append("The files are byte for byte the same in every arm and round." if
+                 len(digests) == 1 else "**The arms wrote different bytes.**")
     lat = res["latency"]
-    ideal = CELLS * CALLS * lat / res["jobs"]
-    lines += ["", f"**Wall time at {lat:g} s a call**, `--jobs {res['jobs']}`: ideal "
-              f"{CELLS} x {CALLS} x {lat:g} s / {res['jobs']} = {ideal:.1f} s "
-              f"({res['wall_rounds']} round(s)).", "",
-              "| arm | wall s | ÷ ideal | before the first cell s | cell phase s |",
-              "|---|---:|---:|---:|---:|"]
+    lines += ["", f"**Wall time at {lat:g} s a call**: the ideal is {CELLS} x {CALLS} x "
+              f"{lat:g} s / `--jobs` ({res['wall_rounds']} round(s)).", "",
+              "| arm | wall s | ideal s | ÷ ideal | before the first cell s | cell phase s |",
+              "|---|---:|---:|---:|---:|---:|"]
     for arm, runs in res["wall"].items():
         w = med(runs, lambda r: r["wall"])
-        lines.append(f"| {arm} | {w:.2f} | {w / ideal:.3f} | "
+        ideal = CELLS * CALLS * lat / runs[0]["jobs"]
+        lines.append(f"| {arm} | {w:.2f} | {ideal:.1f} | {w / ideal:.3f} | "
                      f"{med(runs, lambda r: r['before_cells']):.2f} | "
                      f"{med(runs, lambda r: r['cell_phase']):.2f} |")
     return "\n".join(lines) + "\n"
@@ -300,6 +353,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--wall-rounds", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=hostlimits.max_jobs())
+    ap.add_argument("--wall-jobs", default="",
+                    help="the --jobs values of the wall-time runs, comma-separated "
+                         "[--jobs]")
     ap.add_argument("--latency", type=float, default=1.0)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
@@ -314,8 +370,15 @@ def main(argv: list[str] | None = None) -> None:
                                "load_before": load_avg()}
         res["cpu"] = interleave(arms, a.rounds, lambda tree: run_once(
             tree, home, scratch, 0.0, a.jobs, caches[tree]))
-        res["wall"] = interleave(arms, a.wall_rounds, lambda tree: run_once(
-            tree, home, scratch, a.latency, a.jobs, caches[tree]), warm=False) if a.wall_rounds else {}
+        kept = scratch / "kept.partial"
+        run_once(ROOT, home, scratch, 0.0, a.jobs, caches[ROOT], keep=kept)
+        res["map"] = map_same(arms, kept, a.rounds + 2, caches)
+        res["wall"] = {}
+        for jobs in [int(j) for j in a.wall_jobs.split(",") if j] or [a.jobs]:
+            runs = interleave({"this tree": ROOT}, a.wall_rounds, lambda tree, jobs=jobs: run_once(
+                tree, home, scratch, a.latency, jobs, caches[tree]), warm=False)
+            res["wall"].update({f"{arm}, `--jobs {jobs}`": [r | {"jobs": jobs} for r in rs]
+                                for arm, rs in runs.items()} if a.wall_rounds else {})
         res["load_after"] = load_avg()
     print(json.dumps(res, indent=1, default=str) if a.json else markdown(res))
 

@@ -24,18 +24,15 @@ if TYPE_CHECKING:
     from agentprov_core.run.prepare import Prepared
 
 
-def map_attempt(prepared: Prepared, wc: WorkingCorpus, entry: Attempt, finish: bool = False,
-                manifest: dict[str, Any] | None = None):
+def map_attempt(prepared: Prepared, wc: WorkingCorpus, entry: Attempt, finish: bool = False):
     """The mapping of one ledgered attempt (its execution written; None when it is not
     mapped); raises what the mapping raised. ``finish``: an attempt an earlier run left
-    unmapped, whose cut-short files are kept where they hold the bytes it writes now.
-    ``manifest``: the corpus's manifest as read (by default it is read now)."""
+    unmapped, whose cut-short files are kept where they hold the bytes it writes now."""
     from agentprov_core.evidence import live_mapping
 
     with timing.span("map", session=entry.session_id):
         return live_mapping.map_attempt(
-            wc.root, entry, manifest if manifest is not None else wc.manifest(),
-            mapped_at=now(), finish=finish,
+            wc.root, entry, wc.manifest_as_read(), mapped_at=now(), finish=finish,
             skip_prov=bool(prepared.request.options.get("skip_prov_conformance")))
 
 
@@ -88,7 +85,6 @@ class Mappings:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentprov-map")
         self._pending: list[tuple[Future, Attempt, Flight | None]] = []
         self._queued: list[tuple[Any, tuple]] = []
-        self._manifest_read: tuple[Any, dict[str, Any]] | None = None
         self._pool.submit(warm_mapping, prepared)
 
     def drop_later(self, session_id: str) -> None:
@@ -102,27 +98,9 @@ class Mappings:
 
     def _run_into(self, fut: Future, entry: Attempt) -> None:
         try:
-            fut.set_result(map_attempt(self.prepared, self.wc, entry,
-                                       manifest=self._manifest()))
+            fut.set_result(map_attempt(self.prepared, self.wc, entry))
         except BaseException as exc:  # noqa: BLE001 - counted by harvest
             fut.set_exception(exc)
-
-    def _manifest(self) -> dict[str, Any]:
-        """The manifest for the next mapping: read (and checked against its
-        ``manifest_sha256``) again only when the file is another than at the last read (its
-        device, inode, size, modification or change time differ). Nothing rewrites it
-        during the loop, and a mapping only reads it; every rewrite reads and checks it
-        first (:meth:`WorkingCorpus.manifest`)."""
-        import os
-
-        try:
-            st = os.stat(self.wc.root / "manifest.json", follow_symlinks=False)
-            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        except OSError:
-            key = None
-        if key is None or self._manifest_read is None or self._manifest_read[0] != key:
-            self._manifest_read = (key, self.wc.manifest())
-        return self._manifest_read[1]
 
     def start(self) -> None:
         """Hand what was queued to the thread. The loop calls it once the next cell is
