@@ -290,8 +290,8 @@ def markdown(res: dict[str, Any]) -> str:
     arms = list(res["cpu"])
     ms = lambda s: f"{1000 * s / CELLS:.1f}"  # noqa: E731 - seconds of a run, per cell
     lines = [f"{CELLS} scripted AgentDojo cells (banking, `important_instructions` and "
-             f"benign), {CALLS} model calls a cell, `--jobs {res['jobs']}` (this host's "
-             f"maximum: `hostlimits.max_jobs()`); {res['cpus']} CPUs; load average "
+             f"benign), {CALLS} model calls a cell, `--jobs {res['jobs']}`; {res['cpus']} CPUs; "
+             f"load average "
              f"{res['load_before']} before, {res['load_after']} after; "
              f"{res['rounds']} rounds interleaved after a warm-up run of each arm.", "",
              "**CPU a cell at 0 ms a call** (median of the rounds; ms of CPU per cell):", "",

@@ -4,12 +4,11 @@ A cell is a forked worker process that spends most of its time waiting for the m
 scripted, local or API endpoint), so the bound is not the number of CPUs: it is eight cells
 per CPU, at most one per 256 MiB of the memory available when the run starts (a forked cell
 shares the forkserver's pages and adds its own heap), and never more than 64. Eight, from
-the measured cost of a cell in flight (``benchmarks/bench_percell.py``): about 0.1 s of
+the measured cost of a cell in flight (``benchmarks/bench_percell.py``): about 0.12 s of
 CPU for a three-call AgentDojo cell, all processes counted, so eight cells per CPU keep a
-CPU busy only while a cell lasts under about 0.8 s (a model call under about 250 ms, a
-local server's regime, which ``--tune-jobs`` measures); and about 11 MiB of private memory
-a cell. Above it,
-``--jobs`` is refused (``cli.usage.jobs_above_host``, exit 2), never clamped (R-15.15).
+CPU busy only while a cell lasts under about 1 s (model calls under about 300 ms, a local
+server's regime, which ``--tune-jobs`` measures); and about 11 MiB of private memory a
+cell. Above it, ``--jobs`` is refused (``cli.usage.jobs_above_host``, exit 2), never clamped (R-15.15).
 A local model server's own best concurrency is what ``--tune-jobs`` measures; this is only
 the host's ceiling. Decision recorded in docs/decisions.md ("The host's maximum --jobs").
 """
