@@ -8,9 +8,9 @@ the measured cost of a cell in flight (``benchmarks/bench_percell.py``): about 0
 CPU for a three-call AgentDojo cell, all processes counted, so eight cells per CPU keep a
 CPU busy only while a cell lasts under about 1 s (model calls under about 300 ms, a local
 server's regime, which ``--tune-jobs`` measures); and about 11 MiB of private memory a
-cell. Above it, ``--jobs`` is refused (``cli.usage.jobs_above_host``, exit 2), never clamped (R-15.15).
-A local model server's own best concurrency is what ``--tune-jobs`` measures; this is only
-the host's ceiling. Decision recorded in docs/decisions.md ("The host's maximum --jobs").
+cell. Above it, ``--jobs`` is refused (``cli.usage.jobs_above_host``, exit 2), never
+clamped (R-15.15). A local model server's own best concurrency is what ``--tune-jobs``
+measures; this is only the host's ceiling. Decision recorded in docs/decisions.md ("The host's maximum --jobs").
 """
 
 from __future__ import annotations
