@@ -10,7 +10,8 @@ CPU busy only while a cell lasts under about 1 s (model calls under about 300 ms
 server's regime, which ``--tune-jobs`` measures); and about 11 MiB of private memory a
 cell. Above it, ``--jobs`` is refused (``cli.usage.jobs_above_host``, exit 2), never
 clamped (R-15.15). A local model server's own best concurrency is what ``--tune-jobs``
-measures; this is only the host's ceiling. Decision recorded in docs/decisions.md ("The host's maximum --jobs").
+measures; this is only the host's ceiling. Decision recorded in docs/decisions.md ("The
+host's maximum --jobs").
 """
 
 from __future__ import annotations
