@@ -43,6 +43,7 @@ shared: the report gives the load average before and after, and the ratios of th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -169,13 +170,12 @@ class TreeSampler:
                     grew = True
         for pid in tree - {self.root}:
             _, (ut, st, cut, cst) = stats[pid]
-            rec = self.seen.get(pid)
-            if rec is None:
-                try:
-                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-                except OSError:
-                    cmd = ""
-                rec = self.seen[pid] = {"cmd": cmd, "ppid": stats[pid][0]}
+            rec = self.seen.setdefault(pid, {"cmd": "", "ppid": stats[pid][0]})
+            # read again each time: a process seen between its fork and its exec still has
+            # its parent's command line
+            with contextlib.suppress(OSError):
+                rec["cmd"] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(
+                    b"\0", b" ").decode()
             rec["own"] = (ut + st) / self.tick
             rec["children"] = (cut + cst) / self.tick
 
