@@ -1044,7 +1044,7 @@ def _md_concurrency(c: dict[str, Any]) -> list[str]:
             "end (the ledger's `started_at` and `ended_at`). The slack cells call the script's "
             "banking tools, which AgentDojo answers with a tool-not-found result: still 3 "
             f"calls a cell. The target is for `--jobs 4`; this host has {c['cores']} cores "
-            "and its maximum `--jobs` (4 per CPU, bounded by memory: "
+            "and its maximum `--jobs` (8 per CPU, bounded by memory: "
             "`agentprov_core/backend/hostlimits.py`) allows it, so "
             + ("`--jobs 4` was measured." if j == 4 else
                f"`--jobs {j}` was measured and the target is scaled to it "

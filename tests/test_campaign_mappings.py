@@ -77,3 +77,29 @@ def test_staging_directories_are_removed_behind_the_loop_before_the_campaign_end
     m.close()
     assert not any(d.exists() for d in dirs)
     assert threads and all(t.startswith("agentprov-map") for t in threads)
+
+
+def test_the_mappings_read_the_manifest_again_when_it_changed_and_check_it(tmp_path):
+    """Each mapping reads the manifest; it is parsed and checked again only when the file
+    changed, and a change made behind T0's back is still refused."""
+    import json
+
+    import pytest
+
+    from agentprov_core.corpus.working import WorkingCorpus
+    from agentprov_core.errors import AgentprovError
+
+    wc = WorkingCorpus(tmp_path / "c.partial")
+    wc.root.mkdir()
+    wc.write_manifest({"source": "agentdojo", "n": 1})
+    first = wc.manifest_as_read()
+    assert wc.manifest_as_read() is first  # unchanged: not read again
+    wc.write_manifest({"source": "agentdojo", "n": 2})
+    assert wc.manifest_as_read()["n"] == 2  # T0 rewrote it: read again
+    path = wc.root / "manifest.json"
+    doc = json.loads(path.read_text())
+    doc["n"] = 3  # changed behind T0's back: its manifest_sha256 no longer matches
+    path.write_text(json.dumps(doc))
+    with pytest.raises(AgentprovError) as exc:
+        wc.manifest_as_read()
+    assert exc.value.code == "cli.environment.corpus"

@@ -634,7 +634,7 @@ def test_a_mapping_that_raises_is_counted_failed_not_raised(tmp_path, monkeypatc
 
     monkeypatch.setattr(CaptureMapper, "map", boom)
     tally = summary.Tally()
-    wc = SimpleNamespace(root=root, manifest=lambda: MANIFEST)
+    wc = SimpleNamespace(root=root, manifest_as_read=lambda: MANIFEST)
     p_ = SimpleNamespace(request=SimpleNamespace(options={}))
     assert mappings.map_counted(p_, wc, att, tally) is None
     assert (tally.map_failed, tally.derived) == (1, 0)

@@ -282,12 +282,12 @@ def test_jobs_above_the_host_is_refused_not_clamped(dry, script):
 
 
 @pytest.mark.req("R-15.15")
-def test_the_hosts_maximum_is_four_cells_per_cpu_bounded_by_memory(monkeypatch):
+def test_the_hosts_maximum_is_eight_cells_per_cpu_bounded_by_memory(monkeypatch):
     from agentprov_core.backend import hostlimits
 
     monkeypatch.setattr(hostlimits, "cpus", lambda: 2)
     monkeypatch.setattr(hostlimits, "available_memory_mib", lambda: 24 * 1024)
-    assert hostlimits.max_jobs() == 8  # I/O-bound cells: 4 per CPU, not 1
+    assert hostlimits.max_jobs() == 16  # I/O-bound cells: 8 per CPU, not 1
     monkeypatch.setattr(hostlimits, "available_memory_mib", lambda: 700)
     assert hostlimits.max_jobs() == 2  # one per 256 MiB available
     monkeypatch.setattr(hostlimits, "cpus", lambda: 64)

@@ -1,19 +1,24 @@
 """The host's maximum ``--jobs``: how many cells this machine may run at once.
 
 A cell is a forked worker process that spends most of its time waiting for the model (a
-scripted, local or API endpoint), so the bound is not the number of CPUs: it is four cells
+scripted, local or API endpoint), so the bound is not the number of CPUs: it is eight cells
 per CPU, at most one per 256 MiB of the memory available when the run starts (a forked cell
-shares the forkserver's pages and adds its own heap), and never more than 64. Above it,
-``--jobs`` is refused (``cli.usage.jobs_above_host``, exit 2), never clamped (R-15.15).
-A local model server's own best concurrency is what ``--tune-jobs`` measures; this is only
-the host's ceiling. Decision recorded in docs/decisions.md ("The host's maximum --jobs").
+shares the forkserver's pages and adds its own heap), and never more than 64. Eight, from
+the measured cost of a cell in flight (``benchmarks/bench_percell.py``): about 0.12 s of
+CPU for a three-call AgentDojo cell, all processes counted, so eight cells per CPU keep a
+CPU busy only while a cell lasts under about 1 s (model calls under about 300 ms, a local
+server's regime, which ``--tune-jobs`` measures); and about 11 MiB of private memory a
+cell. Above it, ``--jobs`` is refused (``cli.usage.jobs_above_host``, exit 2), never
+clamped (R-15.15). A local model server's own best concurrency is what ``--tune-jobs``
+measures; this is only the host's ceiling. Decision recorded in docs/decisions.md ("The
+host's maximum --jobs").
 """
 
 from __future__ import annotations
 
 import os
 
-PER_CPU = 4
+PER_CPU = 8
 MIB_PER_CELL = 256
 CEILING = 64
 

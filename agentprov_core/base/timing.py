@@ -2,7 +2,9 @@
 
 With ``AGENTPROV_DEBUG_TIMING=FILE`` in T0's environment, T0 appends one JSON line per
 timed span to FILE: ``{"span": NAME, "t0": START, "t1": END, "pid": PID, ...}``, times in
-seconds since the epoch (``time.time()``, one clock for every process of the machine).
+seconds since the epoch (``time.time()``, one clock for every process of the machine); a
+span timed as a context manager (:func:`span`) adds ``cpu``, the CPU seconds its thread
+spent in it (``time.thread_time()``).
 The workers T0 starts get the variable too, pointing at a file in their own temporary
 directory (inside their sandbox), and T0 appends that file's lines to FILE when the worker
 is closed; the worker's forkserver and its cells write there as well
@@ -46,17 +48,19 @@ def emit(name: str, t0: float, t1: float | None = None, **detail: Any) -> None:
 
 
 class _Span:
-    __slots__ = ("detail", "name", "t0")
+    __slots__ = ("cpu0", "detail", "name", "t0")
 
     def __init__(self, name: str, detail: dict[str, Any]) -> None:
         self.name, self.detail = name, detail
 
     def __enter__(self) -> _Span:
         self.t0 = time.time()
+        self.cpu0 = time.thread_time()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        emit(self.name, self.t0, time.time(), **self.detail)
+        emit(self.name, self.t0, time.time(), cpu=time.thread_time() - self.cpu0,
+             **self.detail)
 
 
 def span(name: str, **detail: Any):

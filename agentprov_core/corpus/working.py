@@ -74,6 +74,7 @@ class WorkingCorpus:
         self.ledger = Ledger(root / "ledger.jsonl")
         self.store = RawStore(root / "raw")
         self._lock = None
+        self._manifest_read: tuple[Any, dict[str, Any]] | None = None
         #: the keys the redaction scan looks for in what is written here (by variable name)
         self.secrets: Callable[[], dict[str, str]] = dict
 
@@ -82,6 +83,22 @@ class WorkingCorpus:
     def peek(cls, corpus: str | Path) -> WorkingCorpus | None:
         root = partial_dir(corpus)
         return cls(root) if os.path.lexists(root / "manifest.json") else None
+
+    def manifest_as_read(self) -> dict[str, Any]:
+        """:meth:`manifest`, read and checked again only when the file is another than at
+        the last read (its device, inode, size, modification or change time differ): for
+        a reader that does not change it, such as each mapping of a campaign (nothing
+        rewrites the manifest during the loop). Every rewrite reads it with
+        :meth:`manifest` first, so a change made meanwhile is still refused."""
+        try:
+            st = os.stat(self.root / "manifest.json", follow_symlinks=False)
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        except OSError:
+            key = None
+        read = self._manifest_read
+        if key is None or read is None or read[0] != key:
+            read = self._manifest_read = (key, self.manifest())
+        return read[1]
 
     def manifest(self) -> dict[str, Any]:
         """The manifest, refused (``cli.environment.corpus``, exit 3) when it is no JSON

@@ -285,12 +285,16 @@ def document(aer: AER, aer_bytes: bytes, sem: Any, sem_bytes: bytes) -> ProvDocu
 
 
 def canonical_bytes(doc: ProvDocument) -> bytes:
-    """A document's PROV-JSON in the stored (canonical) form."""
-    import msgspec
+    """A document's PROV-JSON in the stored (canonical) form: the container the prov
+    library's JSON serialiser writes (``encode_json_document``, whose values are JSON's own
+    types), encoded canonically without the JSON text in between. Through the serialiser
+    itself (``doc.serialize(format="json")``) the bytes are the same, at twice the cost, and
+    its format registry imports rdflib for the RDF format on first use."""
+    from prov.serializers.provjson import encode_json_document
 
     from agentprov_core.evidence.canonical import stored
 
-    return stored(msgspec.json.decode(doc.serialize(format="json")))
+    return stored(encode_json_document(doc))
 
 
 def derive(aer: AER, aer_bytes: bytes, sem: Any, sem_bytes: bytes) -> bytes:

@@ -24,6 +24,7 @@ absolute path, so re-validating an unchanged execution reproduces ``validation.j
 from __future__ import annotations
 
 import hashlib
+import io
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -167,13 +168,16 @@ def _attr(record: Any, name: str) -> Any:
 def _deserialise(prov_bytes: bytes) -> tuple[Any, list[Problem]]:
     """The ProvDocument and the problems met reading and unifying it."""
     from prov import Error as ProvError
-    from prov.model import ProvDocument, ProvWarning
+    from prov.model import ProvWarning
+    from prov.serializers.provjson import ProvJSONSerializer
 
     problems: list[Problem] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            doc = ProvDocument.deserialize(content=prov_bytes, format="json")
+            # the PROV-JSON reader itself, as ProvDocument.deserialize(format="json") calls
+            # it, without the format registry (which imports rdflib for its RDF format)
+            doc = ProvJSONSerializer().deserialize(io.StringIO(prov_bytes.decode()))
         except Exception as exc:  # noqa: BLE001 - whatever malformed input raises
             return None, [Problem(file="prov.json", what=(
                 f"not a PROV-JSON document the prov library reads: {type(exc).__name__}: "

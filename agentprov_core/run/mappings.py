@@ -32,7 +32,7 @@ def map_attempt(prepared: Prepared, wc: WorkingCorpus, entry: Attempt, finish: b
 
     with timing.span("map", session=entry.session_id):
         return live_mapping.map_attempt(
-            wc.root, entry, wc.manifest(), mapped_at=now(), finish=finish)
+            wc.root, entry, wc.manifest_as_read(), mapped_at=now(), finish=finish)
 
 
 def mapped(t: Tally, entry: Attempt, mapping, exc: BaseException | None = None):
