@@ -35,7 +35,7 @@ from agentprov_core.corpus.working import WorkingCorpus, partial_dir, unit_key
 from agentprov_core.errors import AgentprovError
 from agentprov_core.evidence import capture_seal
 from agentprov_core.run import attempt, checks, manifest, mappings, preflight, stops, summary, units
-from agentprov_core.run.live import Live, account_of
+from agentprov_core.run.live import Live, account_of, check_executor
 from agentprov_core.run.stops import CapStop, Interrupted, Signals
 from agentprov_core.run.summary import Tally
 
@@ -88,6 +88,7 @@ def _run(prepared: Prepared, consent: dict[str, Any] | None = None) -> int:
     started = time.monotonic()
     t_open = time.time()
     checks.check_corpus(prepared)
+    check_executor(prepared)  # where the cells will run, before anything is written
     wc = WorkingCorpus(partial_dir(o["corpus"]))
     wc.lock()
     live_ctx = Live(prepared)
@@ -347,6 +348,7 @@ class _Loop:
                                        "the worker ended with the cell in flight",
                                        "session.worker_died")
             executor.close()
+            self.run_state["executor"] = executor.record()
         self.live.stop()
         t_drain = time.time()
         self.signals.critical = True  # a signal now waits for the last mappings

@@ -149,6 +149,8 @@ def record_live(wc: WorkingCorpus, live_ctx: Live, acc: Account,
         live.setdefault("preflight", []).append(run_state["preflight"])
     if run_state.get("canary") is not None:
         live["canary"] = run_state["canary"]
+    if run_state.get("executor"):  # the hosts an executor ran this invocation's cells on
+        manifest["producer"] |= run_state["executor"]
     if live_ctx.overrides:
         live["test_overrides"] = sorted(set(live.get("test_overrides", [])) |
                                         set(live_ctx.overrides))

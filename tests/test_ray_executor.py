@@ -1,0 +1,284 @@
+"""The ``ray`` executor (plugins/agentprov-ray) on a real local Ray cluster started by the
+test (``ray.cluster_utils.Cluster``: a head and a second node, one CPU each, a small object
+store), running the real worker host in a small environment (a venv on this interpreter's
+base install with the worker's real libraries and a stand-in source, ``raybench``).
+
+Proven here: dispatch across both nodes, each cell's staged session carried back as bytes
+and written into T0's staging; the node checks (a node whose environment differs is
+refused by address and difference, exit 3, unless ``--skip-refused-nodes``); the key's
+sentinel in the worker on the node yet in no file under Ray's session directory, in no
+output of ``ray list tasks --detail`` / ``ray list actors --detail`` and in nothing carried
+back; an unreachable cluster refused with exit 3. ``--executor ray`` without the plugin is
+refused at usage (exit 2) naming the distribution. The campaign through the CLI, its
+digests against the local executor's, is ``tests/test_ray_campaign.py`` (slow)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import install_worker_libraries, install_worker_source, make_marker, snapshot
+
+ray = pytest.importorskip("ray", reason="the ray executor's tests need ray (tox -e core)")
+
+from agentprov_core.api import Launch, Target  # noqa: E402
+from agentprov_core.errors import AgentprovError  # noqa: E402
+
+ENV_ID = "raybench-0000abcd"
+KEY_VAR = "AGENTPROV_TEST_RAY_KEY"
+SENTINEL = "sk-ray-sentinel-" + uuid.uuid4().hex
+#: the stand-in cell: stages a capture log and a native log and returns the sha256 of the
+#: key it found in its environment (proof it was there), never the key itself
+CELL = '''
+import hashlib, json, os
+
+
+def child_main(request):
+    key = os.environ.get("AGENTPROV_TEST_RAY_KEY", "")
+    with open("capture.jsonl", "w") as f:
+        f.write(json.dumps({"kind": "start", "session": request["session_id"]}) + "\\n")
+    with open("native.json", "w") as f:
+        json.dump({"cell": request["cell"]["cell_key"], "pid": os.getpid()}, f)
+    with open("result.json", "w") as f:
+        json.dump({"status": "complete", "utility": True, "security": None, "calls": 0,
+                   "native_log": "native.json", "setup_refusal": None, "error": None,
+                   "reason": hashlib.sha256(key.encode()).hexdigest()}, f)
+'''
+
+
+def _env(home: Path) -> Path:
+    """The ``raybench`` environment, built into ``home`` as ``backends build`` would lay
+    it out: a marker and a venv with the worker host and the stand-in source."""
+    make_marker(home, ENV_ID)
+    d = home / "envs" / ENV_ID
+    base = Path(sys.base_prefix) / "bin" / "python3"
+    subprocess.run([str(base), "-m", "venv", "--without-pip", str(d)], check=True)
+    site = next(d.glob("lib/python3*/site-packages"))
+    install_worker_libraries(site)
+    install_worker_source(site, "raybench", CELL, distribution="raybench-worker")
+    return d
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Two nodes: the head in a home with the environment, a second node in another home
+    with it too; and a third home whose environment's marker differs (for the refusal)."""
+    from ray.cluster_utils import Cluster
+
+    homes = tmp_path_factory.mktemp("ray-homes")
+    head_home, other_home = homes / "head", homes / "other"
+    _env(head_home)
+    _env(other_home)
+    temp = Path(tempfile.mkdtemp(prefix="r"))  # short: Ray's socket paths
+    saved = {k: os.environ.get(k) for k in ("AGENTPROV_HOME", KEY_VAR,
+                                            "RAY_agent_register_timeout_ms", "RAY_TMPDIR")}
+    os.environ["AGENTPROV_HOME"] = str(head_home)
+    os.environ[KEY_VAR] = SENTINEL  # each node's own environment holds the key
+    # a node's dashboard agent may take long to start on a loaded 2-core machine
+    os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")
+    os.environ["RAY_TMPDIR"] = str(temp)  # Ray's session directories: temp/ray/session_*
+    (temp / "ray").mkdir()
+    args = dict(num_cpus=1, object_store_memory=80 << 20, include_dashboard=True,
+                **_agent_ports())
+    c = Cluster(initialize_head=True, connect=False, head_node_args=args)
+    second = c.add_node(num_cpus=1, object_store_memory=80 << 20, **_agent_ports(),
+                        env_vars={"AGENTPROV_HOME": str(other_home)})
+    c.wait_for_nodes()
+    ctx = ray.init(address=c.address, namespace="agentprov-test", log_to_driver=False)
+    try:
+        yield {"cluster": c, "head_home": head_home, "other_home": other_home,
+               "temp": temp, "second": second, "dashboard": "http://" + ctx.dashboard_url}
+    finally:
+        ray.shutdown()
+        c.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _agent_ports() -> dict[str, int]:
+    """Ports for a node's agents given up front: its raylet then does not wait on their
+    port files, which a loaded 2-core machine can let time out."""
+    import socket
+
+    out = {}
+    for name in ("metrics_agent_port", "metrics_export_port", "dashboard_agent_listen_port",
+                 "runtime_env_agent_port"):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            out[name] = s.getsockname()[1]
+    return out
+
+
+def _request(staging_root: Path, n: int) -> dict:
+    sid = f"s-{uuid.uuid4().hex[:16]}"
+    return {"session_id": sid, "staging": str(staging_root / sid), "source": "raybench",
+            "cell": {"cell_key": f"cell-{n}"}, "agent": {"key_env": KEY_VAR},
+            "benchmark_version": "v1", "timeout_s": 60}
+
+
+def _launch(staging_root: Path, **options) -> Launch:
+    from agentprov_core.backend.environments import environment_dir
+
+    return Launch(ENV_ID, environment_dir(ENV_ID), staging_root,
+                  extra_env={KEY_VAR: SENTINEL}, key_variable=KEY_VAR,
+                  options={"jobs": 2} | options)
+
+
+def test_cells_run_on_both_nodes_and_come_back_into_t0s_staging(cluster, tmp_path):
+    from agentprov_ray.executor import RayExecutor
+
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    ex = RayExecutor(_launch(staging))
+    try:
+        assert len(ex.cluster.nodes) == 2 and not ex.cluster.refused
+        reqs = [_request(staging, n) for n in range(6)]
+        pending = {}
+        results = {}
+        for req in reqs:
+            while sum(n.in_flight for n in ex.cluster.nodes) >= 2:
+                for fut in ex.wait_any(pending, timeout=30):
+                    results[pending.pop(fut)] = ex.result(fut)
+            pending[ex.submit(req)] = req["session_id"]
+        while pending:
+            for fut in ex.wait_any(pending, timeout=30):
+                results[pending.pop(fut)] = ex.result(fut)
+        record = ex.record()
+    finally:
+        ex.close()
+    key_sha = hashlib.sha256(SENTINEL.encode()).hexdigest()
+    for req in reqs:
+        r = results[req["session_id"]]
+        assert r["status"] == "complete" and r["staging_refused"] == []
+        assert r["reason"] == key_sha  # the worker on the node read the node's own key
+        landed = Path(req["staging"])
+        native = json.loads((landed / "native.json").read_text())
+        assert native["cell"] == req["cell"]["cell_key"]
+        assert (landed / "capture.jsonl").read_bytes().startswith(b'{"kind": "start"')
+    cells = sorted(n["cells"] for n in record["nodes"])
+    assert sum(cells) == 6 and cells[0] >= 1, record  # both nodes ran cells
+    assert {n["environment_id"] for n in record["nodes"]} == {ENV_ID}
+    # the key: in no file under Ray's session directory, in nothing ray list shows, in
+    # nothing carried back into T0's staging
+    assert SENTINEL.encode() not in b"".join(snapshot(staging).values())
+    hits = [str(p) for p in Path(cluster["temp"]).rglob("*") if p.is_file()
+            and not p.is_symlink() and SENTINEL.encode() in _read(p)]
+    assert hits == []
+    for what in ("tasks", "actors"):
+        out = subprocess.run([str(Path(sys.executable).parent / "ray"), "list", what, "--detail",
+                              "--address", cluster["dashboard"]], capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "run_cell" in out.stdout or "Node" in out.stdout
+        assert SENTINEL not in out.stdout + out.stderr
+
+
+def _read(p: Path) -> bytes:
+    try:
+        return p.read_bytes()
+    except OSError:
+        return b""
+
+
+def test_a_node_whose_environment_differs_is_refused_by_address(cluster, tmp_path):
+    from agentprov_ray.executor import connect
+
+    # the second node's environment now records another identity
+    marker = cluster["other_home"] / "envs" / ENV_ID / "AGENTPROV_ENV.json"
+    original = marker.read_text()
+    marker.write_text(original.replace('"identity_sha256":"' + "0" * 64,
+                                       '"identity_sha256":"' + "1" * 64))
+    try:
+        target = Target(ENV_ID, key_variable=KEY_VAR, options={"jobs": 1})
+        with pytest.raises(AgentprovError) as refused:
+            connect(target)
+        assert refused.value.code == "cli.environment.node_refused"
+        assert refused.value.exit_code == 3
+        msg = refused.value.message
+        assert "1 node(s) of the cluster refused" in msg
+        assert f"identity_sha256 {'1' * 12}… (here {'0' * 12}…)" in msg
+        second_ip = cluster["second"].node_ip_address
+        assert second_ip in msg
+        # with --skip-refused-nodes the run goes on with the head alone, the refusal kept
+        ok = connect(Target(ENV_ID, key_variable=KEY_VAR,
+                            options={"jobs": 1, "skip_refused_nodes": True}))
+        try:
+            assert len(ok.nodes) == 1 and len(ok.refused) == 1
+            assert "identity_sha256" in ok.refused[0]["differences"][0]
+        finally:
+            from agentprov_ray.executor import _release
+
+            _release(ok)
+    finally:
+        marker.write_text(original)
+
+
+def test_a_node_without_the_key_is_refused(cluster):
+    from agentprov_ray.executor import connect
+
+    with pytest.raises(AgentprovError) as refused:
+        connect(Target(ENV_ID, key_variable="AGENTPROV_TEST_RAY_NO_SUCH_KEY",
+                       options={"jobs": 1}))
+    assert refused.value.code == "cli.environment.node_refused"
+    assert "key AGENTPROV_TEST_RAY_NO_SUCH_KEY not set (here AGENTPROV_TEST_RAY_NO_SUCH_KEY " \
+           "set)" in refused.value.message
+    assert "(every node of the cluster)" in refused.value.message
+
+
+def test_jobs_above_the_cluster_maximum_are_refused(cluster):
+    from agentprov_ray.executor import connect
+
+    with pytest.raises(AgentprovError) as refused:
+        connect(Target(ENV_ID, options={"jobs": 10_000}))
+    assert refused.value.code == "cli.usage.option_value" and refused.value.exit_code == 2
+    assert "is above the cluster's maximum of" in refused.value.message
+
+
+def test_an_unreachable_cluster_is_exit_3(tmp_path):
+    """In a process of its own (this module's is connected): nothing listens on port 9."""
+    code = ("from agentprov_core.api import Target\n"
+            "from agentprov_ray.executor import check\n"
+            "try:\n"
+            "    check(Target('raybench-0000abcd', options={'ray_address': '127.0.0.1:9'}))\n"
+            "except Exception as exc:\n"
+            "    print(exc.code, exc.exit_code, exc.message)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60, env=os.environ | {"RAY_ADDRESS": ""})
+    assert p.stdout.startswith("cli.environment.cluster 3 the cluster at 127.0.0.1:9 cannot "
+                               "run this campaign: it cannot be reached (Connection refused)"), \
+        p.stdout + p.stderr
+
+
+def test_ray_executor_without_the_plugin_is_refused_naming_the_distribution(
+        agentprov_plugin, agentprov_cli, tmp_path):
+    from agentprov_core import builtin
+
+    agentprov_plugin(builtin, "builtin")
+    corpus = tmp_path / "c"
+    r = agentprov_cli("run", "agentdojo", "--corpus", corpus, "--campaign", "c",
+                      "--executor", "ray", env={"AGENTPROV_ERROR_FORMAT": "json"})
+    assert r.code == 2, r.err
+    err = r.error
+    assert err["error"] == "cli.usage.option_value"
+    assert "--executor ray: is the executor of the distribution agentprov-ray, which is " \
+           "not installed: pip install 'agentprov[ray]'" in err["message"]
+    assert not corpus.exists() and not corpus.with_name("c.partial").exists()
+
+
+def test_ray_address_without_the_ray_executor_is_a_usage_error(cli, tmp_path, script):
+    r = cli("run", "agentdojo", "--corpus", tmp_path / "c", "--campaign", "c",
+            "--llm-script", script, "--ray-address", "127.0.0.1:6379")
+    assert r.code == 2 and r.error["error"] == "cli.usage.option_value"
+    assert "--ray-address 127.0.0.1:6379: is for --executor ray only" in r.error["message"]
