@@ -271,13 +271,13 @@ def test_an_unreachable_cluster_is_exit_3(tmp_path):
 
 
 def test_ray_executor_without_the_plugin_is_refused_naming_the_distribution(
-        agentprov_plugin, agentprov_cli, tmp_path):
+        agentprov_plugin, agentprov_cli, tmp_path, script):
     import agentprov_agentdojo.plugin
 
     agentprov_plugin(agentprov_agentdojo.plugin, "agentdojo")  # beside the core; no ray
     corpus = tmp_path / "c"
     r = agentprov_cli("--error-format", "json", "run", "agentdojo", "--corpus", corpus,
-                      "--campaign", "c", "--executor", "ray")
+                      "--campaign", "c", "--llm-script", script, "--executor", "ray")
     assert r.exit_code == 2, r.stderr
     err = r.error
     assert err["error"] == "cli.usage.option_value"
