@@ -1,0 +1,74 @@
+"""The same scripted AgentDojo campaign through the real CLI with the default executor and
+with ``--executor ray`` on a local 3-node Ray cluster (``ray.cluster_utils.Cluster``, one
+CPU each, every node in the session's home with the built environment): the same plan and
+configuration digests, the same units, the same per-unit verdicts; both corpora pass
+``validate --strict`` and ``verify``, and ``stats --compare`` of the two shows no
+difference. The manifest's producer block records the executor and each node."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+pytest.importorskip("ray", reason="the ray executor's tests need ray (tox -e e2e)")
+pytestmark = pytest.mark.slow
+
+LIVE_DEMO = ROOT / "examples" / "scripts" / "live-demo.json"
+DEMO = ("--suite", "banking", "--user-tasks", "0-1", "--attack", "important_instructions",
+        "--injection-tasks", "0", "--model-display-name", "Scripted Model")
+
+
+def _partial(corpus: Path) -> Path:
+    return corpus.with_name(corpus.name + ".partial")
+
+
+def _ledger(corpus: Path) -> list[dict]:
+    return [json.loads(x) for x in (_partial(corpus) / "ledger.jsonl").read_text().splitlines()
+            if x.strip()]
+
+
+def test_ray_and_local_give_the_same_evidence(e2e_cli, agentdojo_env, tmp_path):
+    from agentprov_ray.testing import local_cluster
+
+    runs = {}
+    with local_cluster(nodes=3, env={"AGENTPROV_HOME": str(agentdojo_env.home)}) as lc:
+        for name in ("local", "ray"):
+            corpus = tmp_path / name
+            extra = ("--executor", "ray", "--ray-address", lc.address) if name == "ray" else ()
+            r = e2e_cli("run", "agentdojo", "--corpus", corpus, "--campaign", "same", *DEMO,
+                        "--llm-script", LIVE_DEMO, "--jobs", "2", *extra, json_errors=False)
+            assert r.code == 0, r.err
+            runs[name] = _ledger(corpus)
+    local, ray_ = runs["local"], runs["ray"]
+    digests = {(e["plan_sha256"], e["config_digest"]) for e in local}
+    assert len(digests) == 1
+    assert {(e["plan_sha256"], e["config_digest"]) for e in ray_} == digests
+
+    def verdicts(entries: list[dict]) -> dict[str, tuple]:
+        return {e["unit"]: (e["status"], e["conclusive"], e["utility"], e["security"])
+                for e in entries}
+
+    assert verdicts(ray_) == verdicts(local)
+    assert len(verdicts(local)) == 4 and all(v[0] == "complete" for v in verdicts(local).values())
+    producer = json.loads((_partial(tmp_path / "ray") / "manifest.json").read_text())["producer"]
+    assert producer["executor"] == "ray"
+    assert sum(n["cells"] for n in producer["nodes"]) == 4
+    assert len(producer["nodes"]) == 3
+    assert {n["environment_id"] for n in producer["nodes"]} == {agentdojo_env.env_id}
+    assert "nodes" not in json.loads((_partial(tmp_path / "local") / "manifest.json")
+                                     .read_text())["producer"]
+    for name in ("local", "ray"):
+        corpus = tmp_path / name
+        assert e2e_cli("validate", "--strict", "--corpus", corpus).code == 0
+        assert e2e_cli("verify", "--corpus", corpus).code == 0
+    c = json.loads(e2e_cli("stats", "--compare", _partial(tmp_path / "local"),
+                           _partial(tmp_path / "ray"), "--format", "json").out)
+    (d,) = c["differences"]
+    assert d["shared_cells"] == 4 and d["pairs"] == 4
+    for row in d["rows"]:
+        for measure in ("utility", "attack_success"):
+            if row[measure] is not None:
+                assert row[measure]["difference"] == 0, row
