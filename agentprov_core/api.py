@@ -117,7 +117,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
         Target,
     )
     from agentprov_core.backend.nodes import node_differences, node_facts  # noqa: F401
-    from agentprov_core.corpus.staged import carry_session, land_session  # noqa: F401
     from agentprov_core.backend.workerclient import Worker  # noqa: F401
     from agentprov_core.backendproject import (  # noqa: F401
         BackendDataset,
@@ -135,6 +134,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
         Suite,
         TaskParameter,
     )
+    from agentprov_core.corpus.staged import carry_session, land_session  # noqa: F401
     from agentprov_core.errors import AgentprovError  # noqa: F401
     from agentprov_core.evidence import aer, capture_view  # noqa: F401
     from agentprov_core.evidence.aer import (  # noqa: F401

@@ -17,10 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -71,61 +69,22 @@ def _env(home: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """One node (the CPU budget of the default run; three nodes are ``tox -e ray``'s),
-    started in a home that holds the environment (``node_home``), with the key in its own
-    environment; T0, this process, may then look at another home (``t0_home``)."""
-    homes = tmp_path_factory.mktemp("ray-homes")
-    node_home = homes / "node"
+    """One node (the CPU budget of the default run; three nodes are ``tox -e ray``'s), two
+    CPUs, an 80 MiB object store, started in a home that holds the environment
+    (``node_home``) with the key in its own environment; T0, this process, may then look
+    at another home."""
+    from agentprov_ray.testing import local_cluster
+
+    node_home = tmp_path_factory.mktemp("ray-homes") / "node"
     _env(node_home)
-    temp = Path(tempfile.mkdtemp(prefix="r"))  # short: Ray's socket paths
-    saved = {k: os.environ.get(k) for k in ("AGENTPROV_HOME", KEY_VAR, "RAY_TMPDIR")}
-    os.environ["AGENTPROV_HOME"] = str(node_home)
-    os.environ[KEY_VAR] = SENTINEL  # the node's own environment holds the key
-    os.environ["RAY_TMPDIR"] = str(temp)  # Ray's session directories: temp/ray/session_*
-    (temp / "ray").mkdir()
-    c = _head()
-    ctx = ray.init(address=c.address, namespace="agentprov-test", log_to_driver=False)
-    try:
-        yield {"cluster": c, "node_home": node_home, "temp": temp,
-               "dashboard": "http://" + ctx.dashboard_url}
-    finally:
-        ray.shutdown()
-        c.shutdown()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        shutil.rmtree(temp, ignore_errors=True)
-
-
-def _head():
-    """The cluster's head, started again when a loaded machine let its start time out
-    (Ray waits 30 s for a raylet to register)."""
-    from ray.cluster_utils import Cluster
-
-    for tries in range(3):
+    with local_cluster(nodes=1, cpus=2, dashboard=True, env={
+            "AGENTPROV_HOME": str(node_home), KEY_VAR: SENTINEL}) as lc:
+        ctx = ray.init(address=lc.address, namespace="agentprov-test", log_to_driver=False)
         try:
-            return Cluster(initialize_head=True, connect=False, head_node_args=dict(
-                num_cpus=2, object_store_memory=80 << 20, include_dashboard=True,
-                **_agent_ports()))
-        except Exception:
-            if tries == 2:
-                raise
-
-
-def _agent_ports() -> dict[str, int]:
-    """Ports for a node's agents given up front: its raylet then does not wait on their
-    port files, which a loaded 2-core machine can let time out."""
-    import socket
-
-    out = {}
-    for name in ("metrics_agent_port", "metrics_export_port", "dashboard_agent_listen_port",
-                 "runtime_env_agent_port"):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            out[name] = s.getsockname()[1]
-    return out
+            yield {"node_home": node_home, "temp": lc.temp,
+                   "dashboard": "http://" + ctx.dashboard_url}
+        finally:
+            ray.shutdown()
 
 
 def _request(staging_root: Path, n: int) -> dict:

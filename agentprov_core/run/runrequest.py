@@ -121,9 +121,7 @@ def check_usage(req: RunRequest) -> None:
             raise AgentprovError("cli.usage.option_value", option=flag, value=_short(str(v)),
                                  what=f"must be {hi:,} or less")
     if o.get("executor") is not None:
-        from agentprov_core.backend.executor import executors
-
-        from agentprov_core.backend.executor import DISTRIBUTIONS
+        from agentprov_core.backend.executor import DISTRIBUTIONS, executors
 
         name, known = o["executor"], executors()
         if name not in known and name in DISTRIBUTIONS:

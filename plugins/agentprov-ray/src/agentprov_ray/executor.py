@@ -20,6 +20,7 @@ T0 seals them ``aborted`` and the units are attempted again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Collection
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -179,10 +180,8 @@ def _release(cluster: Cluster) -> None:
     import ray
 
     for n in cluster.nodes:
-        try:
+        with contextlib.suppress(Exception):  # an actor already gone
             ray.kill(n.actor)
-        except Exception:  # noqa: BLE001, S110 - an actor already gone
-            pass
     if cluster.connected_here:
         ray.shutdown()
 
@@ -288,20 +287,16 @@ class RayExecutor:
             if n.lost is None:
                 n.actor.kill_worker.remote()
         for fut, (node, _, staging) in list(self.flights.items()):
-            try:
+            with contextlib.suppress(Exception):  # lost, or the worker's failure: sealed
                 self._landed(node, fut.result(timeout=10), staging)
-            except Exception:  # noqa: BLE001, S110 - lost, or the worker's failure: sealed
-                pass
         self.flights.clear()
 
     def close(self) -> None:
         import ray
 
         closing = [n.actor.close.remote() for n in self.cluster.nodes if n.lost is None]
-        try:
+        with contextlib.suppress(Exception):  # a node lost meanwhile: its actor is gone
             ray.get(closing, timeout=ANSWER_S)
-        except Exception:  # noqa: BLE001, S110 - a node lost meanwhile: its actor is gone
-            pass
         _release(self.cluster)
 
     def record(self) -> dict[str, Any]:

@@ -21,13 +21,14 @@ AGENT_PORTS = ("metrics_agent_port", "metrics_export_port", "dashboard_agent_lis
                "runtime_env_agent_port")
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def agent_ports() -> dict[str, int]:
-    out = {}
-    for name in AGENT_PORTS:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            out[name] = s.getsockname()[1]
-    return out
+    return {name: free_port() for name in AGENT_PORTS}
 
 
 @dataclass
@@ -41,14 +42,31 @@ class LocalCluster:
         return self.cluster.address
 
 
-def _started(fn, tries: int = 3):
+def _started(fn, temp: Path, tries: int = 3):
     for n in range(tries):
         try:
             return fn()
-        except Exception:  # a node's start timed out on a loaded machine: start it again
+        except Exception:  # a node's start timed out on a loaded machine: start it again,
+            _end_under(temp)  # after ending what the failed start left running
             if n == tries - 1:
                 raise
     return None
+
+
+def _end_under(temp: Path) -> None:
+    """End the processes a failed node start left running: those whose command line names
+    this cluster's own temporary directory (its session's logs and sockets)."""
+    import signal
+
+    mark = str(temp).encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            if mark in (proc / "cmdline").read_bytes():
+                os.kill(int(proc.name), signal.SIGKILL)
+        except OSError:
+            continue
 
 
 @contextlib.contextmanager
@@ -67,8 +85,9 @@ def local_cluster(nodes: int = 1, cpus: int = 1, env: dict[str, str] | None = No
     c = None
     try:
         c = _started(lambda: Cluster(initialize_head=True, connect=False, head_node_args=dict(
-            args, include_dashboard=dashboard, **agent_ports())))
-        workers = [_started(lambda: c.add_node(**args, **agent_ports()))
+            args, include_dashboard=dashboard, dashboard_port=free_port(), **agent_ports())),
+            temp)
+        workers = [_started(lambda: c.add_node(**args, **agent_ports()), temp)
                    for _ in range(nodes - 1)]
         c.wait_for_nodes()
         yield LocalCluster(c, temp, workers)
