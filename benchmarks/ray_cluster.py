@@ -94,10 +94,13 @@ def main() -> None:
         ideal = a.cells * CALLS * a.latency / a.jobs
         out["ideal_s"] = round(ideal, 1)
         out["local"] = run(work, "local", script, a.jobs, ())
+        print(json.dumps({"local": out["local"]}), file=sys.stderr, flush=True)
         for nodes in sorted({1, a.nodes}):
             with local_cluster(nodes=nodes, cpus=1) as lc:
                 out[f"ray_{nodes}"] = run(work, f"ray{nodes}", script, a.jobs,
                                           ("--executor", "ray", "--ray-address", lc.address))
+            print(json.dumps({f"ray_{nodes}": out[f"ray_{nodes}"]}), file=sys.stderr,
+                  flush=True)
         for k in ("local", *(f"ray_{n}" for n in sorted({1, a.nodes}))):
             out[k]["vs_ideal"] = round(out[k]["wall_s"] / ideal, 2)
             out[k]["vs_local"] = round(out[k]["wall_s"] / out["local"]["wall_s"], 2)

@@ -78,7 +78,9 @@ def local_cluster(nodes: int = 1, cpus: int = 1, env: dict[str, str] | None = No
 
     temp = Path(tempfile.mkdtemp(prefix="r"))  # short: Ray's socket paths
     (temp / "ray").mkdir()
-    changes = {"RAY_TMPDIR": str(temp)} | (env or {})
+    # a raylet waits this long for its agents' port files (30 s by default), which a
+    # loaded 2-core machine can exceed
+    changes = {"RAY_TMPDIR": str(temp), "RAY_raylet_start_wait_time_s": "120"} | (env or {})
     saved = {k: os.environ.get(k) for k in changes}
     os.environ.update(changes)
     args = dict(num_cpus=cpus, object_store_memory=80 << 20)
