@@ -115,3 +115,57 @@ def test_a_node_removed_mid_cell_loses_no_unit_and_runs_none_twice(e2e_cli, agen
     settled = [e["unit"] for e in entries if e["status"] == "complete" and e["conclusive"]]
     assert sorted(settled) == sorted(set(settled)) and len(settled) == 4
     assert e2e_cli("verify", "--corpus", corpus).code == 0
+
+
+def _slow_script(tmp_path: Path, latency: float) -> Path:
+    demo = json.loads(LIVE_DEMO.read_text())
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps({"format": "agentprov-llm-script/0.1", "latency_s": latency,
+                                  "replies": [{k: v for k, v in r.items() if k != "note"}
+                                              for r in demo]}))
+    return script
+
+
+@pytest.mark.skipif(not os.environ.get("AGENTPROV_TEST_RAY_FAULTS"),
+                    reason="opt-in: tox -e ray (signals to a driver with cells on nodes)")
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
+def test_the_driver_interrupted_or_killed_mid_cell_resumes_once(agentdojo_env, tmp_path, sig):
+    """Ctrl-C: the cells in flight on the nodes are sealed ``aborted`` and ledgered, exit
+    130. SIGKILL: nothing of theirs is ledgered. Either way no worker of the dead run is
+    left on the nodes (each actor's reaper), and the next run settles every unit once."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from agentprov_ray.testing import local_cluster
+    from conftest import child_env
+
+    corpus = tmp_path / "c"
+    env = child_env() | {"AGENTPROV_HOME": str(agentdojo_env.home)}
+    with local_cluster(nodes=2, cpus=1, env={"AGENTPROV_HOME": str(agentdojo_env.home)}) as lc:
+        argv = [sys.executable, "-m", "agentprov_core", "run", "agentdojo", "--corpus",
+                str(corpus), "--campaign", "sig", *DEMO, "--llm-script",
+                str(_slow_script(tmp_path, 3.0)), "--jobs", "4", "--executor", "ray",
+                "--ray-address", lc.address]
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env, cwd=ROOT)
+        time.sleep(9)  # past the node checks; every cell mid-way (3 calls of 3 s)
+        p.send_signal(getattr(signal, sig))
+        _, err = p.communicate(timeout=300)
+        ledger = _partial(corpus) / "ledger.jsonl"
+        if sig == "SIGINT":
+            assert p.returncode == 130, err
+            assert {e["status"] for e in _ledger(corpus)} == {"aborted"}
+        else:
+            assert p.returncode == -signal.SIGKILL
+            assert not ledger.exists() or not ledger.read_text().strip()
+        time.sleep(3)
+        left = subprocess.run(["pgrep", "-f", f"{agentdojo_env.env_dir}/bin/python"],
+                              capture_output=True, text=True).stdout.split()
+        assert left == [], left
+        again = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT,
+                               timeout=600)
+        assert again.returncode == 0, again.stderr
+    settled = [e["unit"] for e in _ledger(corpus) if e["status"] == "complete"]
+    assert len(settled) == 4 and len(set(settled)) == 4
