@@ -80,8 +80,8 @@ def test_ray_and_local_give_the_same_evidence(e2e_cli, agentdojo_env, tmp_path):
 def test_a_node_removed_mid_cell_loses_no_unit_and_runs_none_twice(e2e_cli, agentdojo_env,
                                                                   tmp_path):
     """Two nodes, cells of 2 s a call in flight on both; the second node is removed (its
-    raylet and workers killed) while its cells run: those attempts are ledgered
-    ``aborted`` naming the lost node, the other node goes on, and the next run of the same
+    raylet and workers killed) while its cells run: those attempts are ledgered failed,
+    their reason naming the lost node, the other node goes on, and the next run of the same
     plan settles every unit exactly once; the corpus verifies."""
     import threading
     import time
@@ -108,7 +108,9 @@ def test_a_node_removed_mid_cell_loses_no_unit_and_runs_none_twice(e2e_cli, agen
         entries = _ledger(corpus)
         lost = [e for e in entries if "was lost with the cell in flight" in (e["reason"] or "")]
         assert lost, (first.err, entries)
-        assert all(e["status"] == "aborted" for e in lost)
+        # nothing of its capture came back: failed (errored), the lost node named
+        assert all(e["status"] in ("aborted", "errored") and not e["conclusive"]
+                   for e in lost), lost
         second = e2e_cli(*args, "--ray-address", lc.address, json_errors=False)
         assert second.code == 0, second.err
     entries = _ledger(corpus)
@@ -130,8 +132,8 @@ def _slow_script(tmp_path: Path, latency: float) -> Path:
                     reason="opt-in: tox -e ray (signals to a driver with cells on nodes)")
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
 def test_the_driver_interrupted_or_killed_mid_cell_resumes_once(agentdojo_env, tmp_path, sig):
-    """Ctrl-C: the cells in flight on the nodes are sealed ``aborted`` and ledgered, exit
-    130. SIGKILL: nothing of theirs is ledgered. Either way no worker of the dead run is
+    """Ctrl-C: the cells in flight on the nodes are ledgered (sealed ``aborted`` from what
+    their node carried back, or errored when nothing came back in time), exit 130. SIGKILL: nothing of theirs is ledgered. Either way no worker of the dead run is
     left on the nodes (each actor's reaper), and the next run settles every unit once."""
     import signal
     import subprocess
@@ -156,13 +158,19 @@ def test_the_driver_interrupted_or_killed_mid_cell_resumes_once(agentdojo_env, t
         ledger = _partial(corpus) / "ledger.jsonl"
         if sig == "SIGINT":
             assert p.returncode == 130, err
-            assert {e["status"] for e in _ledger(corpus)} == {"aborted"}
+            entries = _ledger(corpus)
+            # sealed aborted, or errored when nothing of its capture came back in time
+            assert entries and all(e["status"] in ("aborted", "errored")
+                                   and not e["conclusive"] for e in entries), entries
         else:
             assert p.returncode == -signal.SIGKILL
             assert not ledger.exists() or not ledger.read_text().strip()
-        time.sleep(3)
-        left = subprocess.run(["pgrep", "-f", f"{agentdojo_env.env_dir}/bin/python"],
-                              capture_output=True, text=True).stdout.split()
+        for _ in range(60):  # the worker's group at once, its cells as they notice
+            left = subprocess.run(["pgrep", "-f", f"{agentdojo_env.env_dir}/bin/python"],
+                                  capture_output=True, text=True).stdout.split()
+            if not left:
+                break
+            time.sleep(1)
         assert left == [], left
         again = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT,
                                timeout=600)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Collection
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ from agentprov_core.api import AgentprovError, Launch, Target, land_session, nod
 CONCURRENCY = 68
 #: how long a node may take to answer its facts, or to start its worker
 ANSWER_S = 120
+#: how long an interrupt waits for the cells in flight to be carried back, in all
+CANCEL_S = 30
 #: the result's field of what was refused of a session's staging (read by T0's ingest)
 CARRIED_REFUSED = "staging_refused"
 #: the endpoint's traffic through T0's egress proxy: a node cannot reach it
@@ -286,9 +289,11 @@ class RayExecutor:
         for n in self.cluster.nodes:
             if n.lost is None:
                 n.actor.kill_worker.remote()
+        deadline = time.monotonic() + CANCEL_S
         for fut, (node, _, staging) in list(self.flights.items()):
             with contextlib.suppress(Exception):  # lost, or the worker's failure: sealed
-                self._landed(node, fut.result(timeout=10), staging)
+                self._landed(node, fut.result(timeout=max(0.0, deadline - time.monotonic())),
+                             staging)
         self.flights.clear()
 
     def close(self) -> None:
