@@ -177,3 +177,15 @@ def test_the_driver_interrupted_or_killed_mid_cell_resumes_once(agentdojo_env, t
         assert again.returncode == 0, again.stderr
     settled = [e["unit"] for e in _ledger(corpus) if e["status"] == "complete"]
     assert len(settled) == 4 and len(set(settled)) == 4
+
+
+def test_an_unreachable_cluster_stops_the_run_before_anything_is_written(e2e_cli, tmp_path):
+    corpus = tmp_path / "c"
+    r = e2e_cli("run", "agentdojo", "--corpus", corpus, "--campaign", "c", *DEMO,
+                "--llm-script", LIVE_DEMO, "--executor", "ray", "--ray-address", "127.0.0.1:9",
+                env={"RAY_ADDRESS": ""})
+    assert r.code == 3, r.err
+    assert r.error["error"] == "cli.environment.cluster"
+    assert "the cluster at 127.0.0.1:9 cannot run this campaign: it cannot be reached" in \
+        r.error["message"]
+    assert not corpus.exists() and not _partial(corpus).exists()
