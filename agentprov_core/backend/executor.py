@@ -112,8 +112,8 @@ class Executor(Protocol):
         """Stop, after the last cell; release what it holds."""
 
     def record(self) -> dict[str, Any] | None:
-        """What the manifest's producer block records of where the cells ran (for each
-        host: its address, environment id, containment and cells run), or None."""
+        """Optional: what the manifest's producer block records of where the cells ran
+        (for each host: its address, environment id, containment and cells run), or None."""
 
 
 def executors() -> dict[str, ExecutorMeta]:

@@ -348,7 +348,8 @@ class _Loop:
                                        "the worker ended with the cell in flight",
                                        "session.worker_died")
             executor.close()
-            self.run_state["executor"] = executor.record()
+            record = getattr(executor, "record", None)  # optional for a plugin's executor
+            self.run_state["executor"] = record() if record is not None else None
         self.live.stop()
         t_drain = time.time()
         self.signals.critical = True  # a signal now waits for the last mappings
