@@ -70,6 +70,12 @@ _NAMES = {
     "Launch": "agentprov_core.backend.executor",
     "LocalExecutor": "agentprov_core.backend.executor",
     "Worker": "agentprov_core.backend.workerclient",
+    "Target": "agentprov_core.backend.executor",
+    # what a host that runs cells must agree on with T0; a staged session carried to T0
+    "node_facts": "agentprov_core.backend.nodes",
+    "node_differences": "agentprov_core.backend.nodes",
+    "carry_session": "agentprov_core.corpus.staged",
+    "land_session": "agentprov_core.corpus.staged",
     # what an executor raises when a cell cannot be run to an answer
     "AgentprovError": "agentprov_core.errors",
 }
@@ -112,7 +118,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
         ExecutorMeta,
         Launch,
         LocalExecutor,
+        Target,
     )
+    from agentprov_core.backend.nodes import node_differences, node_facts  # noqa: F401
     from agentprov_core.backend.workerclient import Worker  # noqa: F401
     from agentprov_core.backendproject import (  # noqa: F401
         BackendDataset,
@@ -130,6 +138,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
         Suite,
         TaskParameter,
     )
+    from agentprov_core.corpus.staged import carry_session, land_session  # noqa: F401
     from agentprov_core.errors import AgentprovError  # noqa: F401
     from agentprov_core.evidence import aer, capture_view, dojo_mapper  # noqa: F401
     from agentprov_core.evidence.aer import (  # noqa: F401

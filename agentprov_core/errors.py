@@ -248,6 +248,13 @@ _reg("cli.environment.stale_worker", E, "coded",
 _reg("cli.environment.no_network_block", E, "coded",
      "cannot start the worker with the network blocked here ({detail}); install bubblewrap (apt-get install bubblewrap)",
      "install bubblewrap")
+# an executor that runs cells on other hosts (agentprov-ray, docs/cluster.md)
+_reg("cli.environment.cluster", E, "coded",
+     "the cluster at {address} cannot run this campaign: {what}; nothing was written",
+     "start the cluster (ray start --head) and give its address (--ray-address or RAY_ADDRESS): docs/cluster.md")
+_reg("cli.environment.node_refused", E, "coded",
+     "{count} node(s) of the cluster refused before any cell ran: {nodes}; nothing was written",
+     "make each node match (agentprov and its plugins, agentprov backends build of the same environment, the key's variable: docs/cluster.md), or give --skip-refused-nodes to run on the others")
 # defence assets (`backends build --defence-assets`, and T0 before a defended run)
 _reg("cli.environment.defence_asset", E, "coded",
      "defence {defence}: {what} (agentprov backends build {backend} --defence-assets {asset})",

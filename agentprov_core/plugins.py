@@ -204,14 +204,14 @@ class Plugins:
 
     def contributions(self) -> dict[str, dict[str, list[str]]]:
         """What each plugin (by name) contributes: the names of its ``sources``,
-        ``backends`` and ``mappers``, sorted (a duplicate stays with the plugin that
-        registered it first; a backend contributed twice is listed under both)."""
+        ``backends``, ``mappers`` and ``executors``, sorted (a duplicate stays with the
+        plugin that registered it first; a backend contributed twice is listed under both)."""
+        kinds = ("sources", "backends", "mappers", "executors")
         out: dict[str, dict[str, list[str]]] = {
-            r.name: {"sources": [], "backends": [], "mappers": []} for r in self.records}
+            r.name: {k: [] for k in kinds} for r in self.records}
 
         def add(rec: PluginRecord, kind: str, name: str) -> None:
-            out.setdefault(rec.name, {"sources": [], "backends": [], "mappers": []})[
-                kind].append(name)
+            out.setdefault(rec.name, {k: [] for k in kinds})[kind].append(name)
 
         for name, entry in self.sources().items():
             add(entry.plugin, "sources", name)
@@ -220,6 +220,9 @@ class Plugins:
                 add(b.plugin, "backends", name)
         for name, m in self.mappers().items():
             add(m.plugin, "mappers", name)
+        for rec, metas in self._contributed("agentprov_executors"):
+            for meta in metas:
+                add(rec, "executors", meta.name)
         for kinds in out.values():
             for names in kinds.values():
                 names.sort()

@@ -120,7 +120,8 @@ def test_a_plugin_executor_is_installed_beside_local(cli, tmp_path, home, script
             "--llm-script", script, "--executor", "nowhere",
             env={"PYTHONPATH": str(site)})
     assert r.code == 2, r.err
-    assert "(installed: local, threads)" in r.error["message"]
+    installed = r.error["message"].split("(installed: ")[1].rstrip(")").split(", ")
+    assert installed[0] == "local" and "threads" in installed  # beside any bundled one (ray)
     named = cli("run", "agentdojo", "--corpus", tmp_path / "c", "--campaign", "c",
                 "--llm-script", script, "--executor", "threads", "--suite", "nosuch",
                 env={"PYTHONPATH": str(site)})

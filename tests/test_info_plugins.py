@@ -120,6 +120,7 @@ CONTRIBUTES = {
     "agentharm": "source agentharm; backend inspect-agentharm",
     "autodojo": "source autodojo; backend autodojo",
     "inspect-harness": "mapper inspect.eval",
+    "ray": "executor ray",
     "rope": "source rope",
 }
 
@@ -142,7 +143,8 @@ def test_plugins_lists_the_mappers_each_plugin_contributes(cli):
     assert {p["name"]: p["mappers"] for p in doc["plugins"]} == {
         "agentprov.builtin": [], "agentdojo": ["agentdojo.capture", "agentdojo.results"],
         "agentdyn": [],
-        "agentharm": [], "autodojo": [], "inspect-harness": ["inspect.eval"], "rope": []}
+        "agentharm": [], "autodojo": [], "inspect-harness": ["inspect.eval"], "ray": [],
+        "rope": []}
     # the mapper each source names for its live evidence, all of them registered
     assert {s["name"]: (s["distribution"], s["mapper"], s["problem"])
             for s in doc["sources"]} == {
@@ -209,7 +211,7 @@ def test_info_names_the_distribution_of_source_backend_and_mapper(cli):
 def test_empty_allowlist_loads_no_plugin(cli):
     r = cli("plugins", "--format", "json", env={"AGENTPROV_LOAD_PLUGINS": ""})
     recs = json.loads(r.out)["plugins"]
-    assert [p["status"] for p in recs if p["name"] != "agentprov.builtin"] == ["not-allowed"] * 6
+    assert [p["status"] for p in recs if p["name"] != "agentprov.builtin"] == ["not-allowed"] * 7
     # a source whose plugin is not loaded is not runnable, and the refusal says what to do
     c = cli("run", "agentdojo", "--catalogue", env={"AGENTPROV_LOAD_PLUGINS": ""})
     assert (c.code, c.error["error"]) == (2, "cli.usage.source_disabled")

@@ -9,13 +9,17 @@ evidence, caps, the canary, stops and resume stay with T0.
 
 Executors come through the ``agentprov_executors`` hook as :class:`ExecutorMeta`; the core
 registers ``local`` (:class:`LocalExecutor`, one worker subprocess on this machine, the
-default). ``agentprov run --executor NAME`` chooses one.
+default). ``agentprov run --executor NAME`` chooses one. An executor that runs cells on
+other hosts (``ray``, the ``agentprov-ray`` distribution) checks them before the working
+corpus is opened (:attr:`ExecutorMeta.check`, with a :class:`Target`) and never carries the
+endpoint's key: :attr:`Launch.key_variable` names the variable each host reads from its
+own environment.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +32,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: the executor a run uses unless ``--executor`` names another
 DEFAULT = "local"
+#: executors a distribution of agentprov's offers, by name: ``--executor NAME`` without it
+#: installed is refused naming what to install
+DISTRIBUTIONS = {"ray": "agentprov-ray"}
 
 
 class ExecutorMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -38,6 +45,22 @@ class ExecutorMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     name: str
     start: str
     summary: str = ""
+    #: ``module:function`` called as ``check(target)`` with a :class:`Target` before the
+    #: working corpus is opened: it raises ``AgentprovError`` (nothing written) when the
+    #: cells cannot run where it would run them (a cluster unreachable, every host refused)
+    check: str = ""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What an executor's ``check`` is given: the plan's environment, the resolved
+    containment, the name of the endpoint key's variable (never its value) and the run's
+    options (``--jobs``, an executor's own such as ``--ray-address``)."""
+
+    environment_id: str
+    containment: Recorded | None = None
+    key_variable: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 # a dataclass, not a msgspec struct: its repr must leave out the key (field(repr=False))
@@ -55,6 +78,10 @@ class Launch:
     extra_env: dict[str, str] = field(default_factory=dict, repr=False)
     containment: Recorded | None = None
     allowed: Allowed | None = None
+    #: the variable of ``extra_env`` that holds the endpoint's key: an executor that runs
+    #: a cell on another host leaves its value behind and has that host read its own
+    key_variable: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
 class Executor(Protocol):
@@ -84,6 +111,10 @@ class Executor(Protocol):
     def close(self) -> None:
         """Stop, after the last cell; release what it holds."""
 
+    def record(self) -> dict[str, Any] | None:
+        """Optional: what the manifest's producer block records of where the cells ran
+        (for each host: its address, environment id, containment and cells run), or None."""
+
 
 def executors() -> dict[str, ExecutorMeta]:
     """Every registered executor by name, in registration order (the first one wins)."""
@@ -94,6 +125,14 @@ def executors() -> dict[str, ExecutorMeta]:
         for meta in impl.function() or ():
             found.setdefault(meta.name, meta)
     return found
+
+
+def check(name: str, target: Target) -> None:
+    """The executor ``name``'s check before anything is written (:attr:`ExecutorMeta.check`)."""
+    ref = executors()[name].check
+    if ref:
+        module, _, attr = ref.partition(":")
+        getattr(importlib.import_module(module), attr)(target)
 
 
 def start(name: str, launch: Launch) -> Executor:
@@ -135,3 +174,6 @@ class LocalExecutor:
 
     def close(self) -> None:
         self.worker.close()
+
+    def record(self) -> dict[str, Any] | None:
+        return None

@@ -66,7 +66,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 def version_lines(plugins) -> list[str]:
     """One line per plugin distribution: its version, the state of a plugin that is not
-    loaded, and what it contributes (its sources, backend projects and mappers), read from
+    loaded, and what it contributes (its sources, backend projects, mappers and executors), read from
     the hooks' results only."""
     made = plugins.contributions()
     by_dist: dict[str, list] = {}
@@ -82,7 +82,7 @@ def version_lines(plugins) -> list[str]:
         elif odd:
             state = " (" + ", ".join(f"plugin {r.name} {r.status}" for r in odd) + ")"
         parts = []
-        for kind in ("source", "backend", "mapper"):
+        for kind in ("source", "backend", "mapper", "executor"):
             names = [n for r in recs for n in made[r.name][kind + "s"]]
             if names:
                 parts.append(f"{kind}{'s' if len(names) > 1 else ''} {', '.join(names)}")

@@ -87,6 +87,8 @@ def _opts(f):
         click.option("--canary", type=int, metavar="N", help="Units the canary watches [10]; 0 disables."),
         click.option("--cell-timeout", type=int, metavar="S", help="Seconds per cell [1800]."),
         click.option("--executor", metavar="NAME", help="Where the cells run: an installed executor [local]; another name is refused, naming those installed."),
+        click.option("--ray-address", metavar="ADDR", help="--executor ray: the cluster to connect to [$RAY_ADDRESS] (docs/cluster.md)."),
+        click.option("--skip-refused-nodes", is_flag=True, help="Run on the hosts the executor accepted when it refuses others (recorded); else exit 3."),
         click.option("--jobs", type=int, metavar="N", help="Cells at once; above the host's maximum is refused."),
         click.option("--start-stagger", type=float, metavar="S", help="Seconds between cell starts."),
         click.option("--adaptive-jobs", type=C(["on", "off"]), help="The adaptive start gate: fewer cells in flight while the endpoint answers 429/503 or Retry-After [on for an API endpoint, else off]."),

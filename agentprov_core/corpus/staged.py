@@ -23,6 +23,7 @@ caller seals the session ``errored`` with ``map.staging_refused`` (docs/containm
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import os
@@ -342,4 +343,71 @@ def returned(result: Any) -> tuple[dict[str, Any], list[str]]:
             out["native_log"] = native
         else:
             refused.append(f"the worker's result: native_log {shown(str(native))} {why}")
+    carried = result.get(CARRIED_REFUSED)
+    if isinstance(carried, list):  # refused where the session ran (:func:`carry_session`)
+        refused += [_text(str(r)) for r in carried[:MAX_CARRIED]]
+    elif carried is not None:
+        bad(CARRIED_REFUSED, "is not a list of refusals")
     return out, refused
+
+
+#: the result's field of what a host that ran the session refused of its staging
+CARRIED_REFUSED = "staging_refused"
+#: at most this many of those refusals are taken
+MAX_CARRIED = 20
+
+
+def carry_session(path: Path, result: dict[str, Any]) -> dict[str, Any]:
+    """A session staged on another host, made ready to travel to T0: the worker's result
+    (its :data:`CARRIED_REFUSED` field replaced by what this host refused) and the files of
+    the session's directory ``path``, read as :func:`read` reads them (no links, bounded
+    sizes). :func:`land_session` writes them into T0's staging."""
+    native = result.get("native_log") if bad_name(result.get("native_log")) is None else None
+    got = read(path, native=native)
+    return {"result": {k: v for k, v in result.items() if k != CARRIED_REFUSED}
+            | {CARRIED_REFUSED: got.refused}, "files": got.files}
+
+
+def land_session(path: Path, files: Any) -> list[str]:
+    """Write the files a session carried (:func:`carry_session`) into its staging directory
+    ``path`` on T0's host, each a fresh regular file (``O_EXCL``, never through a link), by
+    the rules :func:`read` applies: names of plain components, at most :data:`MAX_ENTRIES`,
+    each within its cap, all within :data:`TOTAL_MAX`. What it refused (``name: why``);
+    T0 then ingests the directory as any other staging."""
+    if not isinstance(files, dict):
+        return [f"the carried session: a {type(files).__name__}, not a mapping of files"]
+    refused: list[str] = []
+    total = 0
+    path.mkdir(parents=True, exist_ok=True)
+    for n, (rel, data) in enumerate(sorted(files.items(), key=lambda kv: str(kv[0]))):
+        if n >= MAX_ENTRIES:
+            refused.append(f"the carried session: more than {MAX_ENTRIES} files")
+            break
+        if (why := bad_name(rel)) is not None:
+            refused.append(f"{shown(str(rel))}: a name that {why}")
+            continue
+        if not isinstance(data, bytes):
+            refused.append(f"{shown(rel)}: not bytes")
+            continue
+        total += len(data)
+        if len(data) > max(CAPTURE_MAX, NATIVE_MAX) or total > TOTAL_MAX:
+            refused.append(f"{shown(rel)}: over its cap")
+            continue
+        *dirs, name = rel.split("/")
+        with session_dir(path) as fd:
+            opened = [fd]
+            try:
+                for d in dirs:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(d, 0o700, dir_fd=opened[-1])
+                    opened.append(os.open(d, _DIR, dir_fd=opened[-1]))
+                out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                              | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=opened[-1])
+                with os.fdopen(out, "wb") as f:
+                    f.write(data)
+            except OSError as exc:
+                refused.append(f"{shown(rel)}: could not be written ({exc.strerror})")
+            finally:
+                for d in opened[1:]:
+                    os.close(d)
+    return refused

@@ -36,7 +36,7 @@ from agentprov_core.errors import AgentprovError
 from agentprov_core.evidence import capture_end
 from agentprov_core.run import attempt, checks, manifest, mappings, preflight, stops, summary, units
 from agentprov_core.run.gate import Gate, Tail, policy_of
-from agentprov_core.run.live import Live, account_of, canary_settings
+from agentprov_core.run.live import Live, account_of, canary_settings, check_executor
 from agentprov_core.run.stops import CapStop, Interrupted, Signals
 from agentprov_core.run.summary import Tally
 
@@ -91,6 +91,7 @@ def _run(prepared: Prepared, consent: dict[str, Any] | None = None) -> int:
     o = prepared.request.options
     started = time.monotonic()
     t_open = time.time()
+    check_executor(prepared)  # where the cells will run, before anything is written
     wc = WorkingCorpus(partial_dir(o.corpus))
     wc.lock()
     live_ctx = Live(prepared)
@@ -408,6 +409,8 @@ class _Loop:
                                        "the worker ended with the cell in flight",
                                        "session.worker_died")
             executor.close()
+            record = getattr(executor, "record", None)  # optional for a plugin's executor
+            self.run_state["executor"] = record() if record is not None else None
         self.live.stop()
         t_drain = time.time()
         self.signals.critical = True  # a signal now waits for the last mappings

@@ -83,7 +83,7 @@ class Live:
                                              models=script_models(p))
             self.endpoint.start()
             return Launch(p.plan.environment_id, env_dir, staging_root,
-                          extra_env=self.warm_env())
+                          extra_env=self.warm_env(), options=o.by_name())
         import tempfile
         from urllib.parse import urlsplit
 
@@ -123,7 +123,8 @@ class Live:
             env["SSL_CERT_FILE"] = str(pem)
         return Launch(p.plan.environment_id, env_dir, staging_root, extra_env=env,
                       containment=recorded,
-                      allowed=cm.Allowed(loopback_ports=loopback, unix_sockets=routes))
+                      allowed=cm.Allowed(loopback_ports=loopback, unix_sockets=routes),
+                      key_variable=r.key_variable, options=o.by_name())
 
     def warm_env(self) -> dict[str, str]:
         """What makes the campaign's worker start its forkserver at once, and what the
@@ -180,6 +181,22 @@ class Live:
 
     def egress_record(self) -> dict[str, Any] | None:
         return self.proxy.record() if self.proxy is not None else None
+
+
+def check_executor(prepared: Prepared) -> None:
+    """The check of the executor ``--executor`` names, before the working corpus is opened
+    (a cluster's executor connects and checks its hosts: exit 3, nothing written)."""
+    from agentprov_core.backend import containment as cm
+    from agentprov_core.backend import executor
+
+    o = prepared.request.options
+    r = prepared.resolved
+    recorded = msgspec.convert(prepared.containment, cm.Recorded) \
+        if prepared.containment and not prepared.request.scripted else None
+    executor.check(o.executor or executor.DEFAULT, executor.Target(
+        prepared.plan.environment_id, containment=recorded,
+        key_variable=None if prepared.request.scripted or r is None else r.key_variable,
+        options=o.by_name()))
 
 
 def script_models(prepared: Prepared) -> dict[str, str]:

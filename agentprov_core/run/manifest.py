@@ -150,6 +150,8 @@ def record_live(wc: WorkingCorpus, live_ctx: Live, acc: Account,
     if run_state.get("canary") is not None:
         live["canary"] = run_state["canary"]
     gate_record(live, run_state)
+    if run_state.get("executor"):  # the hosts an executor ran this invocation's cells on
+        manifest["producer"] |= run_state["executor"]
     if live_ctx.overrides:
         live["test_overrides"] = sorted(set(live.get("test_overrides", [])) |
                                         set(live_ctx.overrides))

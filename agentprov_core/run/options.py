@@ -93,6 +93,8 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True):
     canary: int | None = None
     cell_timeout: int | None = None
     executor: str | None = None
+    ray_address: str | None = None
+    skip_refused_nodes: bool = False
     jobs: int | None = None
     adaptive_jobs: str | None = None
     start_stagger: float | None = None
@@ -109,6 +111,14 @@ class RunOptions(msgspec.Struct, frozen=True, kw_only=True):
     def from_click(cls, options: Mapping[str, object]) -> RunOptions:
         """The options click parsed (its types already checked: nothing here refuses)."""
         return msgspec.convert(dict(options), cls)
+
+    def by_name(self) -> Mapping[str, object]:
+        """The options as a read-only mapping by option name, for an executor: a plugin
+        reads its own options (``ray_address``) by name, not through this struct's
+        attributes, so that an executor built against one agentprov reads another's."""
+        from types import MappingProxyType
+
+        return MappingProxyType(msgspec.structs.asdict(self))
 
     @property
     def element(self) -> str:

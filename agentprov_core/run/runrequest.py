@@ -111,7 +111,9 @@ def check_usage(req: RunRequest) -> None:
             raise AgentprovError("cli.usage.option_value", option=flag, value=str(v),
                                  what="must not be negative")
     jobs = o.jobs
-    if jobs is not None:
+    # on another executor --jobs is the cells in flight across its hosts: it checks them
+    # against each host's own maximum when it connects
+    if jobs is not None and (o.executor or "local") == "local":
         from agentprov_core.backend.hostlimits import max_jobs
 
         maximum = max_jobs()
@@ -137,14 +139,24 @@ def check_usage(req: RunRequest) -> None:
             raise AgentprovError("cli.usage.option_value", option=flag, value=_short(str(v)),
                                  what=f"must be {hi:,} or less")
     if o.executor is not None:
-        from agentprov_core.backend.executor import executors
+        from agentprov_core.backend.executor import DISTRIBUTIONS, executors
 
         name, known = o.executor, executors()
+        if name not in known and name in DISTRIBUTIONS:
+            raise AgentprovError("cli.usage.option_value", option="--executor", value=name,
+                                 what=f"is the executor of the distribution "
+                                      f"{DISTRIBUTIONS[name]}, which is not installed: "
+                                      f"pip install 'agentprov[{name}]' (installed: "
+                                      + ", ".join(known) + ")")
         if name not in known:
             raise AgentprovError("cli.usage.option_value", option="--executor",
                                  value=name if len(name) <= 40 else name[:40] + "…",
                                  what="names no installed executor (installed: "
                                       + ", ".join(known) + ")")
+    if o.ray_address is not None and o.executor != "ray":
+        raise AgentprovError("cli.usage.option_value", option="--ray-address",
+                             value=_short(str(o.ray_address)),
+                             what="is for --executor ray only")
     if o.preflight_only:
         return
     if not o.corpus or not o.campaign:

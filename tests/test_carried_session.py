@@ -1,0 +1,48 @@
+"""A session staged on another host travels to T0 as bytes (``staged.carry_session`` on the
+host, ``staged.land_session`` into T0's staging): what the host's reader refused travels
+with it and makes T0's ingest refuse the session; what lands is written by T0's own rules
+(plain names, fresh regular files never through a link, bounded sizes)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from agentprov_core.corpus import staged
+
+
+def test_a_carried_session_lands_as_it_was_staged(tmp_path: Path):
+    there = tmp_path / "node" / "s-1"
+    (there / "logs").mkdir(parents=True)
+    (there / "capture.jsonl").write_bytes(b'{"kind":"start"}\n')
+    (there / "logs" / "native.json").write_bytes(b"{}")
+    os.symlink("/etc/passwd", there / "stolen")
+    carried = staged.carry_session(there, {"status": "complete", "native_log": "logs/native.json",
+                                           "staging_refused": ["planted by the worker"]})
+    assert set(carried["files"]) == {"capture.jsonl", "logs/native.json"}
+    # the host's own refusal replaces whatever the worker put in that field
+    assert carried["result"]["staging_refused"] == ["stolen: a symlink, not a regular file"]
+    here = tmp_path / "t0" / "s-1"
+    assert staged.land_session(here, carried["files"]) == []
+    assert staged.read(here, native="logs/native.json").files == carried["files"]
+    result, refused = staged.returned(carried["result"])
+    assert refused == ["stolen: a symlink, not a regular file"]
+    assert result["status"] == "complete"
+
+
+def test_land_refuses_names_out_of_staging_links_and_non_bytes(tmp_path: Path):
+    here = tmp_path / "t0" / "s-1"
+    here.mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"untouched")
+    os.symlink(outside, here / "capture.jsonl")  # left by an earlier writer: never followed
+    refused = staged.land_session(here, {"../escape": b"x", "/abs": b"x", "a//b": b"x",
+                                         "capture.jsonl": b"over the link", "n": "text"})
+    assert outside.read_bytes() == b"untouched"
+    assert not (tmp_path / "t0" / "escape").exists()
+    assert len(refused) == 5, refused
+    assert any(r.startswith("capture.jsonl: could not be written") for r in refused)
+    assert staged.land_session(here, ["not", "a", "mapping"]) == [
+        "the carried session: a list, not a mapping of files"]
+    _, why = staged.returned({"status": "complete", "staging_refused": "not a list"})
+    assert why == ["the worker's result: staging_refused is not a list of refusals"]

@@ -1,0 +1,191 @@
+"""The same scripted AgentDojo campaign through the real CLI with the default executor and
+with ``--executor ray`` on a local 3-node Ray cluster (``ray.cluster_utils.Cluster``, one
+CPU each, every node in the session's home with the built environment): the same plan and
+configuration digests, the same units, the same per-unit verdicts; both corpora pass
+``validate --strict`` and ``verify``, and ``stats --compare`` of the two shows no
+difference. The manifest's producer block records the executor and each node."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+pytest.importorskip("ray", reason="the ray executor's tests need ray (tox -e e2e)")
+pytestmark = pytest.mark.slow
+
+LIVE_DEMO = ROOT / "examples" / "scripts" / "live-demo.json"
+DEMO = ("--suite", "banking", "--user-tasks", "0-1", "--attack", "important_instructions",
+        "--injection-tasks", "0", "--model-display-name", "Scripted Model")
+
+
+def _partial(corpus: Path) -> Path:
+    return corpus.with_name(corpus.name + ".partial")
+
+
+def _ledger(corpus: Path) -> list[dict]:
+    return [json.loads(x) for x in (_partial(corpus) / "ledger.jsonl").read_text().splitlines()
+            if x.strip()]
+
+
+def test_ray_and_local_give_the_same_evidence(e2e_cli, agentdojo_env, tmp_path):
+    from agentprov_ray.testing import local_cluster
+
+    runs = {}
+    with local_cluster(nodes=3, env={"AGENTPROV_HOME": str(agentdojo_env.home)}) as lc:
+        for name in ("local", "ray"):
+            corpus = tmp_path / name
+            extra = ("--executor", "ray", "--ray-address", lc.address) if name == "ray" else ()
+            r = e2e_cli("run", "agentdojo", "--corpus", corpus, "--campaign", "same", *DEMO,
+                        "--llm-script", LIVE_DEMO, "--jobs", "2", *extra, json_errors=False)
+            assert r.code == 0, r.err
+            runs[name] = _ledger(corpus)
+    local, ray_ = runs["local"], runs["ray"]
+    digests = {(e["plan_sha256"], e["config_digest"]) for e in local}
+    assert len(digests) == 1
+    assert {(e["plan_sha256"], e["config_digest"]) for e in ray_} == digests
+
+    def verdicts(entries: list[dict]) -> dict[str, tuple]:
+        return {e["unit"]: (e["status"], e["conclusive"], e["utility"], e["security"])
+                for e in entries}
+
+    assert verdicts(ray_) == verdicts(local)
+    assert len(verdicts(local)) == 4 and all(v[0] == "complete" for v in verdicts(local).values())
+    producer = json.loads((_partial(tmp_path / "ray") / "manifest.json").read_text())["producer"]
+    assert producer["executor"] == "ray"
+    assert sum(n["cells"] for n in producer["nodes"]) == 4
+    assert len(producer["nodes"]) == 3
+    assert {n["environment_id"] for n in producer["nodes"]} == {agentdojo_env.env_id}
+    assert "nodes" not in json.loads((_partial(tmp_path / "local") / "manifest.json")
+                                     .read_text())["producer"]
+    for name in ("local", "ray"):
+        corpus = tmp_path / name
+        assert e2e_cli("validate", "--strict", "--corpus", corpus).code == 0
+        assert e2e_cli("verify", "--corpus", corpus).code == 0
+    c = json.loads(e2e_cli("stats", "--compare", _partial(tmp_path / "local"),
+                           _partial(tmp_path / "ray"), "--format", "json").out)
+    (d,) = c["differences"]
+    assert d["shared_cells"] == 4 and d["pairs"] == 4
+    for row in d["rows"]:
+        for measure in ("utility", "attack_success"):
+            if row[measure] is not None:
+                assert row[measure]["difference"] == 0, row
+
+
+@pytest.mark.skipif(not os.environ.get("AGENTPROV_TEST_RAY_FAULTS"),
+                    reason="opt-in: tox -e ray (a node killed under a running campaign)")
+def test_a_node_removed_mid_cell_loses_no_unit_and_runs_none_twice(e2e_cli, agentdojo_env,
+                                                                  tmp_path):
+    """Two nodes, cells of 2 s a call in flight on both; the second node is removed (its
+    raylet and workers killed) while its cells run: those attempts are ledgered failed,
+    their reason naming the lost node, the other node goes on, and the next run of the same
+    plan settles every unit exactly once; the corpus verifies."""
+    import threading
+    import time
+
+    from agentprov_ray.testing import local_cluster
+
+    script = tmp_path / "slow.json"
+    demo = json.loads(LIVE_DEMO.read_text())
+    script.write_text(json.dumps({"format": "agentprov-llm-script/0.1", "latency_s": 2.0,
+                                  "replies": [{k: v for k, v in r.items() if k != "note"}
+                                              for r in demo]}))
+    corpus = tmp_path / "fault"
+    args = ("run", "agentdojo", "--corpus", corpus, "--campaign", "fault", *DEMO,
+            "--llm-script", script, "--jobs", "4", "--executor", "ray")
+    with local_cluster(nodes=2, cpus=1, env={"AGENTPROV_HOME": str(agentdojo_env.home)}) as lc:
+        def remove() -> None:
+            time.sleep(8)  # past the node checks, with cells in flight on both nodes
+            lc.cluster.remove_node(lc.workers[0], allow_graceful=False)
+
+        killer = threading.Thread(target=remove)
+        killer.start()
+        first = e2e_cli(*args, "--ray-address", lc.address, json_errors=False)
+        killer.join()
+        entries = _ledger(corpus)
+        lost = [e for e in entries if "was lost with the cell in flight" in (e["reason"] or "")]
+        assert lost, (first.err, entries)
+        # nothing of its capture came back: failed (errored), the lost node named
+        assert all(e["status"] in ("aborted", "errored") and not e["conclusive"]
+                   for e in lost), lost
+        second = e2e_cli(*args, "--ray-address", lc.address, json_errors=False)
+        assert second.code == 0, second.err
+    entries = _ledger(corpus)
+    settled = [e["unit"] for e in entries if e["status"] == "complete" and e["conclusive"]]
+    assert sorted(settled) == sorted(set(settled)) and len(settled) == 4
+    assert e2e_cli("verify", "--corpus", corpus).code == 0
+
+
+def _slow_script(tmp_path: Path, latency: float) -> Path:
+    demo = json.loads(LIVE_DEMO.read_text())
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps({"format": "agentprov-llm-script/0.1", "latency_s": latency,
+                                  "replies": [{k: v for k, v in r.items() if k != "note"}
+                                              for r in demo]}))
+    return script
+
+
+@pytest.mark.skipif(not os.environ.get("AGENTPROV_TEST_RAY_FAULTS"),
+                    reason="opt-in: tox -e ray (signals to a driver with cells on nodes)")
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
+def test_the_driver_interrupted_or_killed_mid_cell_resumes_once(agentdojo_env, tmp_path, sig):
+    """Ctrl-C: the cells in flight on the nodes are ledgered (sealed ``aborted`` from what
+    their node carried back, or errored when nothing came back in time), exit 130. SIGKILL: nothing of theirs is ledgered. Either way no worker of the dead run is
+    left on the nodes (each actor's reaper), and the next run settles every unit once."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from agentprov_ray.testing import local_cluster
+    from conftest import child_env
+
+    corpus = tmp_path / "c"
+    env = child_env() | {"AGENTPROV_HOME": str(agentdojo_env.home)}
+    with local_cluster(nodes=2, cpus=1, env={"AGENTPROV_HOME": str(agentdojo_env.home)}) as lc:
+        argv = [sys.executable, "-m", "agentprov_core", "run", "agentdojo", "--corpus",
+                str(corpus), "--campaign", "sig", *DEMO, "--llm-script",
+                str(_slow_script(tmp_path, 3.0)), "--jobs", "4", "--executor", "ray",
+                "--ray-address", lc.address]
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env, cwd=ROOT)
+        time.sleep(9)  # past the node checks; every cell mid-way (3 calls of 3 s)
+        p.send_signal(getattr(signal, sig))
+        _, err = p.communicate(timeout=300)
+        ledger = _partial(corpus) / "ledger.jsonl"
+        if sig == "SIGINT":
+            assert p.returncode == 130, err
+            entries = _ledger(corpus)
+            # sealed aborted, or errored when nothing of its capture came back in time
+            assert entries and all(e["status"] in ("aborted", "errored")
+                                   and not e["conclusive"] for e in entries), entries
+        else:
+            assert p.returncode == -signal.SIGKILL
+            assert not ledger.exists() or not ledger.read_text().strip()
+        for _ in range(60):  # the worker's group at once, its cells as they notice
+            left = subprocess.run(["pgrep", "-f", f"{agentdojo_env.env_dir}/bin/python"],
+                                  capture_output=True, text=True).stdout.split()
+            if not left:
+                break
+            time.sleep(1)
+        assert left == [], left
+        again = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT,
+                               timeout=600)
+        assert again.returncode == 0, again.stderr
+    settled = [e["unit"] for e in _ledger(corpus) if e["status"] == "complete"]
+    assert len(settled) == 4 and len(set(settled)) == 4
+
+
+def test_an_unreachable_cluster_stops_the_run_before_anything_is_written(e2e_cli, tmp_path):
+    corpus = tmp_path / "c"
+    r = e2e_cli("run", "agentdojo", "--corpus", corpus, "--campaign", "c", *DEMO,
+                "--llm-script", LIVE_DEMO, "--executor", "ray", "--ray-address", "127.0.0.1:9",
+                env={"RAY_ADDRESS": ""})
+    assert r.code == 3, r.err
+    assert r.error["error"] == "cli.environment.cluster"
+    assert "the cluster at 127.0.0.1:9 cannot run this campaign: it cannot be reached" in \
+        r.error["message"]
+    assert not corpus.exists() and not _partial(corpus).exists()
