@@ -418,7 +418,8 @@ def _check_attempt(base: str, item: tuple[int, Any]) -> dict[str, Any]:
     n, e = item
     findings: list[Finding] = []
     verified: list[tuple[str, int]] = []
-    out: dict[str, Any] = {"findings": findings, "verified": verified, "line": n}
+    read: list[tuple[str, str]] = []  # (path, sha256) of each file read
+    out: dict[str, Any] = {"findings": findings, "verified": verified, "line": n, "read": read}
     where = f"ledger.jsonl line {n} (session {e.session_id})"
 
     def fail(code: str, path: str, msg: str, kind: str = "failed") -> None:
@@ -434,6 +435,7 @@ def _check_attempt(base: str, item: tuple[int, Any]) -> dict[str, Any]:
         except inputfile.Unreadable as exc:
             fail("raw.not_a_file", rel, f"{where} names it as the native log; it {exc}")
         else:
+            read.append((rel, got))
             if got != e.native_sha256:
                 fail("raw.digest", rel, f"its sha256 is {got}, not its name: the file was "
                                         "altered")
@@ -451,6 +453,7 @@ def _check_attempt(base: str, item: tuple[int, Any]) -> dict[str, Any]:
         fail("raw.not_a_file", rel, f"{where} names it as the capture log; it {exc}")
         return out
     got = hashlib.sha256(data).hexdigest()
+    read.append((rel, got))
     verified.append((e.capture_sha256, len(data)))
     if got != e.capture_sha256:
         fail("raw.digest", rel, f"its sha256 is {got}, not its name: the file was altered")
@@ -626,7 +629,9 @@ def _check_execution(base: str, item: tuple[int, Any, Any]) -> dict[str, Any]:
     n, e, ref = item
     findings: list[Finding] = []
     hashed: list[int] = []
-    out: dict[str, Any] = {"findings": findings, "hashed": hashed, "source": None}
+    read: list[tuple[str, str]] = []  # (path, sha256) of each file read
+    out: dict[str, Any] = {"findings": findings, "hashed": hashed, "source": None,
+                           "read": read}
 
     def fail(code: str, path: str, msg: str) -> None:
         findings.append(Finding("failed", code, path, msg))
@@ -663,6 +668,7 @@ def _check_execution(base: str, item: tuple[int, Any, Any]) -> dict[str, Any]:
             fail("executions.not_a_file", rel, f"{where} names it; it {exc}")
             continue
         hashed.append(size)
+        read.append((rel, got))
         if got != want:
             fail("executions.digest", rel,
                  f"its sha256 is {got}, not the {name}_sha256 {want} that {where} records "
@@ -723,13 +729,14 @@ def _check_execution(base: str, item: tuple[int, Any, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ the walk
 class _Verifier:
     def __init__(self, root: Path, manifest: dict[str, Any] | None, report: Report,
-                 snap: Snapshot) -> None:
+                 snap: Snapshot, digests: dict[str, str] | None = None) -> None:
         self.root = root
         self.base = str(root) + os.sep  # paths as strings: no pathlib in the hot loops
         self.manifest = manifest
         self.report = report
         self.snap = snap
         self.verified: set[str] = set()  # raw digests whose bytes were checked
+        self.digests = digests  # when given: the sha256 of every file read, by path
         self.ledger: dict[int, _LedgerRef] = {}  # by seq
         self.plans: set[str] = set()
         self.configs: set[str] = set()
@@ -749,6 +756,10 @@ class _Verifier:
     def hashed(self, nbytes: int) -> None:
         self.report.counts["files_hashed"] += 1
         self.report.counts["bytes_hashed"] += nbytes
+
+    def read(self, pairs: Iterable[tuple[str, str]]) -> None:
+        if self.digests is not None:
+            self.digests.update(pairs)
 
     def run(self) -> None:
         if (note := self.snap.note()) is not None:
@@ -996,6 +1007,7 @@ class _Verifier:
             for d, nbytes in out["verified"]:
                 self.verified.add(d)
                 self.hashed(nbytes)
+            self.read(out["read"])
             if out.get("records") is not None:
                 self.report.counts["capture_logs"] += 1
                 self.report.counts["capture_records"] += out["records"]
@@ -1049,6 +1061,7 @@ class _Verifier:
                 self.fail("raw.unexpected", rel, f"not a content-addressed file: it {got}")
                 continue
             self.hashed(size)
+            self.read(((rel, got),))
             name = rel.rsplit("/", 1)[1]
             if got != name:
                 self.fail("raw.digest", rel, f"its sha256 is {got}, not its name: the file "
@@ -1094,6 +1107,7 @@ class _Verifier:
                 self.report.findings.extend(out["findings"])
                 for nbytes in out["hashed"]:
                     self.hashed(nbytes)
+                self.read(out["read"])
                 if out["source"] is not None:
                     self.sources.add(out["source"])
                 if out.get("test_only") is not None:
@@ -1176,6 +1190,7 @@ class _Verifier:
             return
         self.hashed(len(data))
         got = hashlib.sha256(data).hexdigest()
+        self.read(((rel, got),))
         if got != sha:
             self.fail("preflight.digest", rel,
                       f"its sha256 is {got}, not its name: the file was altered")
@@ -1244,14 +1259,17 @@ def _open(given: str | Path) -> tuple[Path, dict[str, Any] | None, str | None]:
         raise
 
 
-def verify_corpus(given: str | Path) -> Report:
+def verify_corpus(given: str | Path, digests: dict[str, str] | None = None) -> Report:
+    """Level chain of the corpus ``given``. When ``digests`` is given, the sha256 of every
+    file the walk read is put in it by relative path (level sealed and sealing use them
+    instead of reading those files again)."""
     from agentprov_core.corpus import snapshot
 
     root, manifest, broken = _open(given)
     snap = snapshot.take(root)
     corpus_id = str((manifest or {}).get("corpus_id") or root.name.removesuffix(".partial"))
     report = Report(root, corpus_id, root.name.endswith(".partial"))
-    v = _Verifier(root, manifest, report, snap)
+    v = _Verifier(root, manifest, report, snap, digests)
     if broken is not None:
         v.fail("manifest.unreadable", "manifest.json",
                f"{broken}: the file was altered (it is rewritten whole by every run, never "

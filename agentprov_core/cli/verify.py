@@ -68,8 +68,10 @@ def verify(corpus: str | None, proof: str | None, trusted_key: str | None, fmt: 
     from agentprov_core.audit import sealed
     from agentprov_core.audit.verification import verify_corpus
 
-    report = verify_corpus(corpus)
-    srep = sealed.verify_sealed(report.corpus, trusted) if sealed.is_sealed(
+    # a sealed corpus: level chain keeps the digest of each file it reads, for level sealed
+    read: dict[str, str] | None = {} if sealed.is_sealed(Path(corpus)) else None
+    report = verify_corpus(corpus, read)
+    srep = sealed.verify_sealed(report.corpus, trusted, read) if sealed.is_sealed(
         report.corpus) else None
     if fmt == "json":
         doc = report.to_json()
