@@ -546,3 +546,84 @@ def test_a_scripted_campaign_seals_and_its_resume_seals_as_a_later_release(e2e_c
     doc = json.loads(r.out)
     assert doc["result"] == "passed" and doc["failed"] == 0
     assert {f["code"] for f in doc["sealed"]["findings"]} == {"sealed.unsigned"}
+
+
+# ----------------------------------------------------------------------------- one pass
+def test_level_sealed_hashes_only_the_files_level_chain_did_not_read(sealed, signer,
+                                                                      monkeypatch):
+    from agentprov_core.audit import sealed as sealed_mod
+    from agentprov_core.audit.verification import verify_corpus
+    from agentprov_core.base import dsse
+
+    hashed: list[str] = []
+    real = sealed_mod.sha256_file
+    monkeypatch.setattr(sealed_mod, "sha256_file",
+                        lambda p: hashed.append(os.path.relpath(p, sealed)) or real(p))
+    read: dict[str, str] = {}
+    assert not verify_corpus(sealed, read).failed
+    key = dsse.load_public(signer.read_bytes())
+    assert sealed_mod.verify_sealed(sealed, key, read).result == "passed"
+    assert sorted(hashed) == ["corpus-spec.toml", "executions.jsonl", "ledger.jsonl",
+                              "licences/LICENSE", "manifest.json", "seal/statement.dsse.json",
+                              "seal/tree.json"]
+    # what level chain read is still held against checksums.sha256 and the tree
+    aer = sealed / "executions" / "s-0002abcdef0123" / "aer.json"
+    _flip(aer)
+    read.clear()
+    verify_corpus(sealed, read)
+    rep = sealed_mod.verify_sealed(sealed, key, read)
+    assert read["executions/s-0002abcdef0123/aer.json"] == hashlib.sha256(
+        aer.read_bytes()).hexdigest()
+    assert {("sealed.file_changed", "executions/s-0002abcdef0123/aer.json"),
+            ("sealed.tree_head", "seal/tree.json")} <= {(f[1], f[2]) for f in rep.findings}
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_validation_in_processes_reports_what_one_process_reports(work, monkeypatch, fmt):
+    from agentprov_core.audit import validation
+
+    _flip(work / "executions" / "s-0002abcdef0123" / "sem.json")
+    _flip(work / "executions" / "s-0004abcdef0123" / "prov.json", at=40)
+    monkeypatch.setattr(validation, "BATCH", 2)  # three batches of the five executions
+    got = []
+    # processes first: the prov library warns of a name once per process (it caches
+    # names), and the children are forked from this one
+    for workers in (2, 1):
+        lines: list[str] = []
+        run = validation.Run(work, strict=True, release=False, skip_prov=False, fmt=fmt,
+                             echo=lines.append)
+        got.append((run.corpus(workers=workers), lines, run.tally))
+    assert got[0] == got[1]
+    failed, lines, tally = got[1]
+    assert failed and (tally.executions, tally.failed, tally.passed) == (5, 2, 3)
+    shown = lines if fmt == "text" else [f["execution"] for f in tally.failures]
+    assert any("s-0002abcdef0123" in x for x in shown)
+    assert any("s-0004abcdef0123" in x for x in shown)
+
+
+def test_package_refuses_a_corpus_whose_validation_fails_in_a_worker_process(
+        cli, work, release, tmp_path):
+    """verify passes (the index, the files and validation.json agree) while the stored
+    PROV graph lacks a model call the AER records: only validate --strict sees it, in the
+    processes that validate for package."""
+    from test_corpus_tools import edit_execution_file, edit_index
+
+    from agentprov_core.evidence import validation as valmod
+    from agentprov_core.evidence.live_mapping import _validation_status
+
+    def drop_a_call(data: bytes) -> bytes:
+        prov = json.loads(data)
+        prov["activity"].pop(next(k for k in prov["activity"] if "/model-call/" in k))
+        return json.dumps(prov, sort_keys=True, indent=1).encode()
+
+    edit_execution_file(work, 1, "prov", drop_a_call)
+    d = work / "executions" / "s-0001abcdef0123"
+    again = valmod.encode(valmod.as_standard(valmod.validate(
+        (d / "aer.json").read_bytes(), (d / "sem.json").read_bytes(),
+        (d / "prov.json").read_bytes(), work)))
+    assert _validation_status(again) == "failed"
+    edit_execution_file(work, 1, "validation", lambda _: again)
+    edit_index(work, 1, validation="failed")
+    assert verify(cli, "--corpus", work)[1] != "failed"
+    r = _refused(cli, work, release, tmp_path, "package.refused.unsealable")
+    assert "validate --strict fails" in r.err

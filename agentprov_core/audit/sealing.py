@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,7 @@ from agentprov_core.errors import AgentprovError
 
 #: what the worker keeps in staging/ beside the sessions: its home and its stderr
 WORKER_FILES = ("home", "worker.stderr")
+BATCH = 64  # files copied per task of the copying threads
 REQUIRED = ("corpus_id", "source", "backend_identity", "plans", "config_digests", "producer")
 
 
@@ -114,11 +116,14 @@ def check_contents(c: OpenCorpus) -> None:
                       fix="seal a corpus whose runs recorded their consent")
 
 
-def check_verifies(c: OpenCorpus) -> None:
+def check_verifies(c: OpenCorpus) -> dict[str, str]:
+    """``verify`` finds nothing failed and ``validate --strict`` passes (in two processes,
+    its linkage taking the digests verify's pass read); returns those digests."""
     from agentprov_core.audit.validation import Run
     from agentprov_core.audit.verification import verify_corpus
 
-    report = verify_corpus(c.root)
+    read: dict[str, str] = {}
+    report = verify_corpus(c.root, read)
     if report.failed:
         f = report.failed[0]
         raise _refuse("package.refused.unsealable", c,
@@ -126,11 +131,12 @@ def check_verifies(c: OpenCorpus) -> None:
                       f"{f.path}: {f.message})",
                       fix=f"agentprov verify --corpus {c.root} lists what fails")
     run = Run(c.root, strict=True, release=False, skip_prov=False, fmt="json",
-              echo=lambda *a, **k: None)
-    if run.corpus():
+              echo=lambda *a, **k: None, known=read)
+    if run.corpus(workers=sealed.WORKERS):
         raise _refuse("package.refused.unsealable", c,
                       "validate --strict fails",
                       fix=f"agentprov validate --corpus {c.root} --strict lists what fails")
+    return read
 
 
 def _counts(root: Path) -> dict[str, Any]:
@@ -197,14 +203,31 @@ def predicate(r: Release, files: dict[str, str], size: int, head: bytes,
     }
 
 
-def _copy(src: str | Path, dst: Path) -> str:
-    """Copy one file, returning the sha256 of the bytes copied (one read)."""
-    h = hashlib.sha256()
-    with open(src, "rb") as fi, open(dst, "xb") as fo:
-        while chunk := fi.read(sealed.CHUNK):
-            h.update(chunk)
-            fo.write(chunk)
-    shutil.copymode(src, dst)
+def _copy(src: str | Path, dst: str | Path) -> str:
+    """Copy one regular file (never through a link) to the new file ``dst``, with its
+    permission bits; returns the sha256 of the bytes copied, hashed as they are read."""
+    fi = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fi)
+        if not stat.S_ISREG(st.st_mode):
+            raise AgentprovError("package.refused.unsealable", corpus=src,
+                                 what="not a regular file, which is never sealed",
+                                 fix="replace it by the file itself, or remove it")
+        mode = stat.S_IMODE(st.st_mode)
+        fo = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        try:
+            h = hashlib.sha256()
+            while chunk := os.read(fi, sealed.CHUNK):
+                h.update(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fo, view):]
+            os.fchmod(fo, mode)
+        finally:
+            os.close(fo)
+    finally:
+        os.close(fi)
     return h.hexdigest()
 
 
@@ -246,9 +269,12 @@ def seal(r: Release) -> dict[str, Any]:
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 made.add(dst.parent)
             pairs[rel] = (e.path, dst)
+        todo = list(pairs.values())
+        batches = [todo[i:i + BATCH] for i in range(0, len(todo), BATCH)]
         with ThreadPoolExecutor(sealed.WORKERS, thread_name_prefix="seal") as pool:
-            files = dict(zip(pairs, pool.map(lambda p: _copy(*p), pairs.values()),
-                             strict=True))
+            digests = [d for done in pool.map(lambda b: [_copy(*p) for p in b], batches)
+                       for d in done]
+        files = dict(zip(pairs, digests, strict=True))
         (tmp / "licences").mkdir(exist_ok=True)
         for name, path in r.licences:
             files[f"licences/{name}"] = _copy(path, tmp / "licences" / name)
