@@ -15,6 +15,7 @@ The generator writes no end of campaign into the manifest; the benchmark records
 ``stops`` entry, as a run's close does), so the corpus is finished.
 
     python benchmarks/bench_sealing.py [--executions 10000] [--rounds 2] [--work DIR]
+        [--against OTHER/agentprov]
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def _finished(root: Path) -> None:
         wc.write_manifest(m)
 
 
-def measure(n: int, rounds: int, work: Path) -> dict[str, Any]:
+def measure(n: int, rounds: int, work: Path, against: str | None = None) -> dict[str, Any]:
     import gen_corpus
 
     from agentprov_core.audit import proofs, sealing
@@ -90,7 +91,8 @@ def measure(n: int, rounds: int, work: Path) -> dict[str, Any]:
     pub = work / "bench.pub"
     pub.write_bytes((home / "signing-keys" / "bench.pub").read_bytes())
     sha = ["/bin/sh", "-c", f"find '{root}' -type f -print0 | xargs -0 sha256sum > /dev/null"]
-    names = ("sha256sum", "package", "sha256sum -c", "verify")
+    names = ("sha256sum", "package", "sha256sum -c", "verify") + (
+        ("package (against)", "verify (against)") if against else ())
     walls: dict[str, list[float]] = {k: [] for k in names}
     cpus: dict[str, list[float]] = {k: [] for k in names}
     load = [os.getloadavg()]
@@ -101,15 +103,23 @@ def measure(n: int, rounds: int, work: Path) -> dict[str, Any]:
         walls[name].append(wall)
         cpus[name].append(cpu)
 
+    def package(cmd: str, out: Path, r: int) -> list[str]:
+        return [cmd, "package", "--corpus", str(root), "--corpus-version", f"0.{r}.0",
+                "--spec", str(work / "spec.toml"), "--licence-file",
+                f"LICENSE={work / 'LICENSE'}", "--sign-key", "bench", "--out", str(out)]
+
     for r in range(rounds):
         shutil.rmtree(sealed, ignore_errors=True)
         timed("sha256sum", sha)
-        timed("package", [ap, "package", "--corpus", str(root), "--corpus-version", f"0.{r}.0",
-                          "--spec", str(work / "spec.toml"), "--licence-file",
-                          f"LICENSE={work / 'LICENSE'}", "--sign-key", "bench", "--out",
-                          str(sealed)])
+        timed("package", package(ap, sealed, r))
+        if against:
+            shutil.rmtree(work / "sealed-against", ignore_errors=True)
+            timed("package (against)", package(against, work / "sealed-against", r))
         timed("sha256sum -c", ["sha256sum", "-c", "--quiet", "checksums.sha256"], sealed)
         timed("verify", [ap, "verify", "--corpus", str(sealed), "--trusted-key", str(pub)])
+        if against:
+            timed("verify (against)", [against, "verify", "--corpus", str(sealed),
+                                       "--trusted-key", str(pub)])
         load.append(os.getloadavg())
     # the phases of package, in this process
     phases: dict[str, tuple[float, float]] = {}
@@ -175,6 +185,9 @@ def markdown(r: dict[str, Any], rounds: int, when: str) -> str:
            row("`sha256sum -c checksums.sha256` (the sealed corpus)", "sha256sum -c",
                "sha256sum -c"),
            row("`verify --trusted-key` (levels chain and sealed)", "verify", "sha256sum -c"),
+           *([row("`package --sign-key` of `--against`", "package (against)", "sha256sum"),
+              row("`verify --trusted-key` of `--against`", "verify (against)",
+                  "sha256sum -c")] if "package (against)" in m else []),
            "", "`package`'s phases, timed in one process (wall, CPU):", ""]
     out += [f"- {k}: {w:.2f} s, CPU {c:.2f} s" for k, (w, c) in r["phases"].items()]
     out += ["", f"- one execution's proof bundle: {r['bundle_bytes']:,} bytes (target under "
@@ -191,11 +204,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--work", help="a directory to keep the corpus in (reused if there)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--against", metavar="AGENTPROV",
+                    help="another agentprov (another checkout's console script): its package "
+                         "and verify are timed in the same rounds, interleaved")
     args = ap.parse_args(argv)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-seal-"))
     work.mkdir(parents=True, exist_ok=True)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    r = measure(args.executions, args.rounds, work)
+    r = measure(args.executions, args.rounds, work, args.against)
     print(json.dumps(r, indent=1) if args.json else markdown(r, args.rounds, when))
 
 

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -627,3 +628,90 @@ def test_package_refuses_a_corpus_whose_validation_fails_in_a_worker_process(
     assert verify(cli, "--corpus", work)[1] != "failed"
     r = _refused(cli, work, release, tmp_path, "package.refused.unsealable")
     assert "validate --strict fails" in r.err
+
+
+# ----------------------------------------------------------------------------- the archive
+def test_an_archive_is_deterministic_and_verify_and_prove_read_it(cli, work, release, kenv,
+                                                                  signer, tmp_path):
+    import tarfile
+
+    a, b = tmp_path / "one" / "demo-0.1.0.tar", tmp_path / "two" / "demo-0.1.0.tar"
+    for out in (a, b):
+        r = seal(cli, work, release, out, "--sign-key", "lab", env=kenv)
+        assert r.code == 0, r.err
+    assert a.read_bytes() == b.read_bytes()
+    assert not list(a.parent.glob(".*")) and not list(b.parent.glob(".*"))  # nothing left
+    with tarfile.open(a) as tar:
+        members = tar.getmembers()
+    names = [m.name for m in members]
+    assert names[0] == "demo-0.1.0" and all(n.startswith("demo-0.1.0/") for n in names[1:])
+    assert names == sorted(names, key=lambda n: n.split("/"))
+    assert {(m.mtime, m.uid, m.gid, m.uname, m.gname) for m in members} == {(0, 0, 0, "", "")}
+    assert all(m.isdir() or m.isreg() for m in members)
+    # the archive holds what the directory of the same seal holds, byte for byte
+    d = tmp_path / "dir"
+    assert seal(cli, work, release, d, "--sign-key", "lab", env=kenv).code == 0
+    with tarfile.open(a) as tar:
+        held = {m.name.split("/", 1)[1]: tar.extractfile(m).read() for m in members
+                if m.isreg()}
+    assert held == {str(p.relative_to(d)): p.read_bytes() for p in d.rglob("*") if p.is_file()}
+    code, result, codes = verify(cli, "--corpus", a, "--trusted-key", signer)
+    assert (code, result, codes) == (0, "passed", set())
+    bundle = tmp_path / "one.proof.json"
+    r = cli("prove", "--corpus", a, "--execution", "s-0001abcdef0123", "--out", bundle)
+    assert r.code == 0, r.err
+    assert verify(cli, "--proof", bundle, "--trusted-key", signer)[:2] == (0, "passed")
+    assert not [p for p in Path(tempfile.gettempdir()).glob(".agentprov-archive-*")]
+
+
+def _retar(src: Path, dst: Path, edit) -> None:
+    import io
+    import tarfile
+
+    with tarfile.open(src) as tin, tarfile.open(dst, "w", format=tarfile.PAX_FORMAT) as tout:
+        for m in tin.getmembers():
+            data = tin.extractfile(m).read() if m.isreg() else None
+            for m2, d2 in edit(m, data):
+                tout.addfile(m2, io.BytesIO(d2) if d2 is not None else None)
+
+
+def test_an_edited_or_unsafe_archive_fails(cli, work, release, kenv, signer, tmp_path):
+    import tarfile
+
+    a = tmp_path / "demo-0.1.0.tar"
+    assert seal(cli, work, release, a, "--sign-key", "lab", env=kenv).code == 0
+    aer = "demo-0.1.0/executions/s-0002abcdef0123/aer.json"
+
+    def flip(m, data):
+        if m.name == aer:
+            data = data[:10] + bytes([data[10] ^ 1]) + data[11:]
+        yield m, data
+
+    edited = tmp_path / "edited.tar"
+    _retar(a, edited, flip)
+    code, result, codes = verify(cli, "--corpus", edited, "--trusted-key", signer)
+    assert (code, result) == (1, "failed")
+    assert {"sealed.file_changed", "sealed.tree_head"} <= codes
+
+    def link(name: str, kind: bytes, target: str):
+        def edit(m, data):
+            yield m, data
+            if m.name == aer:
+                extra = tarfile.TarInfo(name)
+                extra.type, extra.linkname = kind, target
+                yield extra, None
+        return edit
+
+    for i, edit in enumerate((link("demo-0.1.0/executions/x.json", tarfile.SYMTYPE,
+                                   "/etc/passwd"),
+                              link("demo-0.1.0/../escape.json", tarfile.REGTYPE, ""),
+                              link("other/x.json", tarfile.REGTYPE, ""))):
+        bad = tmp_path / f"bad{i}.tar"
+        _retar(a, bad, edit)
+        r = cli("verify", "--corpus", bad, "--trusted-key", signer)
+        assert (r.code, r.error["error"]) == (3, "corpus.environment.not_a_corpus"), r.err
+        out = tmp_path / f"bad{i}.proof.json"
+        r = cli("prove", "--corpus", bad, "--execution", "s-0001abcdef0123", "--out", out)
+        assert (r.code, r.error["error"]) == (3, "corpus.environment.not_a_corpus")
+        assert not out.exists()
+    assert not (tmp_path / "escape.json").exists()

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentprov_core.audit import sealed
+from agentprov_core.audit import archive, sealed
 from agentprov_core.base import dsse, merkle
 from agentprov_core.corpus.opening import OpenCorpus
 from agentprov_core.errors import AgentprovError
@@ -250,7 +250,8 @@ def _order(leaves: list[tuple[str, str]], prev: list[tuple[str, str]] | None,
 
 
 def seal(r: Release) -> dict[str, Any]:
-    """Write the sealed corpus of ``r`` to ``r.out``; returns what the command reports."""
+    """Write the sealed corpus of ``r`` to ``r.out`` (a directory, or the archive of one
+    when ``r.out`` ends in ``.tar``); returns what the command reports."""
     prev_st, prev_leaves = None, None
     if r.previous is not None:
         try:
@@ -302,7 +303,17 @@ def seal(r: Release) -> dict[str, Any]:
             files[rel] = sealed.sha256_file(tmp / rel)
         with open(tmp / sealed.CHECKSUMS, "x", encoding="utf-8") as f:
             f.writelines(f"{files[rel]}  {rel}\n" for rel in sorted(files))
-        os.rename(tmp, r.out)
+        if archive.is_archive(r.out):
+            tar = tmp.with_name(tmp.name + archive.SUFFIX)
+            try:
+                archive.write(tmp, tar, r.out.name.removesuffix(archive.SUFFIX))
+                os.rename(tar, r.out)
+            except BaseException:
+                tar.unlink(missing_ok=True)
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            os.rename(tmp, r.out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

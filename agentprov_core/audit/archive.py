@@ -1,0 +1,105 @@
+"""A sealed corpus as one file: ``package --out NAME.tar`` writes it, ``verify`` and
+``prove`` take it as ``--corpus NAME.tar`` (docs/formats/sealed-corpus-0.3.md, "The
+archive").
+
+The archive is deterministic: the same sealed corpus gives the same bytes. It is a POSIX
+tar (pax format) holding one top directory, ``NAME/``, and under it the sealed corpus's
+directories and files, sorted by path (a directory before what it holds), each with
+mtime 0, owner and group 0 with no names, mode 0755 for a directory and the file's own
+permission bits for a file; nothing else (no link, no device, no extended attribute).
+
+A reader unpacks it into a private temporary directory (mode 0700, removed afterwards)
+and checks that: every member must be a directory or a regular file inside ``NAME/``,
+named once, or the archive is refused as a whole before anything is written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from agentprov_core.audit import sealed
+from agentprov_core.errors import AgentprovError
+
+SUFFIX = ".tar"
+
+
+def is_archive(path: str | Path) -> bool:
+    return str(path).endswith(SUFFIX)
+
+
+def _info(name: str, kind: bytes, mode: int, size: int = 0) -> tarfile.TarInfo:
+    ti = tarfile.TarInfo(name)
+    ti.type, ti.mode, ti.size = kind, mode, size
+    ti.mtime = 0
+    ti.uid = ti.gid = 0
+    ti.uname = ti.gname = ""
+    return ti
+
+
+def write(root: Path, out: Path, top: str) -> None:
+    """Write the sealed corpus directory ``root`` to the new file ``out`` as the
+    deterministic archive whose top directory is ``top``."""
+    dirs: set[str] = set()
+    with open(out, "xb") as f, tarfile.open(fileobj=f, mode="w",
+                                            format=tarfile.PAX_FORMAT) as tar:
+        tar.addfile(_info(top, tarfile.DIRTYPE, 0o755))
+        for rel, e in sorted(sealed.walk(root), key=lambda x: x[0].split("/")):
+            parts = rel.split("/")
+            for i in range(1, len(parts)):
+                d = "/".join(parts[:i])
+                if d not in dirs:
+                    dirs.add(d)
+                    tar.addfile(_info(f"{top}/{d}", tarfile.DIRTYPE, 0o755))
+            st = e.stat(follow_symlinks=False)
+            with open(e.path, "rb") as src:
+                tar.addfile(_info(f"{top}/{rel}", tarfile.REGTYPE, st.st_mode & 0o777,
+                                  st.st_size), src)
+
+
+def _refuse(path: Path, what: str) -> AgentprovError:
+    return AgentprovError("corpus.environment.not_a_corpus", corpus=path,
+                          what=f"not a sealed corpus archive: {what}")
+
+
+@contextmanager
+def unpacked(path: Path) -> Iterator[Path]:
+    """The sealed corpus of the archive ``path``, unpacked into a private temporary
+    directory for as long as the context lasts."""
+    try:
+        tar = tarfile.open(path, mode="r:")
+    except (OSError, tarfile.TarError) as exc:
+        raise _refuse(path, f"not a readable tar ({exc})") from None
+    with tar:
+        try:
+            members = tar.getmembers()
+        except tarfile.TarError as exc:
+            raise _refuse(path, f"the tar is damaged ({exc})") from None
+        tops = {m.name.split("/", 1)[0] for m in members}
+        if len(tops) != 1:
+            raise _refuse(path, "it does not hold one top directory")
+        top = tops.pop()
+        seen: set[str] = set()
+        for m in members:
+            parts = m.name.split("/")
+            if (m.name.startswith("/") or any(p in ("", ".", "..") for p in parts)
+                    or m.name in seen):
+                raise _refuse(path, f"member {m.name!r} is not a path inside {top}/ "
+                                    "named once")
+            if not (m.isreg() or m.isdir()):
+                raise _refuse(path, f"member {m.name!r} is a link or a special file, which "
+                                    "a sealed corpus never holds")
+            seen.add(m.name)
+        tmp = Path(tempfile.mkdtemp(prefix=".agentprov-archive-"))
+        try:
+            tar.extractall(tmp, members=members, filter="data")
+            yield tmp / top
+        finally:
+            for d, _, _ in os.walk(tmp):  # the data filter keeps read-only modes
+                os.chmod(d, 0o700)
+            shutil.rmtree(tmp, ignore_errors=True)
