@@ -12,7 +12,8 @@ scripted or ``test_only`` corpus seals as such: its predicate says ``test_only``
 
 The sealed corpus is written to a new directory beside the output (``.NAME.sealing-*``),
 renamed into place only when it is complete: a refusal or a crash leaves nothing at the
-output path.
+output path. An output named ``NAME.tar`` is that directory written as one deterministic
+archive (:mod:`agentprov_core.audit.archive`), renamed into place the same way.
 """
 
 from __future__ import annotations
