@@ -67,39 +67,51 @@ def _refuse(path: Path, what: str) -> AgentprovError:
                           what=f"not a sealed corpus archive: {what}")
 
 
+def _top(path: Path, members: list[tarfile.TarInfo]) -> str:
+    """The one top directory of the archive's ``members``; refused unless each member is a
+    directory or a regular file inside it, named once."""
+    tops = {m.name.split("/", 1)[0] for m in members}
+    if len(tops) != 1:
+        raise _refuse(path, "it does not hold one top directory")
+    top = tops.pop()
+    seen: set[str] = set()
+    for m in members:
+        parts = m.name.split("/")
+        if m.name.startswith("/") or any(p in ("", ".", "..") for p in parts) or m.name in seen:
+            raise _refuse(path, f"member {m.name!r} is not a path inside {top}/ named once")
+        if not (m.isreg() or m.isdir()):
+            raise _refuse(path, f"member {m.name!r} is a link or a special file, which a "
+                                "sealed corpus never holds")
+        seen.add(m.name)
+    return top
+
+
+def _remove(tmp: Path) -> None:
+    for d, _, _ in os.walk(tmp):  # a directory stored read-only keeps its mode
+        os.chmod(d, 0o700)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 @contextmanager
 def unpacked(path: Path) -> Iterator[Path]:
     """The sealed corpus of the archive ``path``, unpacked into a private temporary
     directory for as long as the context lasts."""
+    tmp: Path | None = None
     try:
-        tar = tarfile.open(path, mode="r:")
-    except (OSError, tarfile.TarError) as exc:
-        raise _refuse(path, f"not a readable tar ({exc})") from None
-    with tar:
-        try:
+        with tarfile.open(path, mode="r:") as tar:
             members = tar.getmembers()
-        except tarfile.TarError as exc:
-            raise _refuse(path, f"the tar is damaged ({exc})") from None
-        tops = {m.name.split("/", 1)[0] for m in members}
-        if len(tops) != 1:
-            raise _refuse(path, "it does not hold one top directory")
-        top = tops.pop()
-        seen: set[str] = set()
-        for m in members:
-            parts = m.name.split("/")
-            if (m.name.startswith("/") or any(p in ("", ".", "..") for p in parts)
-                    or m.name in seen):
-                raise _refuse(path, f"member {m.name!r} is not a path inside {top}/ "
-                                    "named once")
-            if not (m.isreg() or m.isdir()):
-                raise _refuse(path, f"member {m.name!r} is a link or a special file, which "
-                                    "a sealed corpus never holds")
-            seen.add(m.name)
-        tmp = Path(tempfile.mkdtemp(prefix=".agentprov-archive-"))
-        try:
+            top = _top(path, members)
+            tmp = Path(tempfile.mkdtemp(prefix=".agentprov-archive-"))
             tar.extractall(tmp, members=members, filter="data")
-            yield tmp / top
-        finally:
-            for d, _, _ in os.walk(tmp):  # the data filter keeps read-only modes
-                os.chmod(d, 0o700)
-            shutil.rmtree(tmp, ignore_errors=True)
+    except (OSError, tarfile.TarError) as exc:
+        if tmp is not None:
+            _remove(tmp)
+        raise _refuse(path, f"it cannot be read or unpacked ({exc})") from None
+    except BaseException:
+        if tmp is not None:
+            _remove(tmp)
+        raise
+    try:
+        yield tmp / top
+    finally:
+        _remove(tmp)
