@@ -647,7 +647,8 @@ def test_an_archive_is_deterministic_and_verify_and_prove_read_it(cli, work, rel
     assert names[0] == "demo-0.1.0" and all(n.startswith("demo-0.1.0/") for n in names[1:])
     assert names == sorted(names, key=lambda n: n.split("/"))
     assert {(m.mtime, m.uid, m.gid, m.uname, m.gname) for m in members} == {(0, 0, 0, "", "")}
-    assert all(m.isdir() or m.isreg() for m in members)
+    assert {(m.type, m.mode) for m in members} == {(tarfile.DIRTYPE, 0o755),
+                                                   (tarfile.REGTYPE, 0o444)}
     # the archive holds what the directory of the same seal holds, byte for byte
     d = tmp_path / "dir"
     assert seal(cli, work, release, d, "--sign-key", "lab", env=kenv).code == 0

@@ -5,8 +5,8 @@ archive").
 The archive is deterministic: the same sealed corpus gives the same bytes. It is a POSIX
 tar (pax format) holding one top directory, ``NAME/``, and under it the sealed corpus's
 directories and files, sorted by path (a directory before what it holds), each with
-mtime 0, owner and group 0 with no names, mode 0755 for a directory and the file's own
-permission bits for a file; nothing else (no link, no device, no extended attribute).
+mtime 0, owner and group 0 with no names, mode 0755 for a directory and 0444 for a file
+(whatever the sealer's umask); nothing else (no link, no device, no extended attribute).
 
 A reader unpacks it into a private temporary directory (mode 0700, removed afterwards)
 and checks that: every member must be a directory or a regular file inside ``NAME/``,
@@ -56,10 +56,9 @@ def write(root: Path, out: Path, top: str) -> None:
                 if d not in dirs:
                     dirs.add(d)
                     tar.addfile(_info(f"{top}/{d}", tarfile.DIRTYPE, 0o755))
-            st = e.stat(follow_symlinks=False)
             with open(e.path, "rb") as src:
-                tar.addfile(_info(f"{top}/{rel}", tarfile.REGTYPE, st.st_mode & 0o777,
-                                  st.st_size), src)
+                size = os.fstat(src.fileno()).st_size
+                tar.addfile(_info(f"{top}/{rel}", tarfile.REGTYPE, 0o444, size), src)
 
 
 def _refuse(path: Path, what: str) -> AgentprovError:
