@@ -117,9 +117,9 @@ def check_contents(c: OpenCorpus) -> None:
                       fix="seal a corpus whose runs recorded their consent")
 
 
-def check_verifies(c: OpenCorpus) -> dict[str, str]:
+def check_verifies(c: OpenCorpus) -> None:
     """``verify`` finds nothing failed and ``validate --strict`` passes (in two processes,
-    its linkage taking the digests verify's pass read); returns those digests."""
+    its linkage taking the sha256 verify's pass read of each raw file)."""
     from agentprov_core.audit.validation import Run
     from agentprov_core.audit.verification import verify_corpus
 
@@ -137,7 +137,6 @@ def check_verifies(c: OpenCorpus) -> dict[str, str]:
         raise _refuse("package.refused.unsealable", c,
                       "validate --strict fails",
                       fix=f"agentprov validate --corpus {c.root} --strict lists what fails")
-    return read
 
 
 def _counts(root: Path) -> dict[str, Any]:
