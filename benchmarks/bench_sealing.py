@@ -11,6 +11,11 @@ files in the same round; one execution's proof bundle: its size and the time
 - ``prove`` then ``verify_bundle`` in this process (agentprov's own time, without the
   interpreter's start), median of 20.
 
+Each command's wall time and CPU time (user + system of every process it starts) are
+recorded, and the load average before and after each round: on a shared machine the CPU
+ratio is the steadier figure. ``--against OTHER/bin/agentprov`` times another checkout's
+``package`` and ``verify`` in the same rounds, interleaved, on the same corpus.
+
 The generator writes no end of campaign into the manifest; the benchmark records one (a
 ``stops`` entry, as a run's close does), so the corpus is finished.
 
