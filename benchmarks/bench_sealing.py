@@ -11,16 +11,24 @@ files in the same round; one execution's proof bundle: its size and the time
 - ``prove`` then ``verify_bundle`` in this process (agentprov's own time, without the
   interpreter's start), median of 20.
 
+Each command's wall time and CPU time (user + system of every process it starts) are
+recorded, and the load average before and after each round: on a shared machine the CPU
+ratio is the steadier figure. ``--against OTHER/bin/agentprov`` times another checkout's
+``package`` and ``verify`` in the same rounds, interleaved, on the same corpus.
+
 The generator writes no end of campaign into the manifest; the benchmark records one (a
 ``stops`` entry, as a run's close does), so the corpus is finished.
 
     python benchmarks/bench_sealing.py [--executions 10000] [--rounds 2] [--work DIR]
+        [--against OTHER/agentprov]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -37,14 +45,22 @@ from benchutil import child_env, forked  # noqa: E402
 TARGET = 1.3
 
 
-def _run(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> float:
-    t = time.perf_counter()
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: Path | None = None
+         ) -> tuple[float, float]:
+    """The wall time and the CPU time (user + system, every process it started) of one
+    command."""
+    t, c = time.perf_counter(), _children_cpu()
     p = subprocess.run(forked(argv), capture_output=True, text=True, env=env, cwd=cwd)
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, _children_cpu() - c
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {p.returncode}: {p.stdout[-1000:]}"
                            f"{p.stderr[-1000:]}")
-    return wall
+    return wall, cpu
 
 
 def _finished(root: Path) -> None:
@@ -57,7 +73,7 @@ def _finished(root: Path) -> None:
         wc.write_manifest(m)
 
 
-def measure(n: int, rounds: int, work: Path) -> dict[str, Any]:
+def measure(n: int, rounds: int, work: Path, against: str | None = None) -> dict[str, Any]:
     import gen_corpus
 
     from agentprov_core.audit import proofs, sealing
@@ -80,35 +96,57 @@ def measure(n: int, rounds: int, work: Path) -> dict[str, Any]:
     pub = work / "bench.pub"
     pub.write_bytes((home / "signing-keys" / "bench.pub").read_bytes())
     sha = ["/bin/sh", "-c", f"find '{root}' -type f -print0 | xargs -0 sha256sum > /dev/null"]
-    walls: dict[str, list[float]] = {k: [] for k in
-                                     ("sha256sum", "package", "sha256sum -c", "verify")}
+    names = ("sha256sum", "package", "sha256sum -c", "verify") + (
+        ("package (against)", "verify (against)") if against else ())
+    walls: dict[str, list[float]] = {k: [] for k in names}
+    cpus: dict[str, list[float]] = {k: [] for k in names}
+    load = [os.getloadavg()]
     sealed = work / "sealed"
+
+    def timed(name: str, argv: list[str], cwd: Path | None = None) -> None:
+        wall, cpu = _run(argv, env, cwd)
+        walls[name].append(wall)
+        cpus[name].append(cpu)
+
+    def package(cmd: str, out: Path, r: int) -> list[str]:
+        return [cmd, "package", "--corpus", str(root), "--corpus-version", f"0.{r}.0",
+                "--spec", str(work / "spec.toml"), "--licence-file",
+                f"LICENSE={work / 'LICENSE'}", "--sign-key", "bench", "--out", str(out)]
+
     for r in range(rounds):
         shutil.rmtree(sealed, ignore_errors=True)
-        walls["sha256sum"].append(_run(sha, env))
-        walls["package"].append(_run([ap, "package", "--corpus", str(root), "--corpus-version",
-                                      f"0.{r}.0", "--spec", str(work / "spec.toml"),
-                                      "--licence-file", f"LICENSE={work / 'LICENSE'}",
-                                      "--sign-key", "bench", "--out", str(sealed)], env))
-        walls["sha256sum -c"].append(_run(["sha256sum", "-c", "--quiet", "checksums.sha256"],
-                                          env, cwd=sealed))
-        walls["verify"].append(_run([ap, "verify", "--corpus", str(sealed), "--trusted-key",
-                                     str(pub)], env))
+        timed("sha256sum", sha)
+        timed("package", package(ap, sealed, r))
+        if against:
+            shutil.rmtree(work / "sealed-against", ignore_errors=True)
+            timed("package (against)", package(against, work / "sealed-against", r))
+        timed("sha256sum -c", ["sha256sum", "-c", "--quiet", "checksums.sha256"], sealed)
+        timed("verify", [ap, "verify", "--corpus", str(sealed), "--trusted-key", str(pub)])
+        if against:
+            timed("verify (against)", [against, "verify", "--corpus", str(sealed),
+                                       "--trusted-key", str(pub)])
+        load.append(os.getloadavg())
     # the phases of package, in this process
-    phases: dict[str, float] = {}
+    phases: dict[str, tuple[float, float]] = {}
     c = open_corpus(root)
+
+    def cpu_now() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime + _children_cpu()
+
     for name, fn in (("check_finished", sealing.check_finished),
                      ("check_contents", sealing.check_contents),
-                     ("check_verifies (verify, validate --strict)", sealing.check_verifies)):
-        t = time.perf_counter()
+                     ("check_verifies (verify; validate --strict in two processes)",
+                      sealing.check_verifies)):
+        t, u = time.perf_counter(), cpu_now()
         fn(c)
-        phases[name] = time.perf_counter() - t
+        phases[name] = (time.perf_counter() - t, cpu_now() - u)
     out2 = work / "sealed-phase"
     shutil.rmtree(out2, ignore_errors=True)
-    t = time.perf_counter()
+    t, u = time.perf_counter(), cpu_now()
     done = sealing.seal(sealing.Release(c, "9.9.9", work / "spec.toml",
                                         [("LICENSE", work / "LICENSE")], out2, None))
-    phases["seal (copy, hash, tree, statement)"] = time.perf_counter() - t
+    phases["seal (copy, hash, tree, statement)"] = (time.perf_counter() - t, cpu_now() - u)
     # one execution's bundle
     eid = json.loads((root / "executions.jsonl").read_bytes().split(b"\n", 1)[0])[
         "execution_id"]
@@ -126,26 +164,37 @@ def measure(n: int, rounds: int, work: Path) -> dict[str, Any]:
         assert rep.result == "passed", rep.findings
     return {"executions": n, "files": done["files"], "leaves": done["tree_size"],
             "median": {k: statistics.median(v) for k, v in walls.items()},
+            "cpu": {k: statistics.median(v) for k, v in cpus.items()}, "load": load,
             "phases": phases, "prove_s": prove_s, "bundle_bytes": bundle.stat().st_size,
             "verify_proof_ms": statistics.median(times) * 1000}
 
 
 def markdown(r: dict[str, Any], rounds: int, when: str) -> str:
-    m = r["median"]
-    pk, vf = m["package"] / m["sha256sum"], m["verify"] / m["sha256sum -c"]
+    m, u = r["median"], r["cpu"]
+
+    def row(label: str, name: str, base: str) -> str:
+        ratio = m[name] / m[base]
+        target = "" if name == base else (
+            f"within {TARGET}x: {'met' if ratio <= TARGET else '**missed**'}")
+        return (f"| {label} | {m[name]:.2f} | {ratio:.2f} | {u[name]:.2f} | "
+                f"{u[name] / u[base]:.2f} | {target} |")
+
+    loads = ", ".join(" ".join(f"{x:.1f}" for x in la) for la in r["load"])
     out = [f"{r['executions']:,} executions, {r['files']:,} sealed files, a tree of "
            f"{r['leaves']:,} leaves; {rounds} rounds, each command a fresh process, median "
-           f"({when}).", "",
-           "| command | median s | ÷ sha256sum | target |", "|---|---:|---:|---|",
-           f"| `sha256sum` (every file of the working corpus) | {m['sha256sum']:.2f} | 1.00 | |",
-           f"| `package --sign-key` | {m['package']:.2f} | {pk:.2f} | within {TARGET}x: "
-           f"{'met' if pk <= TARGET else '**missed**'} |",
-           f"| `sha256sum -c checksums.sha256` (the sealed corpus) | {m['sha256sum -c']:.2f} "
-           "| 1.00 | |",
-           f"| `verify --trusted-key` (levels chain and sealed) | {m['verify']:.2f} | {vf:.2f} "
-           f"| within {TARGET}x: {'met' if vf <= TARGET else '**missed**'} |", "",
-           "`package`'s phases, timed in one process:", ""]
-    out += [f"- {k}: {v:.2f} s" for k, v in r["phases"].items()]
+           f"({when}); load average (1, 5, 15 min) before and after each round: {loads}.", "",
+           "| command | median wall s | ÷ sha256sum | CPU s | CPU ÷ sha256sum's | target |",
+           "|---|---:|---:|---:|---:|---|",
+           row("`sha256sum` (every file of the working corpus)", "sha256sum", "sha256sum"),
+           row("`package --sign-key`", "package", "sha256sum"),
+           row("`sha256sum -c checksums.sha256` (the sealed corpus)", "sha256sum -c",
+               "sha256sum -c"),
+           row("`verify --trusted-key` (levels chain and sealed)", "verify", "sha256sum -c"),
+           *([row("`package --sign-key` of `--against`", "package (against)", "sha256sum"),
+              row("`verify --trusted-key` of `--against`", "verify (against)",
+                  "sha256sum -c")] if "package (against)" in m else []),
+           "", "`package`'s phases, timed in one process (wall, CPU):", ""]
+    out += [f"- {k}: {w:.2f} s, CPU {c:.2f} s" for k, (w, c) in r["phases"].items()]
     out += ["", f"- one execution's proof bundle: {r['bundle_bytes']:,} bytes (target under "
             f"100 KB: {'met' if r['bundle_bytes'] < 100_000 else '**missed**'}), written in "
             f"{r['prove_s']:.2f} s; `verify_bundle` {r['verify_proof_ms']:.1f} ms of "
@@ -160,11 +209,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--work", help="a directory to keep the corpus in (reused if there)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--against", metavar="AGENTPROV",
+                    help="another agentprov (another checkout's console script): its package "
+                         "and verify are timed in the same rounds, interleaved")
     args = ap.parse_args(argv)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-seal-"))
     work.mkdir(parents=True, exist_ok=True)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    r = measure(args.executions, args.rounds, work)
+    r = measure(args.executions, args.rounds, work, args.against)
     print(json.dumps(r, indent=1) if args.json else markdown(r, args.rounds, when))
 
 

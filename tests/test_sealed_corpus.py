@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -546,3 +547,172 @@ def test_a_scripted_campaign_seals_and_its_resume_seals_as_a_later_release(e2e_c
     doc = json.loads(r.out)
     assert doc["result"] == "passed" and doc["failed"] == 0
     assert {f["code"] for f in doc["sealed"]["findings"]} == {"sealed.unsigned"}
+
+
+# ----------------------------------------------------------------------------- one pass
+def test_level_sealed_hashes_only_the_files_level_chain_did_not_read(sealed, signer,
+                                                                      monkeypatch):
+    from agentprov_core.audit import sealed as sealed_mod
+    from agentprov_core.audit.verification import verify_corpus
+    from agentprov_core.base import dsse
+
+    hashed: list[str] = []
+    real = sealed_mod.sha256_file
+    monkeypatch.setattr(sealed_mod, "sha256_file",
+                        lambda p: hashed.append(os.path.relpath(p, sealed)) or real(p))
+    read: dict[str, str] = {}
+    assert not verify_corpus(sealed, read).failed
+    key = dsse.load_public(signer.read_bytes())
+    assert sealed_mod.verify_sealed(sealed, key, read).result == "passed"
+    assert sorted(hashed) == ["corpus-spec.toml", "executions.jsonl", "ledger.jsonl",
+                              "licences/LICENSE", "manifest.json", "seal/statement.dsse.json",
+                              "seal/tree.json"]
+    # what level chain read is still held against checksums.sha256 and the tree
+    aer = sealed / "executions" / "s-0002abcdef0123" / "aer.json"
+    _flip(aer)
+    read.clear()
+    verify_corpus(sealed, read)
+    rep = sealed_mod.verify_sealed(sealed, key, read)
+    assert read["executions/s-0002abcdef0123/aer.json"] == hashlib.sha256(
+        aer.read_bytes()).hexdigest()
+    assert {("sealed.file_changed", "executions/s-0002abcdef0123/aer.json"),
+            ("sealed.tree_head", "seal/tree.json")} <= {(f[1], f[2]) for f in rep.findings}
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_validation_in_processes_reports_what_one_process_reports(work, monkeypatch, fmt):
+    from agentprov_core.audit import validation
+
+    _flip(work / "executions" / "s-0002abcdef0123" / "sem.json")
+    _flip(work / "executions" / "s-0004abcdef0123" / "prov.json", at=40)
+    monkeypatch.setattr(validation, "BATCH", 2)  # three batches of the five executions
+    got = []
+    # processes first: the prov library warns of a name once per process (it caches
+    # names), and the children are forked from this one
+    for workers in (2, 1):
+        lines: list[str] = []
+        run = validation.Run(work, strict=True, release=False, skip_prov=False, fmt=fmt,
+                             echo=lines.append)
+        got.append((run.corpus(workers=workers), lines, run.tally))
+    assert got[0] == got[1]
+    failed, lines, tally = got[1]
+    assert failed and (tally.executions, tally.failed, tally.passed) == (5, 2, 3)
+    shown = lines if fmt == "text" else [f["execution"] for f in tally.failures]
+    assert any("s-0002abcdef0123" in x for x in shown)
+    assert any("s-0004abcdef0123" in x for x in shown)
+
+
+def test_package_refuses_a_corpus_whose_validation_fails_in_a_worker_process(
+        cli, work, release, tmp_path):
+    """verify passes (the index, the files and validation.json agree) while the stored
+    PROV graph lacks a model call the AER records: only validate --strict sees it, in the
+    processes that validate for package."""
+    from test_corpus_tools import edit_execution_file, edit_index
+
+    from agentprov_core.evidence import validation as valmod
+    from agentprov_core.evidence.live_mapping import _validation_status
+
+    def drop_a_call(data: bytes) -> bytes:
+        prov = json.loads(data)
+        prov["activity"].pop(next(k for k in prov["activity"] if "/model-call/" in k))
+        return json.dumps(prov, sort_keys=True, indent=1).encode()
+
+    edit_execution_file(work, 1, "prov", drop_a_call)
+    d = work / "executions" / "s-0001abcdef0123"
+    again = valmod.encode(valmod.as_standard(valmod.validate(
+        (d / "aer.json").read_bytes(), (d / "sem.json").read_bytes(),
+        (d / "prov.json").read_bytes(), work)))
+    assert _validation_status(again) == "failed"
+    edit_execution_file(work, 1, "validation", lambda _: again)
+    edit_index(work, 1, validation="failed")
+    assert verify(cli, "--corpus", work)[1] != "failed"
+    r = _refused(cli, work, release, tmp_path, "package.refused.unsealable")
+    assert "validate --strict fails" in r.err
+
+
+# ----------------------------------------------------------------------------- the archive
+def test_an_archive_is_deterministic_and_verify_and_prove_read_it(cli, work, release, kenv,
+                                                                  signer, tmp_path):
+    import tarfile
+
+    a, b = tmp_path / "one" / "demo-0.1.0.tar", tmp_path / "two" / "demo-0.1.0.tar"
+    for out in (a, b):
+        r = seal(cli, work, release, out, "--sign-key", "lab", env=kenv)
+        assert r.code == 0, r.err
+    assert a.read_bytes() == b.read_bytes()
+    assert not list(a.parent.glob(".*")) and not list(b.parent.glob(".*"))  # nothing left
+    with tarfile.open(a) as tar:
+        members = tar.getmembers()
+    names = [m.name for m in members]
+    assert names[0] == "demo-0.1.0" and all(n.startswith("demo-0.1.0/") for n in names[1:])
+    assert names == sorted(names, key=lambda n: n.split("/"))
+    assert {(m.mtime, m.uid, m.gid, m.uname, m.gname) for m in members} == {(0, 0, 0, "", "")}
+    assert {(m.type, m.mode) for m in members} == {(tarfile.DIRTYPE, 0o755),
+                                                   (tarfile.REGTYPE, 0o444)}
+    # the archive holds what the directory of the same seal holds, byte for byte
+    d = tmp_path / "dir"
+    assert seal(cli, work, release, d, "--sign-key", "lab", env=kenv).code == 0
+    with tarfile.open(a) as tar:
+        held = {m.name.split("/", 1)[1]: tar.extractfile(m).read() for m in members
+                if m.isreg()}
+    assert held == {str(p.relative_to(d)): p.read_bytes() for p in d.rglob("*") if p.is_file()}
+    code, result, codes = verify(cli, "--corpus", a, "--trusted-key", signer)
+    assert (code, result, codes) == (0, "passed", set())
+    bundle = tmp_path / "one.proof.json"
+    r = cli("prove", "--corpus", a, "--execution", "s-0001abcdef0123", "--out", bundle)
+    assert r.code == 0, r.err
+    assert verify(cli, "--proof", bundle, "--trusted-key", signer)[:2] == (0, "passed")
+    assert not [p for p in Path(tempfile.gettempdir()).glob(".agentprov-archive-*")]
+
+
+def _retar(src: Path, dst: Path, edit) -> None:
+    import io
+    import tarfile
+
+    with tarfile.open(src) as tin, tarfile.open(dst, "w", format=tarfile.PAX_FORMAT) as tout:
+        for m in tin.getmembers():
+            data = tin.extractfile(m).read() if m.isreg() else None
+            for m2, d2 in edit(m, data):
+                tout.addfile(m2, io.BytesIO(d2) if d2 is not None else None)
+
+
+def test_an_edited_or_unsafe_archive_fails(cli, work, release, kenv, signer, tmp_path):
+    import tarfile
+
+    a = tmp_path / "demo-0.1.0.tar"
+    assert seal(cli, work, release, a, "--sign-key", "lab", env=kenv).code == 0
+    aer = "demo-0.1.0/executions/s-0002abcdef0123/aer.json"
+
+    def flip(m, data):
+        if m.name == aer:
+            data = data[:10] + bytes([data[10] ^ 1]) + data[11:]
+        yield m, data
+
+    edited = tmp_path / "edited.tar"
+    _retar(a, edited, flip)
+    code, result, codes = verify(cli, "--corpus", edited, "--trusted-key", signer)
+    assert (code, result) == (1, "failed")
+    assert {"sealed.file_changed", "sealed.tree_head"} <= codes
+
+    def link(name: str, kind: bytes, target: str):
+        def edit(m, data):
+            yield m, data
+            if m.name == aer:
+                extra = tarfile.TarInfo(name)
+                extra.type, extra.linkname = kind, target
+                yield extra, None
+        return edit
+
+    for i, edit in enumerate((link("demo-0.1.0/executions/x.json", tarfile.SYMTYPE,
+                                   "/etc/passwd"),
+                              link("demo-0.1.0/../escape.json", tarfile.REGTYPE, ""),
+                              link("other/x.json", tarfile.REGTYPE, ""))):
+        bad = tmp_path / f"bad{i}.tar"
+        _retar(a, bad, edit)
+        r = cli("verify", "--corpus", bad, "--trusted-key", signer)
+        assert (r.code, r.error["error"]) == (3, "corpus.environment.not_a_corpus"), r.err
+        out = tmp_path / f"bad{i}.proof.json"
+        r = cli("prove", "--corpus", bad, "--execution", "s-0001abcdef0123", "--out", out)
+        assert (r.code, r.error["error"]) == (3, "corpus.environment.not_a_corpus")
+        assert not out.exists()
+    assert not (tmp_path / "escape.json").exists()

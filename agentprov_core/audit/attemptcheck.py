@@ -28,7 +28,8 @@ def check_attempt(base: str, item: tuple[int, Any]) -> dict[str, Any]:
     n, e = item
     findings: list[Finding] = []
     verified: list[tuple[str, int]] = []
-    out: dict[str, Any] = {"findings": findings, "verified": verified, "line": n}
+    read: list[tuple[str, str]] = []  # (path, sha256) of each file read
+    out: dict[str, Any] = {"findings": findings, "verified": verified, "line": n, "read": read}
     where = f"ledger.jsonl line {n} (session {e.session_id})"
 
     def fail(code: str, path: str, msg: str, kind: str = "failed") -> None:
@@ -44,6 +45,7 @@ def check_attempt(base: str, item: tuple[int, Any]) -> dict[str, Any]:
         except inputfile.Unreadable as exc:
             fail("raw.not_a_file", rel, f"{where} names it as the native log; it {exc}")
         else:
+            read.append((rel, got))
             if got != e.native_sha256:
                 fail("raw.digest", rel, f"its sha256 is {got}, not its name: the file was "
                                         "altered")
@@ -61,6 +63,7 @@ def check_attempt(base: str, item: tuple[int, Any]) -> dict[str, Any]:
         fail("raw.not_a_file", rel, f"{where} names it as the capture log; it {exc}")
         return out
     got = hashlib.sha256(data).hexdigest()
+    read.append((rel, got))
     verified.append((e.capture_sha256, len(data)))
     if got != e.capture_sha256:
         fail("raw.digest", rel, f"its sha256 is {got}, not its name: the file was altered")

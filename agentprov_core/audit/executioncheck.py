@@ -159,7 +159,9 @@ def check_execution(base: str, item: tuple[int, Any, Any]) -> dict[str, Any]:
     n, e, ref = item
     findings: list[Finding] = []
     hashed: list[int] = []
-    out: dict[str, Any] = {"findings": findings, "hashed": hashed, "source": None}
+    read: list[tuple[str, str]] = []  # (path, sha256) of each file read
+    out: dict[str, Any] = {"findings": findings, "hashed": hashed, "source": None,
+                           "read": read}
 
     def fail(code: str, path: str, msg: str) -> None:
         findings.append(Finding("failed", code, path, msg))
@@ -196,6 +198,7 @@ def check_execution(base: str, item: tuple[int, Any, Any]) -> dict[str, Any]:
             fail("executions.not_a_file", rel, f"{where} names it; it {exc}")
             continue
         hashed.append(size)
+        read.append((rel, got))
         if got != want:
             fail("executions.digest", rel,
                  f"its sha256 is {got}, not the {name}_sha256 {want} that {where} records "

@@ -69,15 +69,18 @@ def _names(read: _Reader, leaves: list[tuple[str, str]], execution_id: str) -> l
     return sorted(names & {n for n, _ in leaves}, key=sealed.sort_key)
 
 
-def write_bundle(root: Path, execution_id: str, out: Path) -> dict[str, Any]:
-    """Write the proof bundle of ``execution_id`` of the sealed corpus ``root`` to ``out``."""
+def write_bundle(root: Path, execution_id: str, out: Path,
+                 shown: str | Path | None = None) -> dict[str, Any]:
+    """Write the proof bundle of ``execution_id`` of the sealed corpus ``root`` to ``out``
+    (``shown``: what errors call the corpus, the archive ``root`` was unpacked from)."""
     rep = sealed.verify_sealed(root, None)
     failed = [f for f in rep.findings if f[0] == "failed"]
     if failed:
-        raise AgentprovError("package.refused.unsealable", corpus=root,
+        shown = shown or root
+        raise AgentprovError("package.refused.unsealable", corpus=shown,
                              what=f"the sealed corpus does not verify ({failed[0][1]} at "
                                   f"{failed[0][2]})",
-                             fix=f"agentprov verify --corpus {root} lists what fails")
+                             fix=f"agentprov verify --corpus {shown} lists what fails")
     tree = json.loads((root / sealed.TREE).read_bytes())
     leaves = [(str(n), str(s)) for n, s in tree["leaves"]]
     hashes = sealed.leaf_hashes(leaves)

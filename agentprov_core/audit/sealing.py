@@ -12,7 +12,8 @@ scripted or ``test_only`` corpus seals as such: its predicate says ``test_only``
 
 The sealed corpus is written to a new directory beside the output (``.NAME.sealing-*``),
 renamed into place only when it is complete: a refusal or a crash leaves nothing at the
-output path.
+output path. An output named ``NAME.tar`` is that directory written as one deterministic
+archive (:mod:`agentprov_core.audit.archive`), renamed into place the same way.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -28,13 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentprov_core.audit import sealed
+from agentprov_core.audit import archive, sealed
 from agentprov_core.base import dsse, merkle
 from agentprov_core.corpus.opening import OpenCorpus
 from agentprov_core.errors import AgentprovError
 
 #: what the worker keeps in staging/ beside the sessions: its home and its stderr
 WORKER_FILES = ("home", "worker.stderr")
+BATCH = 64  # files copied per task of the copying threads
 REQUIRED = ("corpus_id", "source", "backend_identity", "plans", "config_digests", "producer")
 
 
@@ -115,10 +118,13 @@ def check_contents(c: OpenCorpus) -> None:
 
 
 def check_verifies(c: OpenCorpus) -> None:
+    """``verify`` finds nothing failed and ``validate --strict`` passes (in two processes,
+    its linkage taking the sha256 verify's pass read of each raw file)."""
     from agentprov_core.audit.validation import Run
     from agentprov_core.audit.verification import verify_corpus
 
-    report = verify_corpus(c.root)
+    read: dict[str, str] = {}
+    report = verify_corpus(c.root, read)
     if report.failed:
         f = report.failed[0]
         raise _refuse("package.refused.unsealable", c,
@@ -126,8 +132,8 @@ def check_verifies(c: OpenCorpus) -> None:
                       f"{f.path}: {f.message})",
                       fix=f"agentprov verify --corpus {c.root} lists what fails")
     run = Run(c.root, strict=True, release=False, skip_prov=False, fmt="json",
-              echo=lambda *a, **k: None)
-    if run.corpus():
+              echo=lambda *a, **k: None, known=read)
+    if run.corpus(workers=sealed.WORKERS):
         raise _refuse("package.refused.unsealable", c,
                       "validate --strict fails",
                       fix=f"agentprov validate --corpus {c.root} --strict lists what fails")
@@ -197,14 +203,31 @@ def predicate(r: Release, files: dict[str, str], size: int, head: bytes,
     }
 
 
-def _copy(src: str | Path, dst: Path) -> str:
-    """Copy one file, returning the sha256 of the bytes copied (one read)."""
-    h = hashlib.sha256()
-    with open(src, "rb") as fi, open(dst, "xb") as fo:
-        while chunk := fi.read(sealed.CHUNK):
-            h.update(chunk)
-            fo.write(chunk)
-    shutil.copymode(src, dst)
+def _copy(src: str | Path, dst: str | Path) -> str:
+    """Copy one regular file (never through a link) to the new file ``dst``, with its
+    permission bits; returns the sha256 of the bytes copied, hashed as they are read."""
+    fi = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fi)
+        if not stat.S_ISREG(st.st_mode):
+            raise AgentprovError("package.refused.unsealable", corpus=src,
+                                 what="not a regular file, which is never sealed",
+                                 fix="replace it by the file itself, or remove it")
+        mode = stat.S_IMODE(st.st_mode)
+        fo = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        try:
+            h = hashlib.sha256()
+            while chunk := os.read(fi, sealed.CHUNK):
+                h.update(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fo, view):]
+            os.fchmod(fo, mode)
+        finally:
+            os.close(fo)
+    finally:
+        os.close(fi)
     return h.hexdigest()
 
 
@@ -227,7 +250,8 @@ def _order(leaves: list[tuple[str, str]], prev: list[tuple[str, str]] | None,
 
 
 def seal(r: Release) -> dict[str, Any]:
-    """Write the sealed corpus of ``r`` to ``r.out``; returns what the command reports."""
+    """Write the sealed corpus of ``r`` to ``r.out`` (a directory, or the archive of one
+    when ``r.out`` ends in ``.tar``); returns what the command reports."""
     prev_st, prev_leaves = None, None
     if r.previous is not None:
         try:
@@ -246,9 +270,12 @@ def seal(r: Release) -> dict[str, Any]:
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 made.add(dst.parent)
             pairs[rel] = (e.path, dst)
+        todo = list(pairs.values())
+        batches = [todo[i:i + BATCH] for i in range(0, len(todo), BATCH)]
         with ThreadPoolExecutor(sealed.WORKERS, thread_name_prefix="seal") as pool:
-            files = dict(zip(pairs, pool.map(lambda p: _copy(*p), pairs.values()),
-                             strict=True))
+            digests = [d for done in pool.map(lambda b: [_copy(*p) for p in b], batches)
+                       for d in done]
+        files = dict(zip(pairs, digests, strict=True))
         (tmp / "licences").mkdir(exist_ok=True)
         for name, path in r.licences:
             files[f"licences/{name}"] = _copy(path, tmp / "licences" / name)
@@ -276,7 +303,17 @@ def seal(r: Release) -> dict[str, Any]:
             files[rel] = sealed.sha256_file(tmp / rel)
         with open(tmp / sealed.CHECKSUMS, "x", encoding="utf-8") as f:
             f.writelines(f"{files[rel]}  {rel}\n" for rel in sorted(files))
-        os.rename(tmp, r.out)
+        if archive.is_archive(r.out):
+            tar = tmp.with_name(tmp.name + archive.SUFFIX)
+            try:
+                archive.write(tmp, tar, r.out.name.removesuffix(archive.SUFFIX))
+                os.rename(tar, r.out)
+            except BaseException:
+                tar.unlink(missing_ok=True)
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            os.rename(tmp, r.out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

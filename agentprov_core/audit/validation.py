@@ -12,7 +12,8 @@ default is ``standard`` mode, where warnings are reported and do not fail; relea
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,8 +63,12 @@ class Run:
     """One invocation's state: options, counters and how a finding is reported."""
 
     def __init__(self, root: Path, *, strict: bool, release: bool, skip_prov: bool,
-                 fmt: str, echo: Callable[[str], None] = print) -> None:
+                 fmt: str, echo: Callable[[str], None] = print,
+                 known: Mapping[str, str] | None = None) -> None:
         self.root = root
+        #: the sha256 of corpus files already read in this process, by relative path: the
+        #: linkage tier does not read them again
+        self.known = known
         self.echo = echo  # a text finding's line (json collects them in the tally)
         self.strict = strict or release
         self.release = release
@@ -140,7 +145,7 @@ class Run:
         prov_bytes = None if self.skip_prov else stored_prov
         try:
             v = valmod.validate(files["aer"], files["sem"], prov_bytes, self.root,
-                                release=self.release)
+                                release=self.release, known=self.known)
         except AgentprovError:
             raise
         except Exception as exc:  # noqa: BLE001 - one execution fails, not the whole run
@@ -183,8 +188,10 @@ class Run:
             t.passed += 1
 
     # ------------------------------------------------------------------ the corpus
-    def corpus(self) -> bool:
-        """Validate every execution; True when anything failed."""
+    def corpus(self, workers: int = 1) -> bool:
+        """Validate every execution; True when anything failed. With ``workers`` > 1 the
+        executions are validated in that many processes (PROV parsing holds the GIL), in
+        batches whose findings are reported in index order."""
         from agentprov_core.corpus import snapshot
         from agentprov_core.corpus.ledger import Attempt
         from agentprov_core.evidence.executions import DIRNAME, INDEX, IndexEntry
@@ -197,14 +204,22 @@ class Run:
         if not index.exists() and not snap.held:  # while a run holds it: not mapped yet
             corpus_failed |= self.report(None, "index", INDEX,
                                          "absent: no execution has been mapped", "warning")
-        for n, entry in snapshot.decoded(snap, INDEX, IndexEntry, torn):
-            if entry.execution_id in seen:
-                corpus_failed |= self.report(None, "index", INDEX, (
-                    f"line {n} repeats execution {entry.execution_id}; the first row is "
-                    "validated"), "warning")
-                continue
-            seen.add(entry.execution_id)
-            self.execution(entry)
+        def unique() -> Iterator[Any]:
+            nonlocal corpus_failed
+            for n, entry in snapshot.decoded(snap, INDEX, IndexEntry, torn):
+                if entry.execution_id in seen:
+                    corpus_failed |= self.report(None, "index", INDEX, (
+                        f"line {n} repeats execution {entry.execution_id}; the first row is "
+                        "validated"), "warning")
+                    continue
+                seen.add(entry.execution_id)
+                yield entry
+
+        if workers > 1 and sys.platform.startswith("linux"):
+            self._in_processes(unique(), workers)
+        else:
+            for entry in unique():
+                self.execution(entry)
         for n in torn:
             corpus_failed |= self.report(None, "index", INDEX,
                                          f"line {n} is not an index row (a torn write)",
@@ -228,3 +243,63 @@ class Run:
                 corpus_failed |= self.report(None, "index", f"{DIRNAME}/{name}",
                                              f"has no row in {INDEX}", "warning")
         return corpus_failed or self.tally.failed > 0
+
+    def _in_processes(self, entries: Iterator[Any], workers: int) -> None:
+        import multiprocessing
+        from collections import deque
+        from concurrent.futures import ProcessPoolExecutor
+
+        global _FORKED
+        _FORKED = self  # the children are forked: they inherit it, nothing is pickled
+        pending: deque[Any] = deque()
+        try:
+            with ProcessPoolExecutor(workers,
+                                     mp_context=multiprocessing.get_context("fork")) as pool:
+                def collect(limit: int) -> None:
+                    while len(pending) > limit:
+                        self._merge(*pending.popleft().result())
+
+                batch: list[Any] = []
+                for entry in entries:
+                    batch.append(entry)
+                    if len(batch) == BATCH:
+                        pending.append(pool.submit(_validate_batch, batch))
+                        batch = []
+                        collect(2 * workers)
+                if batch:
+                    pending.append(pool.submit(_validate_batch, batch))
+                collect(0)
+        finally:
+            _FORKED = None
+
+    def _merge(self, tally: Tally, lines: list[str], error: tuple[str, dict] | None) -> None:
+        if error is not None:
+            raise AgentprovError(error[0], **error[1])
+        t = self.tally
+        for f in ("executions", "passed", "failed", "unvalidated", "linkage_resolved",
+                  "linkage_total", "reproduced", "differ"):
+            setattr(t, f, getattr(t, f) + getattr(tally, f))
+        t.failures += tally.failures
+        for line in lines:
+            self.echo(line)
+
+
+BATCH = 64  # executions per task of a process
+_FORKED: Run | None = None  # the run a forked child validates for
+
+
+def _validate_batch(entries: list[Any]) -> tuple[Tally, list[str], tuple[str, dict] | None]:
+    """In a forked child: validate ``entries`` for the parent's run; its tally, its text
+    lines, and the code and parameters of an error that stops the run (not picklable)."""
+    parent = _FORKED
+    assert parent is not None
+    lines: list[str] = []
+    run = Run(parent.root, strict=parent.strict, release=parent.release,
+              skip_prov=parent.skip_prov, fmt=parent.fmt, echo=lines.append,
+              known=parent.known)
+    try:
+        for entry in entries:
+            run.execution(entry)
+    except AgentprovError as exc:
+        return run.tally, lines, (exc.code, exc.params)
+    return run.tally, lines, None

@@ -46,7 +46,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,13 +86,14 @@ def _truncated(exc: Exception) -> bool:
 # ------------------------------------------------------------------------------ the walk
 class _Verifier:
     def __init__(self, root: Path, manifest: dict[str, Any] | None, report: Report,
-                 snap: Snapshot) -> None:
+                 snap: Snapshot, digests: dict[str, str] | None = None) -> None:
         self.root = root
         self.base = str(root) + os.sep  # paths as strings: no pathlib in the hot loops
         self.manifest = manifest
         self.report = report
         self.snap = snap
         self.verified: set[str] = set()  # raw digests whose bytes were checked
+        self.digests = digests  # when given: the sha256 of every file read, by path
         self.ledger: dict[int, LedgerRef] = {}  # by seq
         self.plans: set[str] = set()
         self.configs: set[str] = set()
@@ -112,6 +113,10 @@ class _Verifier:
     def hashed(self, nbytes: int) -> None:
         self.report.counts["files_hashed"] += 1
         self.report.counts["bytes_hashed"] += nbytes
+
+    def read(self, pairs: Iterable[tuple[str, str]]) -> None:
+        if self.digests is not None:
+            self.digests.update(pairs)
 
     def run(self) -> None:
         if (note := self.snap.note()) is not None:
@@ -359,6 +364,7 @@ class _Verifier:
             for d, nbytes in out["verified"]:
                 self.verified.add(d)
                 self.hashed(nbytes)
+            self.read(out["read"])
             if out.get("records") is not None:
                 self.report.counts["capture_logs"] += 1
                 self.report.counts["capture_records"] += out["records"]
@@ -412,6 +418,7 @@ class _Verifier:
                 self.fail("raw.unexpected", rel, f"not a content-addressed file: it {got}")
                 continue
             self.hashed(size)
+            self.read(((rel, got),))
             name = rel.rsplit("/", 1)[1]
             if got != name:
                 self.fail("raw.digest", rel, f"its sha256 is {got}, not its name: the file "
@@ -457,6 +464,7 @@ class _Verifier:
                 self.report.findings.extend(out["findings"])
                 for nbytes in out["hashed"]:
                     self.hashed(nbytes)
+                self.read(out["read"])
                 if out["source"] is not None:
                     self.sources.add(out["source"])
                 if out.get("test_only") is not None:
@@ -539,6 +547,7 @@ class _Verifier:
             return
         self.hashed(len(data))
         got = hashlib.sha256(data).hexdigest()
+        self.read(((rel, got),))
         if got != sha:
             self.fail("preflight.digest", rel,
                       f"its sha256 is {got}, not its name: the file was altered")
@@ -607,14 +616,17 @@ def _open(given: str | Path) -> tuple[Path, dict[str, Any] | None, str | None]:
         raise
 
 
-def verify_corpus(given: str | Path) -> Report:
+def verify_corpus(given: str | Path, digests: dict[str, str] | None = None) -> Report:
+    """Level chain of the corpus ``given``. When ``digests`` is given, the sha256 of every
+    file the walk read is put in it by relative path (level sealed and sealing use them
+    instead of reading those files again)."""
     from agentprov_core.corpus import snapshot
 
     root, manifest, broken = _open(given)
     snap = snapshot.take(root)
     corpus_id = str((manifest or {}).get("corpus_id") or root.name.removesuffix(".partial"))
     report = Report(root, corpus_id, root.name.endswith(".partial"))
-    v = _Verifier(root, manifest, report, snap)
+    v = _Verifier(root, manifest, report, snap, digests)
     if broken is not None:
         v.fail("manifest.unreadable", "manifest.json",
                f"{broken}: the file was altered (it is rewritten whole by every run, never "

@@ -41,8 +41,9 @@ def _readable(option: str, value: str) -> Path:
 @click.option("--licence-file", "licences", metavar="NAME=PATH", multiple=True,
               help="A licence file to include, as NAME=PATH (repeatable).")
 @click.option("--out", metavar="DIR",
-              help="The sealed corpus to write (a new directory; default: CORPUS_ID-V "
-                   "beside the corpus).")
+              help="The sealed corpus to write: a new directory (default: CORPUS_ID-V beside "
+                   "the corpus), or, for a name ending in .tar, one deterministic archive of "
+                   "it.")
 @click.option("--sign-key", metavar="NAME",
               help="Sign the seal with the signing key NAME (agentprov keys signing new). "
                    "Without it the seal is unsigned, and says so.")

@@ -11,7 +11,8 @@ from agentprov_core.cli.common import echo_json, format_option
 
 
 @click.command()
-@click.option("--corpus", metavar="DIR", required=True, help="The sealed corpus.")
+@click.option("--corpus", metavar="DIR", required=True,
+              help="The sealed corpus (a directory, or its NAME.tar archive).")
 @click.option("--execution", "execution_id", metavar="ID", required=True,
               help="The execution's id (its directory under executions/).")
 @click.option("--out", metavar="FILE",
@@ -20,20 +21,29 @@ from agentprov_core.cli.common import echo_json, format_option
 def prove(corpus: str, execution_id: str, out: str | None, fmt: str) -> int:
     """Write one execution's stored files, their RFC 9162 inclusion proofs and the signed
     statement to one file, which agentprov verify --proof checks without the corpus."""
-    from agentprov_core.audit import sealed
-    from agentprov_core.audit.proofs import write_bundle
+    from agentprov_core.audit import archive
     from agentprov_core.errors import AgentprovError
 
-    root = Path(corpus)
-    if not (root / sealed.ENVELOPE).is_file():
-        raise AgentprovError("package.usage.option", option="--corpus", value=corpus,
-                             what="not a sealed corpus (no seal/statement.dsse.json): "
-                                  "agentprov package seals one")
     target = Path(out) if out else Path(f"{execution_id}.proof.json")
     if target.exists():
         raise AgentprovError("package.usage.option", option="--out", value=target,
                              what="exists: a bundle is written to a new file")
-    done = write_bundle(root, execution_id, target)
+    if archive.is_archive(corpus) and Path(corpus).is_file():
+        with archive.unpacked(Path(corpus)) as root:
+            return _prove(root, corpus, execution_id, target, fmt)
+    return _prove(Path(corpus), corpus, execution_id, target, fmt)
+
+
+def _prove(root: Path, corpus: str, execution_id: str, target: Path, fmt: str) -> int:
+    from agentprov_core.audit import sealed
+    from agentprov_core.audit.proofs import write_bundle
+    from agentprov_core.errors import AgentprovError
+
+    if not (root / sealed.ENVELOPE).is_file():
+        raise AgentprovError("package.usage.option", option="--corpus", value=corpus,
+                             what="not a sealed corpus (no seal/statement.dsse.json): "
+                                  "agentprov package seals one")
+    done = write_bundle(root, execution_id, target, shown=corpus)
     if fmt == "json":
         echo_json(done)
     else:

@@ -34,7 +34,8 @@ def _sealed_json(rep: Any) -> dict[str, Any]:
 
 @click.command()
 @click.option("--corpus", metavar="DIR",
-              help="The corpus (DIR or DIR.partial, as the run wrote it; or a sealed corpus).")
+              help="The corpus (DIR or DIR.partial, as the run wrote it; or a sealed corpus, "
+                   "a directory or its NAME.tar archive).")
 @click.option("--proof", metavar="BUNDLE",
               help="A proof bundle of one execution (agentprov prove), checked on its own.")
 @click.option("--trusted-key", metavar="FILE",
@@ -65,12 +66,27 @@ def verify(corpus: str | None, proof: str | None, trusted_key: str | None, fmt: 
             for k, c, p, m in rep.findings:
                 click.echo(f"  {k}: {c} at {p}: {m}")
         return 0 if rep.result == "passed" else 1
+    from agentprov_core.audit import archive
+
+    if archive.is_archive(corpus) and Path(corpus).is_file():
+        with archive.unpacked(Path(corpus)) as root:
+            return _corpus(root, trusted, fmt, shown=corpus)
+    return _corpus(Path(corpus), trusted, fmt)
+
+
+def _corpus(corpus: Path, trusted: Any, fmt: str, shown: str | None = None) -> int:
+    """Levels chain and (for a sealed corpus) sealed of ``corpus``, reported as ``shown``
+    (the archive it was unpacked from) when given."""
     from agentprov_core.audit import sealed
     from agentprov_core.audit.verification import verify_corpus
 
-    report = verify_corpus(corpus)
-    srep = sealed.verify_sealed(report.corpus, trusted) if sealed.is_sealed(
+    # a sealed corpus: level chain keeps the digest of each file it reads, for level sealed
+    read: dict[str, str] | None = {} if sealed.is_sealed(corpus) else None
+    report = verify_corpus(corpus, read)
+    srep = sealed.verify_sealed(report.corpus, trusted, read) if sealed.is_sealed(
         report.corpus) else None
+    if shown is not None:
+        report.corpus = Path(shown)
     if fmt == "json":
         doc = report.to_json()
         if srep is not None:

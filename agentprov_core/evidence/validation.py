@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import io
 import warnings
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -306,9 +307,10 @@ def _file_sha256(path: Path) -> str:
 
 
 def _linkage_tier(targets: list[tuple[str, str]], own: dict[str, bytes],
-                  corpus_root: Path) -> tuple[TierResult, Linkage]:
+                  corpus_root: Path, known: Mapping[str, str]) -> tuple[TierResult, Linkage]:
     """``targets``: (path, sha256) of every entity with a digest; ``own``: the paths of the
-    execution's files being validated and their bytes (they may not be written yet)."""
+    execution's files being validated and their bytes (they may not be written yet);
+    ``known``: the sha256 of corpus files the caller read, by relative path."""
     problems = []
     resolved = 0
     root = corpus_root.resolve()
@@ -328,7 +330,7 @@ def _linkage_tier(targets: list[tuple[str, str]], own: dict[str, bytes],
                 problems.append(Problem(file=rel, what=(
                     f"is not the raw store's address of sha256 {sha}")))
                 continue
-            actual = _file_sha256(p) if p.is_file() else None
+            actual = known.get(rel) or (_file_sha256(p) if p.is_file() else None)
         if actual is None:
             problems.append(Problem(file=rel, what=f"missing from the corpus (sha256 {sha})"))
         elif actual != sha:
@@ -391,7 +393,8 @@ def _shacl_tier(doc: Any) -> TierResult:
 
 # ----------------------------------------------------------------------------- validate
 def validate(aer_bytes: bytes, sem_bytes: bytes, prov_bytes: bytes | None,
-             corpus_root: Path, *, release: bool = False) -> Validation:
+             corpus_root: Path, *, release: bool = False,
+             known: Mapping[str, str] | None = None) -> Validation:
     """Validate one execution's AER, SEM and PROV bytes against the corpus at
     ``corpus_root``.
 
@@ -400,6 +403,9 @@ def validate(aer_bytes: bytes, sem_bytes: bytes, prov_bytes: bytes | None,
         result is ``unvalidated``.
     :param release: add the shacl tier; raises ``validate.environment.release`` when
         rdflib or pyshacl is missing.
+    :param known: the sha256 of corpus files the caller has just read, by relative path
+        (``package``'s verify pass): linkage takes a target's digest from it instead of
+        reading the file again.
     """
     if release and (missing := release_missing()):
         raise AgentprovError("validate.environment.release", missing=", ".join(missing))
@@ -435,7 +441,7 @@ def validate(aer_bytes: bytes, sem_bytes: bytes, prov_bytes: bytes | None,
         else:  # no graph: the evidence the AER names, and the AER and SEM themselves
             targets = sorted({(ev.path, ev.sha256) for ev in record.header.evidence}
                              | {(p, _sha(b)) for p, b in own.items()})
-        t, linkage = _linkage_tier(targets, own, corpus_root)
+        t, linkage = _linkage_tier(targets, own, corpus_root, known or {})
         tiers.append(t)
 
     if release:
