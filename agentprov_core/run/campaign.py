@@ -315,7 +315,7 @@ class _Loop:
         with timing.span("gate"):
             time.sleep(min(0.25, max(0.01, g.wait_s())))
         self.signals.raise_pending()
-        if stops.drain_requested(self.options):
+        if stops.drain_requested(self.options.control_file):
             self.stop = "drain"
             return False
         return True
