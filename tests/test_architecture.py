@@ -243,9 +243,7 @@ def test_a_circle_closed_inside_a_function_is_found(tmp_path):
 
 
 #: the core's code files that may be longer, and why
-LONG_FILES = {"errors.py": "the registry of error codes, which is data (one entry a code)",
-              "testing/contract.py": "the contract suite: the one file each plugin's tox "
-                                     "env hands pytest (tox.ini)"}
+LONG_FILES = {"errors.py": "the registry of error codes, which is data (one entry a code)"}
 MAX_LINES = 700
 
 
