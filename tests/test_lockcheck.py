@@ -157,3 +157,28 @@ def test_uv_agrees_on_every_edit(tmp_path, edit, file, old, new, mismatch):
     if p.returncode != 0 and "needs to be updated" not in p.stderr:
         pytest.skip(f"uv could not decide without PyPI: {p.stderr.strip()[-300:]}")
     assert (p.returncode != 0) is mismatch, p.stderr
+
+
+def test_the_lock_as_the_checks_read_it_is_the_whole_lock_where_they_read_it():
+    """read_lock leaves out what no check reads (registry packages' wheels, dependencies);
+    everything a check does read is what parsing the whole file gives."""
+    import tomllib
+
+    from agentprov_core.backend.lockcheck import read_lock
+
+    locks = sorted((ROOT / "backends").glob("*/uv.lock"))
+    assert locks, "the committed backend projects' locks"
+    for lock in locks:
+        text = lock.read_text(encoding="utf-8")
+        whole, read = tomllib.loads(text), read_lock(text)
+        assert {k: v for k, v in whole.items() if k != "package"} == \
+            {k: v for k, v in read.items() if k != "package"}, lock
+        assert [(p["name"], p.get("version"), p["source"]) for p in whole["package"]] == \
+            [(p["name"], p.get("version"), p["source"]) for p in read["package"]], lock
+        paths = [p for p in whole["package"]
+                 if set(p["source"]) & {"directory", "editable", "virtual", "path"}]
+        assert paths and paths == [p for p in read["package"]
+                                   if set(p["source"]) & {"directory", "editable", "virtual",
+                                                          "path"}], lock
+    with pytest.raises(tomllib.TOMLDecodeError):  # a damaged lock is refused as before
+        read_lock('version = 1\nrequires-python = ">=3.12\n')

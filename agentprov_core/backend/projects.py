@@ -139,7 +139,7 @@ def lock_problem(loc: Located, seen: set[Path] | None = None) -> str | None:
 
     assert loc.directory is not None
     try:
-        lock = tomllib.loads((loc.directory / "uv.lock").read_text(encoding="utf-8"))
+        lock = lockcheck.read_lock((loc.directory / "uv.lock").read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         return f"its uv.lock cannot be read ({type(exc).__name__}: {exc}): lock it again"
     if diffs := lockcheck.differences(loc.directory, lock, seen):
