@@ -15,6 +15,7 @@ import msgspec
 import pytest
 
 from agentprov_core.run import attempt, mappings, summary
+from agentprov_core.run.options import RunOptions
 from tests.test_mapping import MANIFEST, complete_session, corpus_with, native_log
 
 CASES = {
@@ -37,8 +38,10 @@ def test_a_unit_is_conclusive_when_complete_and_its_accounting_holds(tmp_path, c
     att = msgspec.structs.replace(att, status=status, conclusive=status == "complete")
     (root / "manifest.json").write_text(json.dumps(MANIFEST))
     tally = summary.Tally()
-    wc = SimpleNamespace(root=root, manifest=lambda: MANIFEST)
-    mapped = mappings.map_counted(SimpleNamespace(request=SimpleNamespace(options={})), wc, att, tally)
+    wc = SimpleNamespace(root=root, manifest=lambda: MANIFEST,
+                         manifest_as_read=lambda: MANIFEST)
+    prepared = SimpleNamespace(request=SimpleNamespace(options=RunOptions()))
+    mapped = mappings.map_counted(prepared, wc, att, tally)
     assert mapped is not None and mapped.entry.live_vs_native == verdict
     summary.count(tally, att, None, mapped)
     counts = {"conclusive": tally.conclusive, "inconsistent": tally.inconsistent,
