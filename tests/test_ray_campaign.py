@@ -75,6 +75,32 @@ def test_ray_and_local_give_the_same_evidence(e2e_cli, agentdojo_env, tmp_path):
                 assert row[measure]["difference"] == 0, row
 
 
+def test_one_gate_in_t0_governs_the_cells_on_ray_nodes(e2e_cli, agentdojo_env, tmp_path):
+    """The adaptive start gate reads each cell's capture log as T0 ingests it, so cells on
+    Ray nodes are governed by the one gate of the campaign: a rate limit the nodes' cells
+    meet halves the window in the driver's manifest."""
+    from agentprov_ray.testing import local_cluster
+
+    replies = json.loads(LIVE_DEMO.read_text())
+    limited = tmp_path / "limited.json"
+    limited.write_text(json.dumps({"format": "agentprov-llm-script/0.1", "latency_s": 0.2,
+                                   "rate_limit": {"per_minute": 120, "burst": 3},
+                                   "replies": replies}))
+    corpus = tmp_path / "gated"
+    with local_cluster(nodes=1, cpus=2, env={"AGENTPROV_HOME": str(agentdojo_env.home)}) as lc:
+        r = e2e_cli("run", "agentdojo", "--corpus", corpus, "--campaign", "gated",
+                    "--suite", "banking", "--user-tasks", "0-3", "--llm-script", limited,
+                    "--jobs", "2", "--adaptive-jobs", "on", "--executor", "ray",
+                    "--ray-address", lc.address, json_errors=False)
+    assert r.code == 0, r.err
+    m = json.loads((_partial(corpus) / "manifest.json").read_text())
+    assert m["producer"]["executor"] == "ray"
+    [gate] = m["live"]["gate"]
+    assert gate["policy"]["mode"] == "on" and gate["signals"]["http 429"] >= 1
+    assert gate["decreases_total"] >= 1 and max(p[1] for p in gate["trace"]) <= 2
+    assert all(e["status"] == "complete" for e in _ledger(corpus))
+
+
 @pytest.mark.skipif(not os.environ.get("AGENTPROV_TEST_RAY_FAULTS"),
                     reason="opt-in: tox -e ray (a node killed under a running campaign)")
 def test_a_node_removed_mid_cell_loses_no_unit_and_runs_none_twice(e2e_cli, agentdojo_env,
