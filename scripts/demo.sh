@@ -43,8 +43,16 @@ step stats --corpus "$corpus" --tables results || status=1
 # the corpus as a static site (no server; open its index.html in a browser)
 step view --corpus "$corpus" || status=1
 : > "$work/corpus-spec.toml"
-step package --corpus "$corpus" --corpus-version 0.1.0 --spec "$work/corpus-spec.toml"
-[ $? -eq 5 ] || status=1   # live corpora are not sealed in this build
+# sealed as a release anyone can check offline (agentprov-corpus/0.3; a scripted corpus is
+# sealed test_only), and the release verified
+# signed with a key of the demo's own, made on its first run (its private half is never
+# printed), and verified against the public half as a reader would
+agentprov keys signing export-public demo > "$work/demo.pub" 2>/dev/null || {
+  step keys signing new demo && agentprov keys signing export-public demo > "$work/demo.pub"
+} || status=1
+step package --corpus "$corpus" --corpus-version 0.1.0 --spec "$work/corpus-spec.toml" \
+  --sign-key demo --out "$work/release" || status=1
+step verify --corpus "$work/release" --trusted-key "$work/demo.pub" || status=1
 echo
 echo "the working corpus is $corpus.partial:"
 ls "$corpus.partial"
