@@ -48,7 +48,7 @@ class _TLSServer:
 
     def _serve(self, ctx: ssl.SSLContext) -> None:
         """Serve POSTs on loopback through ``self.handle(path, headers, body) -> (status,
-        content type, bytes)``."""
+        content type, bytes[, more headers])``."""
         stand_in = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -59,9 +59,11 @@ class _TLSServer:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status, ctype, data = stand_in.handle(self.path, self.headers, body)
+                status, ctype, data, *more = stand_in.handle(self.path, self.headers, body)
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
+                for name, value in (more[0] if more else {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
