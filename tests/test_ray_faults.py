@@ -6,7 +6,7 @@ default), opt-in (``tox -e ray``: ``AGENTPROV_TEST_RAY_FAULTS``).
 The campaign: AgentDojo's banking user tasks 0-3, benign and under
 ``important_instructions`` with injection task 0 (8 units), scripted replies after 1.5 s
 each, ``--jobs 6`` (two cells on each node), under ``--max-calls``. Each trial waits until
-three cells are in flight, then a random 0.5 to 4 s, and then:
+three cells are in flight, then a random 0.5 to 10 s (the first cells or the next), and then:
 
 - **a node removed** (``Cluster.remove_node``, not gracefully: its raylet and workers
   killed): its attempts are ledgered failed with ``cli.environment.node_lost`` naming the
@@ -121,13 +121,13 @@ def _counts(corpus: Path, e2e_cli) -> dict[str, int]:
             "verify_failed": int(e2e_cli("verify", "--corpus", corpus).code != 0)}
 
 
-def _report(kind: str, trials: list[dict], started: float, t0: float) -> dict:
+def _report(kind: str, trials: list[dict], started: float, t0: float, load: tuple) -> dict:
     total = Counter()
     for t in trials:
         total.update({k: v for k, v in t.items() if isinstance(v, int)})
     out = {"fault": kind, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
            "duration_s": round(time.monotonic() - t0, 1), "trials": trials,
-           "totals": dict(total), "load_before": os.getloadavg()}
+           "totals": dict(total), "load_before": load, "load_after": os.getloadavg()}
     path = os.environ.get("AGENTPROV_TEST_RAY_FAULTS_REPORT")
     if path:
         with open(path, "a") as f:
@@ -148,7 +148,7 @@ def test_a_node_removed_mid_cell_is_attempted_again_in_the_same_run(e2e_cli, age
     script = _script(tmp_path)
     env = child_env() | {"AGENTPROV_HOME": str(agentdojo_env.home)}
     trials: list[dict] = []
-    started, t0 = time.time(), time.monotonic()
+    started, t0, load = time.time(), time.monotonic(), os.getloadavg()
     with local_cluster(nodes=3, cpus=1, env={"AGENTPROV_HOME": str(agentdojo_env.home)}) as lc:
         while len(trials) < TRIALS:
             corpus = tmp_path / f"node-{len(trials)}-{rng.randrange(1 << 30):x}"
@@ -157,7 +157,7 @@ def test_a_node_removed_mid_cell_is_attempted_again_in_the_same_run(e2e_cli, age
                                  stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
             removed_at = None
             if _in_flight(corpus, 3, p):
-                time.sleep(rng.uniform(0.5, 4.0))
+                time.sleep(rng.uniform(0.5, 10.0))
                 removed_at = time.monotonic() - start
                 lc.cluster.remove_node(lc.workers.pop(0), allow_graceful=False)
             _, err = p.communicate(timeout=900)
@@ -185,7 +185,7 @@ def test_a_node_removed_mid_cell_is_attempted_again_in_the_same_run(e2e_cli, age
                      "cells_left_running": len(_cells_left(agentdojo_env.env_dir)),
                      **_counts(corpus, e2e_cli)}
             trials.append(trial)
-    report = _report("node removed", trials, started, t0)
+    report = _report("node removed", trials, started, t0, load)
     for key in MUST_BE_0:
         assert report["totals"].get(key, 0) == 0, report
 
@@ -198,7 +198,7 @@ def test_the_driver_killed_mid_campaign_resumes_and_ingests_nothing_twice(
     script = _script(tmp_path)
     env = child_env() | {"AGENTPROV_HOME": str(agentdojo_env.home)}
     trials: list[dict] = []
-    started, t0 = time.time(), time.monotonic()
+    started, t0, load = time.time(), time.monotonic(), os.getloadavg()
     with local_cluster(nodes=3, cpus=1, env={"AGENTPROV_HOME": str(agentdojo_env.home)}) as lc:
         while len(trials) < TRIALS:
             corpus = tmp_path / f"driver-{len(trials)}-{rng.randrange(1 << 30):x}"
@@ -209,7 +209,7 @@ def test_the_driver_killed_mid_campaign_resumes_and_ingests_nothing_twice(
             if not _in_flight(corpus, 3, p):
                 p.communicate(timeout=600)
                 continue
-            time.sleep(rng.uniform(0.5, 4.0))
+            time.sleep(rng.uniform(0.5, 10.0))
             killed_at = time.monotonic() - start
             p.send_signal(signal.SIGKILL)
             p.communicate(timeout=60)
@@ -230,6 +230,6 @@ def test_the_driver_killed_mid_campaign_resumes_and_ingests_nothing_twice(
                                                                 for e in entries}),
                      **_counts(corpus, e2e_cli)}
             trials.append(trial)
-    report = _report("driver killed", trials, started, t0)
+    report = _report("driver killed", trials, started, t0, load)
     for key in (*MUST_BE_0, "dead_sessions_ledgered"):
         assert report["totals"].get(key, 0) == 0, report
