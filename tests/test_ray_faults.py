@@ -121,7 +121,16 @@ def _counts(corpus: Path, e2e_cli) -> dict[str, int]:
             "verify_failed": int(e2e_cli("verify", "--corpus", corpus).code != 0)}
 
 
-def _report(kind: str, trials: list[dict], started: float, t0: float, load: tuple) -> dict:
+def _trials(agentdojo_env, tmp_path: Path, seed: int):
+    """The seeded draws, the script, the driver's environment, and when and at what load
+    the trials started."""
+    rng = random.Random(int(os.environ.get("AGENTPROV_TEST_RAY_SEED") or seed))
+    env = child_env() | {"AGENTPROV_HOME": str(agentdojo_env.home)}
+    return rng, _script(tmp_path), env, (time.time(), time.monotonic(), os.getloadavg())
+
+
+def _report(kind: str, trials: list[dict], clock: tuple) -> dict:
+    started, t0, load = clock
     total = Counter()
     for t in trials:
         total.update({k: v for k, v in t.items() if isinstance(v, int)})
@@ -144,11 +153,8 @@ def test_a_node_removed_mid_cell_is_attempted_again_in_the_same_run(e2e_cli, age
                                                                    tmp_path):
     from agentprov_ray.testing import local_cluster
 
-    rng = random.Random(int(os.environ.get("AGENTPROV_TEST_RAY_SEED") or 32))
-    script = _script(tmp_path)
-    env = child_env() | {"AGENTPROV_HOME": str(agentdojo_env.home)}
+    rng, script, env, clock = _trials(agentdojo_env, tmp_path, 32)
     trials: list[dict] = []
-    started, t0, load = time.time(), time.monotonic(), os.getloadavg()
     with local_cluster(nodes=3, cpus=1, env={"AGENTPROV_HOME": str(agentdojo_env.home)}) as lc:
         while len(trials) < TRIALS:
             corpus = tmp_path / f"node-{len(trials)}-{rng.randrange(1 << 30):x}"
@@ -185,7 +191,7 @@ def test_a_node_removed_mid_cell_is_attempted_again_in_the_same_run(e2e_cli, age
                      "cells_left_running": len(_cells_left(agentdojo_env.env_dir)),
                      **_counts(corpus, e2e_cli)}
             trials.append(trial)
-    report = _report("node removed", trials, started, t0, load)
+    report = _report("node removed", trials, clock)
     for key in MUST_BE_0:
         assert report["totals"].get(key, 0) == 0, report
 
@@ -194,11 +200,8 @@ def test_the_driver_killed_mid_campaign_resumes_and_ingests_nothing_twice(
         e2e_cli, agentdojo_env, tmp_path):
     from agentprov_ray.testing import local_cluster
 
-    rng = random.Random(int(os.environ.get("AGENTPROV_TEST_RAY_SEED") or 33))
-    script = _script(tmp_path)
-    env = child_env() | {"AGENTPROV_HOME": str(agentdojo_env.home)}
+    rng, script, env, clock = _trials(agentdojo_env, tmp_path, 33)
     trials: list[dict] = []
-    started, t0, load = time.time(), time.monotonic(), os.getloadavg()
     with local_cluster(nodes=3, cpus=1, env={"AGENTPROV_HOME": str(agentdojo_env.home)}) as lc:
         while len(trials) < TRIALS:
             corpus = tmp_path / f"driver-{len(trials)}-{rng.randrange(1 << 30):x}"
@@ -230,6 +233,6 @@ def test_the_driver_killed_mid_campaign_resumes_and_ingests_nothing_twice(
                                                                 for e in entries}),
                      **_counts(corpus, e2e_cli)}
             trials.append(trial)
-    report = _report("driver killed", trials, started, t0, load)
+    report = _report("driver killed", trials, clock)
     for key in (*MUST_BE_0, "dead_sessions_ledgered"):
         assert report["totals"].get(key, 0) == 0, report
