@@ -129,13 +129,14 @@ def _trials(agentdojo_env, tmp_path: Path, seed: int):
     return rng, _script(tmp_path), env, (time.time(), time.monotonic(), os.getloadavg())
 
 
-def _report(kind: str, trials: list[dict], clock: tuple) -> dict:
+def _report(kind: str, trials: list[dict], clock: tuple, draws: int) -> dict:
+    """The trials' counts summed (``draws``: trials run, a miss drawn again)."""
     started, t0, load = clock
     total = Counter()
     for t in trials:
         total.update({k: v for k, v in t.items() if isinstance(v, int)})
     out = {"fault": kind, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
-           "duration_s": round(time.monotonic() - t0, 1), "trials": trials,
+           "duration_s": round(time.monotonic() - t0, 1), "draws": draws, "trials": trials,
            "totals": dict(total), "load_before": load, "load_after": os.getloadavg()}
     path = os.environ.get("AGENTPROV_TEST_RAY_FAULTS_REPORT")
     if path:
@@ -155,8 +156,10 @@ def test_a_node_removed_mid_cell_is_attempted_again_in_the_same_run(e2e_cli, age
 
     rng, script, env, clock = _trials(agentdojo_env, tmp_path, 32)
     trials: list[dict] = []
+    draws = 0
     with local_cluster(nodes=3, cpus=1, env={"AGENTPROV_HOME": str(agentdojo_env.home)}) as lc:
         while len(trials) < TRIALS:
+            draws += 1
             corpus = tmp_path / f"node-{len(trials)}-{rng.randrange(1 << 30):x}"
             start = time.monotonic()
             p = subprocess.Popen(_argv(corpus, script, lc.address), stdout=subprocess.PIPE,
@@ -191,7 +194,7 @@ def test_a_node_removed_mid_cell_is_attempted_again_in_the_same_run(e2e_cli, age
                      "cells_left_running": len(_cells_left(agentdojo_env.env_dir)),
                      **_counts(corpus, e2e_cli)}
             trials.append(trial)
-    report = _report("node removed", trials, clock)
+    report = _report("node removed", trials, clock, draws)
     for key in MUST_BE_0:
         assert report["totals"].get(key, 0) == 0, report
 
@@ -202,8 +205,10 @@ def test_the_driver_killed_mid_campaign_resumes_and_ingests_nothing_twice(
 
     rng, script, env, clock = _trials(agentdojo_env, tmp_path, 33)
     trials: list[dict] = []
+    draws = 0
     with local_cluster(nodes=3, cpus=1, env={"AGENTPROV_HOME": str(agentdojo_env.home)}) as lc:
         while len(trials) < TRIALS:
+            draws += 1
             corpus = tmp_path / f"driver-{len(trials)}-{rng.randrange(1 << 30):x}"
             argv = _argv(corpus, script, lc.address)
             start = time.monotonic()
@@ -233,6 +238,6 @@ def test_the_driver_killed_mid_campaign_resumes_and_ingests_nothing_twice(
                                                                 for e in entries}),
                      **_counts(corpus, e2e_cli)}
             trials.append(trial)
-    report = _report("driver killed", trials, clock)
+    report = _report("driver killed", trials, clock, draws)
     for key in (*MUST_BE_0, "dead_sessions_ledgered"):
         assert report["totals"].get(key, 0) == 0, report
