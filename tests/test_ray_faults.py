@@ -90,6 +90,16 @@ def _in_flight(corpus: Path, n: int, proc: subprocess.Popen, limit: float = 300)
     return False
 
 
+def _ledgered(corpus: Path, n: int, proc: subprocess.Popen, limit: float = 300) -> bool:
+    """Wait until ``n`` attempts are ledgered; False when the run ended."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and proc.poll() is None:
+        if len(_ledger(corpus)) >= n:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def _cells_left(env_dir: Path, wait_s: float = 60) -> list[str]:
     """The environment's processes still running after ``wait_s`` seconds at most."""
     for _ in range(int(wait_s)):
@@ -214,10 +224,12 @@ def test_the_driver_killed_mid_campaign_resumes_and_ingests_nothing_twice(
             start = time.monotonic()
             p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True, env=env, cwd=ROOT)
-            if not _in_flight(corpus, 3, p):
+            # every other trial once some cells are ledgered: a resume of a corpus half done
+            if not (_in_flight(corpus, 3, p) if draws % 2 else
+                    _ledgered(corpus, rng.randint(1, 5), p)):
                 p.communicate(timeout=600)
                 continue
-            time.sleep(rng.uniform(0.5, 10.0))
+            time.sleep(rng.uniform(0.5, 10.0) if draws % 2 else rng.uniform(0.0, 2.0))
             killed_at = time.monotonic() - start
             p.send_signal(signal.SIGKILL)
             p.communicate(timeout=60)
