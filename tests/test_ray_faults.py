@@ -6,7 +6,8 @@ default), opt-in (``tox -e ray``: ``AGENTPROV_TEST_RAY_FAULTS``).
 The campaign: AgentDojo's banking user tasks 0-3, benign and under
 ``important_instructions`` with injection task 0 (8 units), scripted replies after 1.5 s
 each, ``--jobs 6`` (two cells on each node), under ``--max-calls``. Each trial waits until
-three cells are in flight, then a random 0.5 to 10 s (the first cells or the next), and then:
+three cells are in flight, then a random 0.5 to 10 s (the first cells or the next), or,
+every other driver kill, until 1 to 5 attempts are ledgered, then up to 2 s; and then:
 
 - **a node removed** (``Cluster.remove_node``, not gracefully: its raylet and workers
   killed): its attempts are ledgered failed with ``cli.environment.node_lost`` naming the
