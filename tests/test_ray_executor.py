@@ -8,7 +8,8 @@ and written into T0's staging; the node checks (a node whose environment differs
 refused by address and difference, exit 3, unless ``--skip-refused-nodes``); the key's
 sentinel in the worker on the node yet in no file under Ray's session directory, in no
 output of ``ray list tasks --detail`` / ``ray list actors --detail`` and in nothing carried
-back; an unreachable cluster refused with exit 3. ``--executor ray`` without the plugin is
+back; a node whose actor died failing its cells with ``cli.environment.node_lost`` naming
+it; an unreachable cluster refused with exit 3. ``--executor ray`` without the plugin is
 refused at usage (exit 2) naming the distribution. The campaign through the CLI, its
 digests against the local executor's, is ``tests/test_ray_campaign.py`` (slow)."""
 

@@ -20,8 +20,8 @@ every other driver kill, until 1 to 5 attempts are ledgered, then up to 2 s; and
 Counted over the trials, and each must be 0: units of the plan with no conclusive attempt
 (lost), units with two conclusive attempts or a session ledgered twice (run twice),
 corpora failing ``verify``, and cells left running. ``AGENTPROV_TEST_RAY_FAULTS_REPORT=FILE``
-writes the counts, the date and the durations as JSON (docs/faults.md, "Node faults on
-Ray")."""
+writes the counts, the date and the durations as JSON (docs/faults.md, "Faults on a Ray
+cluster")."""
 
 from __future__ import annotations
 
