@@ -69,6 +69,7 @@ _NAMES = {
     "Executor": "agentprov_core.backend.executor",
     "Launch": "agentprov_core.backend.executor",
     "LocalExecutor": "agentprov_core.backend.executor",
+    "NODE_LOST": "agentprov_core.backend.executor",
     "Worker": "agentprov_core.backend.workerclient",
     "Target": "agentprov_core.backend.executor",
     # what a host that runs cells must agree on with T0; a staged session carried to T0
@@ -114,6 +115,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from agentprov_core.backend.containment import ContainmentProvider  # noqa: F401
     from agentprov_core.backend.environments import environment_dir, environment_id  # noqa: F401
     from agentprov_core.backend.executor import (  # noqa: F401
+        NODE_LOST,
         Executor,
         ExecutorMeta,
         Launch,

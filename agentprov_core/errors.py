@@ -255,6 +255,9 @@ _reg("cli.environment.cluster", E, "coded",
 _reg("cli.environment.node_refused", E, "coded",
      "{count} node(s) of the cluster refused before any cell ran: {nodes}; nothing was written",
      "make each node match (agentprov and its plugins, agentprov backends build of the same environment, the key's variable: docs/cluster.md), or give --skip-refused-nodes to run on the others")
+_reg("cli.environment.node_lost", E, "coded",
+     "the node {node} was lost with the cell in flight ({detail})",
+     "nothing to fix in the plan: T0 attempts the unit again on another node within --max-attempts (docs/cluster.md, \"When a node dies\"); bring the node back, or run on the others")
 # defence assets (`backends build --defence-assets`, and T0 before a defended run)
 _reg("cli.environment.defence_asset", E, "coded",
      "defence {defence}: {what} (agentprov backends build {backend} --defence-assets {asset})",

@@ -23,12 +23,14 @@ DEMO = ("--suite", "banking", "--user-tasks", "0-1", "--attack", "important_inst
 
 THREADS = '''
 """An executor for the seam's test: the real worker, each cell awaited by a thread of
-this executor's own pool; every session it is given is logged to $SEAM_THREADS_LOG."""
+this executor's own pool; every session it is given is logged to $SEAM_THREADS_LOG. The
+first $SEAM_THREADS_LOSE cells it is given are lost with their host ("seam-host-1"), as a
+cluster's executor reports a node lost before the cell ran there."""
 
 import os
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from agentprov_core.api import ExecutorMeta, Worker, hookimpl
+from agentprov_core.api import NODE_LOST, AgentprovError, ExecutorMeta, Worker, hookimpl
 
 
 @hookimpl
@@ -44,13 +46,18 @@ class Threads:
                              network=True, extra_env=launch.extra_env,
                              containment=launch.containment, allowed=launch.allowed)
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="seam-threads")
+        self.lose = int(os.environ.get("SEAM_THREADS_LOSE") or 0)
 
     def submit(self, request):
         with open(os.environ["SEAM_THREADS_LOG"], "a") as f:
             f.write(request["session_id"] + "\\n")
         timeout = request["timeout_s"] + 60
+        lost, self.lose = self.lose > 0, self.lose - 1
 
         def run():
+            if lost:
+                raise AgentprovError(NODE_LOST, node="seam-host-1",
+                                     detail="its raylet was killed")
             return self.worker.result(self.worker.submit("run-cell", **request), timeout)
 
         return self.pool.submit(run)
@@ -161,3 +168,43 @@ def test_a_plugin_executor_gives_the_default_executors_corpus(e2e_cli, tmp_path)
 
     assert verdicts(threads) == verdicts(local)
     assert all(v[0] == "complete" for v in verdicts(local).values())
+
+
+@pytest.mark.slow
+def test_a_cell_whose_host_was_lost_is_attempted_again_in_the_same_run(e2e_cli, tmp_path):
+    """An executor that reports a cell's host lost (``cli.environment.node_lost``): T0
+    ledgers the attempt failed, naming the host, charges it a whole cell, and attempts the
+    unit again in the same invocation by the rule of ``--max-attempts``; the canary does not
+    count the executor's loss as the cell's. At ``--max-attempts 1`` it is not again."""
+    site = threads_plugin(tmp_path / "site")
+    env = {"PYTHONPATH": str(site), "SEAM_THREADS_LOG": str(tmp_path / "threads.log"),
+           "SEAM_THREADS_LOSE": "2"}
+    corpus = tmp_path / "again"
+    r = e2e_cli("run", "agentdojo", "--corpus", corpus, "--campaign", "seam", *DEMO,
+                "--llm-script", LIVE_DEMO, "--jobs", "2", "--max-calls", "1000",
+                "--executor", "threads", env=env, json_errors=False)
+    assert r.code == 1, r.err  # an attempt failed, every unit settled
+    entries = ledger(corpus)
+    lost = [e for e in entries if e["reason"] and e["reason"].startswith(
+        "cli.environment.node_lost: the node seam-host-1 was lost with the cell in flight")]
+    assert len(lost) == 2 and len(entries) == 6, entries
+    assert all(e["status"] == "errored" and not e["conclusive"] for e in lost)
+    assert len({e["invocation"] for e in entries}) == 1
+    again = {e["unit"]: e for e in entries if e["attempt"] == 2}
+    assert set(again) == {e["unit"] for e in lost}
+    assert all(e["status"] == "complete" and e["conclusive"] for e in again.values())
+    settled = [e["unit"] for e in entries if e["conclusive"]]
+    assert len(settled) == 4 and len(set(settled)) == 4
+    m = json.loads((partial(corpus) / "manifest.json").read_text())
+    assert m["live"]["caps"]["charged"]["whole_cells"] == 2  # what the lost cells may have spent
+    assert m["live"]["canary"]["findings"] == [], m["live"]["canary"]
+    assert e2e_cli("verify", "--corpus", corpus).code == 0
+
+    once = tmp_path / "once"
+    r = e2e_cli("run", "agentdojo", "--corpus", once, "--campaign", "seam", *DEMO,
+                "--llm-script", LIVE_DEMO, "--jobs", "2", "--max-attempts", "1",
+                "--executor", "threads", env=env, json_errors=False)
+    assert r.code == 1, r.err
+    entries = ledger(once)
+    assert len(entries) == 4 and all(e["attempt"] == 1 for e in entries)
+    assert sum(1 for e in entries if e["conclusive"]) == 2

@@ -8,7 +8,8 @@ and written into T0's staging; the node checks (a node whose environment differs
 refused by address and difference, exit 3, unless ``--skip-refused-nodes``); the key's
 sentinel in the worker on the node yet in no file under Ray's session directory, in no
 output of ``ray list tasks --detail`` / ``ray list actors --detail`` and in nothing carried
-back; an unreachable cluster refused with exit 3. ``--executor ray`` without the plugin is
+back; a node whose actor died failing its cells with ``cli.environment.node_lost`` naming
+it; an unreachable cluster refused with exit 3. ``--executor ray`` without the plugin is
 refused at usage (exit 2) naming the distribution. The campaign through the CLI, its
 digests against the local executor's, is ``tests/test_ray_campaign.py`` (slow)."""
 
@@ -155,6 +156,36 @@ def _read(p: Path) -> bytes:
         return p.read_bytes()
     except OSError:
         return b""
+
+
+def test_a_node_whose_actor_died_fails_its_cells_as_lost_naming_the_node(cluster, tmp_path):
+    """The node's actor gone (as when its node is removed or its raylet killed; here killed
+    before the cell reached it): the cell fails with ``cli.environment.node_lost`` naming
+    the node, which T0 attempts again elsewhere; the node offers no slot any more, and with
+    every node lost the executor can run nothing (``failure()``). The node removed under a
+    campaign on three nodes is ``tests/test_ray_faults.py`` (``tox -e ray``)."""
+    from agentprov_ray.executor import RayExecutor
+
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    ex = RayExecutor(_launch(staging))
+    try:
+        (node,) = ex.cluster.nodes
+        assert ex.capacity() == node.slots and ex.failure() is None
+        ray.kill(node.actor, no_restart=True)
+        fut = ex.submit(_request(staging, 0))
+        assert ex.wait_any([fut], timeout=60) == {fut}
+        with pytest.raises(AgentprovError) as lost:
+            ex.result(fut)
+        record = ex.record()
+    finally:
+        ex.close()
+    assert lost.value.code == "cli.environment.node_lost"
+    assert lost.value.message.startswith(f"the node {node.address} was lost with the cell "
+                                         f"in flight ({node.lost}: ")
+    assert node.lost.startswith("Actor") and ex.capacity() == 0
+    assert ex.failure() == "every node of the cluster was lost"
+    assert record["nodes"][0]["lost"] == node.lost
 
 
 def test_a_node_whose_environment_differs_is_refused_by_address(cluster, tmp_path,

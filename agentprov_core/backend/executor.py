@@ -32,6 +32,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: the executor a run uses unless ``--executor`` names another
 DEFAULT = "local"
+#: the error an executor's future raises when the host of its cell was lost (see
+#: :class:`Executor`): the unit is attempted again in the same invocation
+NODE_LOST = "cli.environment.node_lost"
 #: executors a distribution of agentprov's offers, by name: ``--executor NAME`` without it
 #: installed is refused naming what to install
 DISTRIBUTIONS = {"ray": "agentprov-ray"}
@@ -88,7 +91,11 @@ class Executor(Protocol):
     """A started executor, for one invocation. Its futures resolve to the worker's result
     of a ``run-cell`` request (a dict: hostile input, which T0 checks), or raise
     :class:`agentprov_core.errors.AgentprovError` when the cell could not be run to an
-    answer (T0 then seals its capture ``aborted``)."""
+    answer (T0 then seals its capture ``aborted``). An executor that runs cells on several
+    hosts raises ``cli.environment.node_lost`` (:data:`NODE_LOST`) when the host of a cell
+    was lost with it in flight and the cell can no longer run there (ended, never to be
+    carried back): T0 then attempts its unit again in the same invocation, on what the
+    executor has left, within ``--max-attempts`` (:mod:`agentprov_core.run.campaign`)."""
 
     def submit(self, request: dict[str, Any]) -> Future:
         """Start the cell of this ``run-cell`` request; raise ``AgentprovError`` if it
@@ -104,6 +111,10 @@ class Executor(Protocol):
     def failure(self) -> str | None:
         """Why it can run no further cell (``the worker of ENV exited (code N)``), or
         None while it can."""
+
+    def capacity(self) -> int:
+        """Optional: the cells it can hold in flight now (fewer than ``--jobs`` once a
+        host is lost); T0 launches no more than that."""
 
     def cancel(self) -> None:
         """End every cell in flight at once (an interrupt; a failure of T0)."""

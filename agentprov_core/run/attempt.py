@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import agentprov_capture
 
+from agentprov_core.backend.executor import NODE_LOST
 from agentprov_core.base import redaction, timing
 from agentprov_core.corpus import staged
 from agentprov_core.corpus.ledger import Attempt
@@ -49,6 +50,9 @@ class Flight:
     quality: dict[str, Any] = field(default_factory=dict)
     records: list[dict[str, Any]] | None = None
     charge: Any = None
+    #: the executor lost the host it ran on (``cli.environment.node_lost``): its unit is
+    #: attempted again in this invocation
+    lost: bool = False
 
 
 def launch(prepared: Prepared, wc: WorkingCorpus, executor: Executor, live: Live, unit: Unit,
@@ -92,13 +96,16 @@ def launch(prepared: Prepared, wc: WorkingCorpus, executor: Executor, live: Live
 
 def result(executor: Executor, fl: Flight) -> dict[str, Any]:
     """The worker's result of a finished flight; a failure to run it to an answer seals
-    its capture ``aborted``."""
+    its capture ``aborted``. A cell whose host the executor lost (``NODE_LOST``) is marked
+    :attr:`Flight.lost`, its reason led by the code (the node named in the message)."""
     try:
         return executor.result(fl.future, timeout=0)
     except AgentprovError as exc:
-        capture_end.append_end(fl.staging / "capture.jsonl", "aborted", exc.message,
-                           "session.worker_failed")
-        return {"status": "aborted", "reason": exc.message}
+        fl.lost = exc.code == NODE_LOST
+        reason = f"{exc.code}: {exc.message}" if fl.lost else exc.message
+        capture_end.append_end(fl.staging / "capture.jsonl", "aborted", reason,
+                               "session.node_lost" if fl.lost else "session.worker_failed")
+        return {"status": "aborted", "reason": reason}
 
 
 def ingest(prepared: Prepared, wc: WorkingCorpus, fl: Flight, result: dict[str, Any],

@@ -185,6 +185,9 @@ class _Loop:
         self.flights: dict[Future, Flight] = {}
         self.seq = [seq0]
         self.started_units = 0
+        #: units attempted again after the executor lost their host (not counted by --limit)
+        self.again: set[str] = set()
+        self.capacity = None  # the executor's, when it has one (hosts may be lost)
         plan = prepared.plan
         plan_units = [unit_key(c.key, plan.defence, r) for r in range(plan.repeats)
                       for c in plan.cells]
@@ -206,6 +209,7 @@ class _Loop:
         try:
             with timing.span("live.start"):
                 self.executor = self.live.start(self.wc.root / "staging")
+            self.capacity = getattr(self.executor, "capacity", None)  # optional
             if self.queue and not self.live.scripted:  # the preflight probe (R-18)
                 why = self.acc.fits(0) if self.acc.caps.active else None
                 if why is not None:
@@ -262,8 +266,10 @@ class _Loop:
         flight + the new cell's), a local server that no longer serves the plan's model
         (A14), a worker that died."""
         stagger = self.options.start_stagger or 0.0
-        while (self.queue and len(self.flights) < self.jobs and self.stop is None
-               and (limit is None or self.started_units < limit)
+        jobs = self.jobs if self.capacity is None else min(self.jobs, self.capacity())
+        while (self.queue and len(self.flights) < jobs and self.stop is None
+               and (limit is None or self.started_units < limit
+                    or self.queue[0].key in self.again)
                and (self.gate is None or self.gate.allows(len(self.flights)))):
             if stops.drain_requested(self.options.control_file):
                 self.stop = "drain"
@@ -296,7 +302,7 @@ class _Loop:
             finally:
                 self.signals.critical = False
             self.signals.raise_pending()
-            self.started_units += 1
+            self.started_units += unit.key not in self.again
             if stagger and self.queue:
                 time.sleep(stagger)
 
@@ -362,6 +368,10 @@ class _Loop:
             self.acc.charge(fl.charge)
             if over is not None and self.stop in (None, "drain", "limit"):
                 self.stop, self.tally.cap = "cap_bound_exceeded", f"{fl.unit.key}: {over}"
+        if fl.lost:  # the executor's loss, not the cell's: no canary evidence
+            self._again(fl.unit, entry.conclusive)
+            fl.records = None
+            return
         found = self.canary.observe(fl.unit.key, entry.status, fl.records)
         if fl.unit.cell.injection_task_id and entry.status == "complete" and fl.records:
             notice = self.canary.observe_payload(fl.unit.key, fl.records,
@@ -374,6 +384,16 @@ class _Loop:
                     and self.executor.failure() is None):
                 self.stop = "canary"
         fl.records = None
+
+    def _again(self, unit: Unit, conclusive: bool) -> None:
+        """The unit of an attempt whose host the executor lost goes first in the queue
+        again, by the rule of any unit not settled (:func:`agentprov_core.run.units.again`:
+        while it has attempts left under ``--max-attempts``), if the executor can still
+        run cells; its failed attempt stays in the ledger and its caps stay charged."""
+        nxt = None if conclusive else units.again(unit, self.prepared.plan.max_attempts)
+        if nxt is not None and self.executor.failure() is None:
+            self.queue.insert(0, nxt)
+            self.again.add(unit.key)
 
     def _abort_in_flight(self) -> None:
         """An interrupt: the cells in flight ended (the executor cancelled), sealed

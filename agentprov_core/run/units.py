@@ -86,6 +86,14 @@ def due_units(prepared: Prepared, settled: set[str], counts: Counter) -> tuple[l
     return due, done_before
 
 
+def again(unit: Unit, max_attempts: int) -> Unit | None:
+    """``unit``'s next attempt in the same invocation, or None when it has none left (the
+    rule of :func:`due_units`: at most ``max_attempts`` attempts of a unit in all)."""
+    if unit.attempt >= max_attempts:
+        return None
+    return dataclasses.replace(unit, attempt=unit.attempt + 1)
+
+
 def read_progress(prepared: Prepared) -> Prepared:
     """The prepared run with its plan's settled units and attempts already used read from
     its corpus, if any (attempts are counted across invocations; only entries that answer

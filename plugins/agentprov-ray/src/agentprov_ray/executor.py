@@ -14,8 +14,9 @@ caps for to the node with the most free slots, as one actor call that Ray never 
 (``max_task_retries=0``: a silent retry could spend twice). The node returns the staged
 session as bytes (size-bounded); it is written into T0's own staging directory
 (:func:`agentprov_core.api.land_session`) and T0 ingests it exactly as a local worker's
-staging. A node lost with cells in flight fails those cells with an error naming the node;
-T0 seals them ``aborted`` and the units are attempted again.
+staging. A node lost with cells in flight fails those cells with ``NODE_LOST`` naming the
+node (:meth:`RayExecutor._lost`); T0 ledgers them and attempts their units again on the
+other nodes in the same invocation, within ``--max-attempts``.
 """
 
 from __future__ import annotations
@@ -253,14 +254,26 @@ class RayExecutor:
         return self._landed(node, payload, staging)
 
     def _lost(self, node: NodeRef, exc: BaseException) -> AgentprovError:
+        """The error of a cell whose actor call failed. The node's actor gone or out of
+        reach (its node removed, its raylet or the actor's process killed): the node is
+        lost, its actor killed for good (no cell of it runs on, none comes back) and the
+        cell fails with ``NODE_LOST`` naming the node, which T0 attempts again elsewhere.
+        An exception raised by the actor's own code: the worker's failure, as locally."""
+        import ray
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayTaskError
 
-        if not isinstance(exc, RayTaskError) or isinstance(
+        from agentprov_core.api import NODE_LOST
+
+        if isinstance(exc, RayTaskError) and not isinstance(
                 exc, ActorDiedError | ActorUnavailableError):
-            node.lost = node.lost or type(exc).__name__
-        return AgentprovError("cli.environment.worker", env_id=self.environment_id,
-                              detail=f"the node {node.address} was lost with the cell in "
-                                     f"flight ({_first_line(exc)})")
+            return AgentprovError("cli.environment.worker", env_id=self.environment_id,
+                                  detail=f"on node {node.address}: {_first_line(exc)}")
+        if node.lost is None:
+            node.lost = type(exc).__name__
+            with contextlib.suppress(Exception):  # already gone with its node
+                ray.kill(node.actor, no_restart=True)
+        return AgentprovError(NODE_LOST, node=node.address,
+                              detail=f"{type(exc).__name__}: {_first_line(exc)}")
 
     def _landed(self, node: NodeRef, payload: Any, staging: Path) -> dict[str, Any]:
         """The node's carried session written into T0's staging; the worker's result with
@@ -282,6 +295,10 @@ class RayExecutor:
         if self.cluster.nodes and all(n.lost for n in self.cluster.nodes):
             return "every node of the cluster was lost"
         return None
+
+    def capacity(self) -> int:
+        """The cells the nodes not lost can hold in flight (each at most its host's)."""
+        return sum(n.slots for n in self.cluster.nodes if n.lost is None)
 
     def cancel(self) -> None:
         """Each node's worker ended at once; what the cells in flight had staged carried

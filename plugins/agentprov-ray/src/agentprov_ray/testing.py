@@ -13,7 +13,7 @@ import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +36,18 @@ class LocalCluster:
     cluster: Any
     temp: Path
     workers: list[Any]
+    node_args: dict[str, Any] = field(default_factory=dict)
 
     @property
     def address(self) -> str:
         return self.cluster.address
+
+    def add_node(self) -> Any:
+        """One more node, started as the others were (after one was removed)."""
+        node = self.cluster.add_node(**self.node_args, **agent_ports())
+        self.cluster.wait_for_nodes()
+        self.workers.append(node)
+        return node
 
 
 def _started(fn, temp: Path, tries: int = 3):
@@ -92,7 +100,7 @@ def local_cluster(nodes: int = 1, cpus: int = 1, env: dict[str, str] | None = No
         workers = [_started(lambda: c.add_node(**args, **agent_ports()), temp)
                    for _ in range(nodes - 1)]
         c.wait_for_nodes()
-        yield LocalCluster(c, temp, workers)
+        yield LocalCluster(c, temp, workers, args)
     finally:
         if c is not None:
             c.shutdown()
