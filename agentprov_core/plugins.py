@@ -16,12 +16,13 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from agentprov_core import hookspecs
+from agentprov_core.base import entrypoints
+from agentprov_core.base.entrypoints import EntryPointRef
 from agentprov_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -247,8 +248,10 @@ def _hooks_of(pm: pluggy.PluginManager, plugin: Any) -> list[str]:
     return sorted(c.name for c in pm.get_hookcallers(plugin) or ())
 
 
-def build(entry_points: list[metadata.EntryPoint] | None = None) -> Plugins:
-    """A fresh plugin manager (tests call this; the CLI uses :func:`manager`)."""
+def build(entry_points: list[EntryPointRef] | None = None) -> Plugins:
+    """A fresh plugin manager (tests call this; the CLI uses :func:`manager`): the
+    built-ins, then ``entry_points`` (by default the group's, from the installed
+    distributions: :func:`agentprov_core.base.entrypoints.entry_points`)."""
     builtin = importlib.import_module(BUILTIN)
     pm = pluggy.PluginManager("agentprov")
     pm.add_hookspecs(hookspecs)
@@ -259,12 +262,10 @@ def build(entry_points: list[metadata.EntryPoint] | None = None) -> Plugins:
                             hooks=_hooks_of(pm, builtin))]
     allow = _names("AGENTPROV_LOAD_PLUGINS")
     deny = _names("AGENTPROV_DISABLED_PLUGINS") or set()
-    eps = entry_points if entry_points is not None else list(metadata.entry_points(group=GROUP))
+    eps = entry_points if entry_points is not None else entrypoints.entry_points(GROUP)
     seen: set[str] = set()
     for ep in sorted(eps, key=lambda e: e.name):
-        dist = getattr(ep, "dist", None)
-        dname = dist.metadata["Name"] if dist is not None else None
-        version = dist.version if dist is not None else None
+        dname, version = ep.distribution, ep.version
         if ep.name in seen:
             records.append(PluginRecord(ep.name, dname, version, "failed",
                                         f"duplicate plugin name {ep.name!r}"))
