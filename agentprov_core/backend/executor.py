@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 if TYPE_CHECKING:  # pragma: no cover
+    from concurrent.futures import Future
+
     from agentprov_core.backend.containment import Allowed, Recorded
 
 #: the executor a run uses unless ``--executor`` names another
