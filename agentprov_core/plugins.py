@@ -1,6 +1,9 @@
 """The plugin manager: entry points of the group ``agentprov``, loaded once, lazily, safely.
 
 * Loaded on first use, never for ``agentprov --help``.
+* The entry points are read from the index kept beside the environment while the
+  installed distributions are unchanged, and scanned otherwise
+  (:mod:`agentprov_core.base.entrypoints`).
 * A plugin that fails to import, registers a malformed hook, or raises from a hook is
   recorded (distribution, version, error) and fails only the commands that need it.
 * ``AGENTPROV_LOAD_PLUGINS``: a comma-separated allowlist of plugin or distribution names
