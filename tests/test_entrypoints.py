@@ -1,4 +1,6 @@
-"""The entry-point index (``agentprov_core.base.entrypoints``) changes nothing but speed.
+"""The entry-point index (``agentprov_core.base.entrypoints``) changes nothing but speed;
+nor does the rest of the plugin manager's start (the collector paused while the plugins
+load, then frozen; a listing imports only what it uses).
 
 In this process: distributions as an install leaves them (a ``.dist-info`` with
 ``entry_points.txt``) in directories on a patched ``sys.path``, the index in a temporary
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import venv_env
 
+from agentprov_core import plugins as plugins_mod
 from agentprov_core.base import entrypoints
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -229,6 +232,8 @@ def layered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def _version(venv: Path, home: Path) -> tuple[str, bool]:
     """``agentprov --version`` in ``venv``, and whether it imported importlib.metadata."""
+    """``--version`` and ``info`` import neither :mod:`importlib.metadata` (the index
+    answers) nor what only a build, a fetch, a run or a refusal uses."""
     code = ("import sys\nfrom agentprov_core.cli.main import main\n"
             "try:\n    main(['--version'])\nexcept SystemExit as e:\n    assert e.code == 0\n"
             "print('importlib.metadata' in sys.modules, file=sys.stderr)\n")
@@ -268,3 +273,47 @@ def test_a_plugin_installed_or_removed_with_uv_is_seen_at_the_next_start(
     assert (done.returncode, done.stdout, done.stderr) == (0, before, "")
     assert json.loads(index.read_bytes())["format"] == entrypoints.FORMAT
     assert list(tmp_path.iterdir()) == []  # the home is left as it was found
+
+
+# ----------------------------------------------------------- the rest of the start
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_manager_leaves_the_collector_as_it_found_it(enabled: bool) -> None:
+    import gc
+
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        built = plugins_mod.manager.__wrapped__()
+        assert gc.isenabled() is enabled
+        assert gc.get_freeze_count() > 0  # what was alive is left aside
+        assert built.record("agentprov.builtin").status == "builtin"
+    finally:
+        gc.unfreeze()
+        (gc.enable if was else gc.disable)()
+
+
+#: what only a build, a fetch, a run or a refusal uses
+NOT_FOR_A_LISTING = ("importlib.metadata", "tarfile", "concurrent.futures", "difflib")
+
+
+@pytest.mark.parametrize("args, also", [
+    (["--version"], ("subprocess", "tempfile", "importlib.resources", "zipfile")),
+    # nothing built in this home: the lock parse's packaging.tags imports subprocess
+    (["info"], ()),
+])
+def test_a_listing_imports_only_what_it_uses(args: list[str], also: tuple[str, ...],
+                                             tmp_path: Path) -> None:
+    """``--version`` and ``info`` import neither :mod:`importlib.metadata` (the index
+    answers) nor what only a build, a fetch, a run or a refusal uses."""
+    code = ("import sys\nfrom agentprov_core.cli.main import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    assert e.code == 0\n"
+            f"print(sorted(m for m in {NOT_FOR_A_LISTING + also!r} if m in sys.modules), "
+            "file=sys.stderr)\n")
+    from conftest import child_env
+
+    for _ in range(2):  # the first start may scan and write the index; the second reads it
+        done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                              text=True, cwd=tmp_path, timeout=120,
+                              env=child_env() | {"AGENTPROV_HOME": str(tmp_path)})
+        assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]"
