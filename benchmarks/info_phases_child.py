@@ -4,11 +4,11 @@ Run by ``bench_cli_start.py``, never imported. It imports nothing at the top but
 bare interpreter has already imported, so that every module agentprov needs is charged to
 the phase that first imports it, in the order of a real ``agentprov info``: the script
 imports ``agentprov_core.cli.main``, then the error registry (the first module of the
-command imports it); click resolves
-the ``info`` command; ``parts_rows()`` imports ``parts`` and ``plugins``, builds the plugin
-manager (``builtin``, then every entry point of the group ``agentprov``, read from the
-entry-point index beside the environment or scanned), asks each plugin
-for its sources and parses ``registry/parts.toml``; then the table is printed.
+command imports it); click resolves the ``info`` command; ``parts_rows()`` imports
+``parts`` and ``plugins``, builds the plugin manager (``builtin``, then every entry point
+of the group ``agentprov``, read from the entry-point index beside the environment or
+scanned), asks each plugin for its sources and parses ``registry/parts.toml``; then the
+table is printed.
 """
 
 import os
