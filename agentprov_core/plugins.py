@@ -1,6 +1,9 @@
 """The plugin manager: entry points of the group ``agentprov``, loaded once, lazily, safely.
 
 * Loaded on first use, never for ``agentprov --help``.
+* The entry points are read from the index kept beside the environment while the
+  installed distributions are unchanged, and scanned otherwise
+  (:mod:`agentprov_core.base.entrypoints`).
 * A plugin that fails to import, registers a malformed hook, or raises from a hook is
   recorded (distribution, version, error) and fails only the commands that need it.
 * ``AGENTPROV_LOAD_PLUGINS``: a comma-separated allowlist of plugin or distribution names
@@ -11,17 +14,19 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from agentprov_core import hookspecs
+from agentprov_core.base import entrypoints
+from agentprov_core.base.entrypoints import EntryPointRef
 from agentprov_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -247,8 +252,10 @@ def _hooks_of(pm: pluggy.PluginManager, plugin: Any) -> list[str]:
     return sorted(c.name for c in pm.get_hookcallers(plugin) or ())
 
 
-def build(entry_points: list[metadata.EntryPoint] | None = None) -> Plugins:
-    """A fresh plugin manager (tests call this; the CLI uses :func:`manager`)."""
+def build(entry_points: list[EntryPointRef] | None = None) -> Plugins:
+    """A fresh plugin manager (tests call this; the CLI uses :func:`manager`): the
+    built-ins, then ``entry_points`` (by default the group's, from the installed
+    distributions: :func:`agentprov_core.base.entrypoints.entry_points`)."""
     builtin = importlib.import_module(BUILTIN)
     pm = pluggy.PluginManager("agentprov")
     pm.add_hookspecs(hookspecs)
@@ -259,12 +266,10 @@ def build(entry_points: list[metadata.EntryPoint] | None = None) -> Plugins:
                             hooks=_hooks_of(pm, builtin))]
     allow = _names("AGENTPROV_LOAD_PLUGINS")
     deny = _names("AGENTPROV_DISABLED_PLUGINS") or set()
-    eps = entry_points if entry_points is not None else list(metadata.entry_points(group=GROUP))
+    eps = entry_points if entry_points is not None else entrypoints.entry_points(GROUP)
     seen: set[str] = set()
     for ep in sorted(eps, key=lambda e: e.name):
-        dist = getattr(ep, "dist", None)
-        dname = dist.metadata["Name"] if dist is not None else None
-        version = dist.version if dist is not None else None
+        dname, version = ep.distribution, ep.version
         if ep.name in seen:
             records.append(PluginRecord(ep.name, dname, version, "failed",
                                         f"duplicate plugin name {ep.name!r}"))
@@ -299,7 +304,22 @@ def build(entry_points: list[metadata.EntryPoint] | None = None) -> Plugins:
 
 @cache
 def manager() -> Plugins:
-    return build()
+    """The plugin manager of this process, built on first use.
+
+    What is alive once it is built (the modules imported so far, the plugins and their
+    classes) lives until the process ends: the collector pauses while the plugins are
+    imported and then leaves all of it aside (:func:`gc.freeze`), so that no later
+    collection, the one at exit included, walks it again (about a sixth of ``agentprov
+    info``'s CPU time, docs/performance.md).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return build()
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def suites_of_backend(backend: str) -> set[str] | None:

@@ -13,6 +13,9 @@ fresh subprocess per run).
 
 Run it alone (``python benchmarks/bench_cli_start.py``) or through ``run_all.py``. The
 ratios are the result; the absolute times belong to the machine that measured them.
+``--against PYTHON`` adds ``--help``, ``info`` and ``--version`` of another environment
+(the console script beside that interpreter, e.g. one installed from ``main``) to the same
+interleaved rounds, so a change is measured before and after under one load.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchutil import child_env, display, forked, gnu_time, read_peak_mib
+from benchutil import child_env, display, forked, gnu_time, load_avg, read_peak_mib
 
 TARGET_RATIO = 2.0  # the target: `agentprov --help` and `agentprov info` within 2x of (b)
 
@@ -87,7 +90,20 @@ def console_script() -> str | None:
     return shutil.which("agentprov")
 
 
-def commands(bare: Path, unbuilt: Path | None = None) -> list[tuple[str, str, list[str]]]:
+#: the rows measured in the environment of ``--against`` too
+_AGAINST = ("c", "d", "e")
+
+
+def against_script(python: str) -> str:
+    """The ``agentprov`` console script beside the interpreter ``python``."""
+    script = Path(python).parent / ("agentprov.exe" if os.name == "nt" else "agentprov")
+    if not script.is_file():
+        raise SystemExit(f"--against: no agentprov console script beside {python}")
+    return str(script)
+
+
+def commands(bare: Path, unbuilt: Path | None = None, against: str | None = None
+             ) -> list[tuple[str, str, list[str]]]:
     py = sys.executable
     script = console_script()
     out = [("a", "`python -c pass`", [py, "-c", "pass"]),
@@ -107,6 +123,12 @@ def commands(bare: Path, unbuilt: Path | None = None) -> list[tuple[str, str, li
             if key in _WITH_M:
                 out.append((key + "-m", label.replace("`agentprov", "`python -m agentprov_core"),
                             [py, "-m", "agentprov_core", *args]))
+    if against is not None:
+        other = against_script(against)
+        for key, label, args in _AGENTPROV:
+            if key in _AGAINST:
+                out.append((key + "-was", f"{label}, against: `{display(other)}`",
+                            [other, *args]))
     return out
 
 
@@ -153,8 +175,9 @@ def p90(values: list[float]) -> float:
 
 # ---------------------------------------------------------------------- wall times
 def measure_walls(rounds: int, bare: Path, env: dict[str, str], cwd: str,
-                  rss_runs: int = 3, unbuilt: Path | None = None) -> dict[str, Any]:
-    cmds = commands(bare, unbuilt)
+                  rss_runs: int = 3, unbuilt: Path | None = None,
+                  against: str | None = None) -> dict[str, Any]:
+    cmds = commands(bare, unbuilt, against)
     samples: dict[str, list[dict[str, float | None]]] = {k: [] for k, _, _ in cmds}
     for _warm in range(2):  # warm the page cache and write the bytecode caches; not timed
         for _, _, argv in cmds:
@@ -175,6 +198,8 @@ def measure_walls(rounds: int, bare: Path, env: dict[str, str], cwd: str,
         row["vs_b"] = row["median"] / b
         row["vs_a"] = row["median"] / a
         row["own_vs_b"] = (row["median"] - a) / (b - a) if b > a else None
+        if row["cpu_median"] is not None and rows["b"]["cpu_median"]:
+            row["cpu_vs_b"] = row["cpu_median"] / rows["b"]["cpu_median"]
     return {"rounds": rounds, "rows": rows}
 
 
@@ -256,7 +281,8 @@ def measure_info_phases(runs: int, env: dict[str, str], cwd: str) -> dict[str, A
 
 
 # ----------------------------------------------------------------------------- driver
-def run(rounds: int = 30, importtime_runs: int = 5, phase_runs: int = 10) -> dict[str, Any]:
+def run(rounds: int = 30, importtime_runs: int = 5, phase_runs: int = 10,
+        against: str | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="agentprov-bench-") as tmp:
         bare = Path(tmp) / "bare_click_app.py"
         bare.write_text(BARE_APP, encoding="utf-8")
@@ -264,10 +290,11 @@ def run(rounds: int = 30, importtime_runs: int = 5, phase_runs: int = 10) -> dic
         home.mkdir()
         env = child_env(str(home))
         cwd = str(home)  # not the checkout: `-m` puts the working directory on sys.path
-        subprocess.run([sys.executable, "-c", PRIME], env=env, cwd=cwd, check=True)
+        for python in (sys.executable, *([against] if against else [])):
+            subprocess.run([python, "-c", PRIME], env=env, cwd=cwd, check=True)
         unbuilt = Path(tmp) / "unbuilt-home"
         unbuilt.mkdir()
-        walls = measure_walls(rounds, bare, env, cwd, unbuilt=unbuilt)
+        walls = measure_walls(rounds, bare, env, cwd, unbuilt=unbuilt, against=against)
         imports = {name: measure_importtime(importtime_argv(args), env, cwd, importtime_runs)
                    for name, args in (("info", ["info"]), ("--help", ["--help"]))}
         imports["bare"] = measure_importtime([sys.executable, "-X", "importtime", str(bare),
@@ -276,7 +303,7 @@ def run(rounds: int = 30, importtime_runs: int = 5, phase_runs: int = 10) -> dic
     script = console_script()
     return {"walls": walls, "imports": imports, "info_phases": phases,
             "console_script": script, "target_ratio": TARGET_RATIO,
-            "gnu_time": gnu_time()}
+            "gnu_time": gnu_time(), "against": against, "load": load_avg()}
 
 
 def _ms(v: float) -> str:
@@ -301,22 +328,27 @@ def markdown(res: dict[str, Any]) -> str:
             "(`benchmarks/benchutil.py` says why)"
             + ("." if res.get("gnu_time") else "; GNU time was not found, so it is "
                "not measured."), ""]
+    if res.get("load"):
+        out += [f"Load average (1, 5, 15 min) when the rounds ended: {res['load']}.", ""]
     out += ["| | command | median ms | p90 ms | ÷ (b) | ÷ (a) | own time vs (b) "
-            "| CPU ms | peak RSS MiB |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+            "| CPU ms | CPU ÷ (b) | peak RSS MiB |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for key, r in rows.items():
         own = f"{r['own_vs_b']:.2f}" if r["own_vs_b"] is not None else "–"
         cpu = _ms(r["cpu_median"]) if r["cpu_median"] is not None else "–"
+        cpu_b = f"{r['cpu_vs_b']:.2f}" if r.get("cpu_vs_b") is not None else "–"
         rss = f"{r['rss_median']:.1f}" if r["rss_median"] is not None else "–"
         out.append(f"| ({key}) | {r['label']} | {_ms(r['median'])} | {_ms(r['p90'])} "
-                   f"| {r['vs_b']:.2f} | {r['vs_a']:.2f} | {own} | {cpu} | {rss} |")
-    out += ["", f"Target: `agentprov --help` and `agentprov info` within "
-                f"{res['target_ratio']:g}x of (b)."]
-    for key in ("c", "d", "c-m", "d-m", "d0"):
+                   f"| {r['vs_b']:.2f} | {r['vs_a']:.2f} | {own} | {cpu} | {cpu_b} | {rss} |")
+    out += ["", f"Target: `agentprov --help` and `agentprov info` (and `agentprov --version`, "
+                f"which loads the same plugins) within {res['target_ratio']:g}x of (b), by "
+                "the median wall time (CPU time in brackets)."]
+    for key in ("c", "d", "e", "c-m", "d-m", "d0", "c-was", "d-was", "e-was"):
         if key in rows:
             r = rows[key]
             verdict = "met" if r["vs_b"] <= res["target_ratio"] else "**missed**"
-            out.append(f"- {r['label']}: {r['vs_b']:.2f}x of (b), {verdict}")
+            cpu = f" (CPU {r['cpu_vs_b']:.2f}x)" if r.get("cpu_vs_b") is not None else ""
+            out.append(f"- {r['label']}: {r['vs_b']:.2f}x of (b){cpu}, {verdict}")
     out.append("")
     for name, label in (("info", "`agentprov info`"), ("--help", "`agentprov --help`")):
         imp = res["imports"][name]
@@ -362,9 +394,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--importtime-runs", type=int, default=5)
     ap.add_argument("--phase-runs", type=int, default=10)
+    ap.add_argument("--against", metavar="PYTHON",
+                    help="also measure --help, info and --version of the agentprov console "
+                         "script beside this interpreter (another environment), interleaved")
     ap.add_argument("--json", action="store_true", help="print the raw results as JSON")
     args = ap.parse_args(argv)
-    res = run(args.rounds, args.importtime_runs, args.phase_runs)
+    res = run(args.rounds, args.importtime_runs, args.phase_runs, args.against)
     print(json.dumps(res, indent=1) if args.json else markdown(res))
 
 

@@ -15,7 +15,10 @@ the same commit.
 
 from __future__ import annotations
 
-from agentprov_core.backend import fetchcache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the plugin reads the constants; the fetch cache is loaded when used
+    from agentprov_core.backend import fetchcache
 
 #: the fork's commit: the backend is built from it and attack caches are verified against it
 PINNED_COMMIT = "aa458794"
@@ -41,4 +44,6 @@ def pinned() -> tuple[str, bool]:
 
 
 def fork_pin() -> fetchcache.Pin:
+    from agentprov_core.backend import fetchcache
+
     return fetchcache.Pin(name=FORK, upstream=UPSTREAM, commit=pinned()[0])

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Collection, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 if TYPE_CHECKING:  # pragma: no cover
+    from concurrent.futures import Future
+
     from agentprov_core.backend.containment import Allowed, Recorded
 
 #: the executor a run uses unless ``--executor`` names another
@@ -169,6 +170,8 @@ class LocalExecutor:
         return self.worker.submit("run-cell", **request)
 
     def wait_any(self, futures: Collection[Future], timeout: float) -> set[Future]:
+        from concurrent.futures import FIRST_COMPLETED, wait  # a listing loads no pool
+
         return wait(list(futures), timeout=timeout, return_when=FIRST_COMPLETED)[0]
 
     def result(self, future: Future, timeout: float | None = None) -> dict[str, Any]:

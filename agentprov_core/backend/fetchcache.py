@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,6 +71,8 @@ def _env(repo: Path) -> dict[str, str]:
 
 def git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
     """Run ``git`` on the bare repository ``repo``; its stdout, or :class:`GitFailed`."""
+    import subprocess  # loaded when git runs: ``agentprov info`` reads pins, runs no git
+
     try:
         p = subprocess.run(["git", *args], env=_env(repo), cwd=repo, input=input,
                            capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
@@ -217,6 +217,7 @@ def archive(repo: Path, commit: str, dest: Path, paths: list[str] | None = None)
     ``dest`` (``git archive``, a tar read here member by member: regular files and
     directories only, never a path outside ``dest``); returns the paths extracted."""
     import io
+    import tarfile
 
     data = git(repo, "archive", "--format=tar", commit, *(["--", *paths] if paths else []))
     dest.mkdir(parents=True)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -95,6 +94,8 @@ def _read() -> Cache:
 def _write(cache: Cache) -> None:
     """Replace the cache file at once (a reader sees the old one or the new one); a cache
     that cannot be written is no error."""
+    import tempfile  # only a build writes: start-up time of a listing
+
     path = cache_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,6 @@ mistyped field."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 from typing import Any
@@ -41,13 +40,19 @@ def refuse(path: Path, text: str, table: str, key: str | None, what: str,
                           field=field, what=what, fix=fix)
 
 
+def _near(key: str, known: list[str]) -> list[str]:
+    import difflib  # only for a refusal: start-up time
+
+    return difflib.get_close_matches(key, known, n=1)
+
+
 def keys_of(kind: type, *skip: str) -> list[str]:
     return [f.name for f in msgspec.structs.fields(kind) if f.name not in skip]
 
 
 def unknown_key(path: Path, text: str, table: str, key: str, known: list[str],
                 kind: str) -> AgentprovError:
-    near = difflib.get_close_matches(key, known, n=1)
+    near = _near(key, known)
     fix = (f"did you mean {near[0]}? " if near else "") + f"the keys of {kind} are " \
         + ", ".join(known)
     return refuse(path, text, table, key, f"is not a key of {kind}", fix)
@@ -92,7 +97,7 @@ def check_top(path: Path, text: str, data: dict[str, Any], known: list[str],
             n = tomlfile.line_of(text, key) or table_line(text, key) or next(
                 (i for i, ln in enumerate(text.splitlines(), 1)
                  if ln.strip().startswith(f"[{key}.")), None)
-            near = difflib.get_close_matches(key, known, n=1)
+            near = _near(key, known)
             raise AgentprovError(
                 "cli.usage.registry_field", location=f"{path}:{n}" if n else str(path),
                 field=key, what=f"is not a key or table of {kind}",
