@@ -65,6 +65,7 @@ def variants() -> dict[str, A.AER]:
                      replace(call2, actor="judge0", call_id="c9")]),
         "duplicate identifiers": replace(base, records=[
             call, replace(call, t=9.5, served_model="other"), tool, tool, call2]),
+        "a record twice": replace(base, records=[call, tool, call, call2]),
         "offsets and times": replace(base, header=replace(
             h, started_at="2026-11-29T10:52:16.5+05:30", ended_at="2026-11-29T10:52:17+00:00:30")),
         "naive and unreadable times": replace(base, header=replace(
@@ -101,7 +102,7 @@ def test_the_library_reads_back_what_the_writer_wrote():
         written, _ = both(aer)
         doc, problems = validation._deserialise(written)
         assert doc is not None, name
-        if name not in ("offsets and times", "duplicate identifiers"):
+        if name not in ("offsets and times", "duplicate identifiers", "a record twice"):
             assert problems == [], (name, problems)
 
 
@@ -122,7 +123,8 @@ def _run(home: Path, corpus: Path, script: Path, *args: str) -> subprocess.Compl
 def test_every_graph_of_real_runs_is_what_the_library_writes(agentdojo_env, tmp_path: Path):
     """Scripted AgentDojo runs: three suites, attacked and benign cells (the banking script's
     tool call fails in the other suites), an errored attempt (HTTP 500 to every request) and
-    an aborted one (an endpoint that never answers, ``--cell-timeout``). Every stored
+    an aborted one (an endpoint that never answers, ``--cell-timeout 20``: time enough on a
+    loaded host for the cell to start). Every stored
     ``prov.json`` is what the library writes for the graph, and passed validation."""
     demo = json.loads((ROOT / "examples" / "scripts" / "live-demo.json").read_text())
     runs = [
@@ -130,7 +132,7 @@ def test_every_graph_of_real_runs_is_what_the_library_writes(agentdojo_env, tmp_
                 "--attack", "important_instructions", "--model-display-name", "GPT-4"], 0),
         ([{"http_error": {"status": 500, "headers": {"retry-after-ms": "10"}}}] * 9,
          ["--suite", "banking", "--user-tasks", "0"], 1),
-        ([{"hang": True}], ["--suite", "banking", "--user-tasks", "1", "--cell-timeout", "5"], 1),
+        ([{"hang": True}], ["--suite", "banking", "--user-tasks", "1", "--cell-timeout", "20"], 1),
     ]
     statuses: set[str] = set()
     graphs = 0
