@@ -17,9 +17,27 @@ from msgspec import UNSET
 
 from agentprov_core.evidence.aer import AER, NOT_RECORDED, ModelCall, ToolCall
 from agentprov_core.evidence.prov import (
-    ID_PREFIX, NS, ID_NS, PREFIX, ROLE_TYPES, _attrs, _part, _recorded, _time, actor_agent_id,
-    attempt_id, defence_agent_id, file_entity_id, file_path, mapping_id, model_call_id,
-    raw_entity_id, sem_derivation_id, session_id, tool_call_id)
+    ID_NS,
+    ID_PREFIX,
+    NS,
+    PREFIX,
+    ROLE_TYPES,
+    _attrs,
+    _part,
+    _recorded,
+    _time,
+    actor_agent_id,
+    attempt_id,
+    defence_agent_id,
+    file_entity_id,
+    file_path,
+    mapping_id,
+    model_call_id,
+    raw_entity_id,
+    sem_derivation_id,
+    session_id,
+    tool_call_id,
+)
 
 
 def document(aer: AER, aer_bytes: bytes, sem: Any, sem_bytes: bytes) -> Any:

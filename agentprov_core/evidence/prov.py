@@ -165,7 +165,7 @@ def _time_text(value: Any) -> str | None:
         return None
     offset = t.utcoffset()
     if offset is not None and (offset.total_seconds() % 60 or offset.microseconds):
-        t = t.astimezone(dt.timezone.utc)
+        t = t.astimezone(dt.UTC)
     return t.isoformat()
 
 
