@@ -120,6 +120,7 @@ def _run(home: Path, corpus: Path, script: Path, *args: str) -> subprocess.Compl
 
 
 @pytest.mark.slow
+@pytest.mark.req("R-2.10", "R-27.9")
 def test_every_graph_of_real_runs_is_what_the_library_writes(agentdojo_env, tmp_path: Path):
     """Scripted AgentDojo runs: three suites, attacked and benign cells (the banking script's
     tool call fails in the other suites), an errored attempt (HTTP 500 to every request) and

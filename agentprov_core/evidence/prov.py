@@ -5,10 +5,10 @@ library's serialiser writes for the same graph built as a :class:`prov.model.Pro
 byte for byte; ``tests/test_prov_writer.py`` holds it to that) and stored in the canonical
 form (:func:`agentprov_core.evidence.canonical.stored`), so that re-deriving it from the same
 AER and SEM gives the same bytes. Building the graph with the library and serialising it
-cost the mapping of a cell about ten times as much; the library stays the graph's reader in
-validation (:mod:`agentprov_core.evidence.validation`), independent of this writer. Every identifier is made from
-the execution id, call ids and content digests; the only times are the session's start and
-end as the AER records them. The reference is ``docs/formats/prov.md``.
+cost about eight times as much; the library stays the graph's reader in validation
+(:mod:`agentprov_core.evidence.validation`), independent of this writer. Every identifier is
+made from the execution id, call ids and content digests; the only times are the session's
+start and end as the AER records them. The reference is ``docs/formats/prov.md``.
 
 Entities are the stored artefacts, each with its sha256 and its path in the corpus (the
 linkage tier of ``validate`` resolves them): the capture log and native log named by the
