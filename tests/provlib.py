@@ -41,7 +41,8 @@ from agentprov_core.evidence.prov import (
 
 
 def document(aer: AER, aer_bytes: bytes, sem: Any, sem_bytes: bytes) -> Any:
-    """The :class:`prov.model.ProvDocument` of ``aer`` (see :func:`derive`)."""
+    """The :class:`prov.model.ProvDocument` of ``aer``: the graph
+    :func:`agentprov_core.evidence.prov.graph` writes, built with the library."""
     from prov.model import PROV, ProvDocument
 
     h = aer.header
@@ -196,7 +197,6 @@ def document(aer: AER, aer_bytes: bytes, sem: Any, sem_bytes: bytes) -> Any:
     doc.wasGeneratedBy(sem_entity, derivation)
     doc.wasDerivedFrom(sem_entity, aer_entity)
     return doc
-
 
 
 def library_bytes(aer: AER, aer_bytes: bytes, sem: Any, sem_bytes: bytes) -> bytes:
