@@ -11,6 +11,7 @@ discarded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
@@ -35,6 +36,10 @@ if TYPE_CHECKING:
     from agentprov_core.backend.executor import Executor
     from agentprov_core.run.live import Live
     from agentprov_core.run.prepare import Prepared
+
+
+#: the result a cell's host stages beside its logs, and its worker answers with
+RESULT = "result.json"
 
 
 @dataclass
@@ -99,6 +104,20 @@ def result(executor: Executor, fl: Flight) -> dict[str, Any]:
         capture_end.append_end(fl.staging / "capture.jsonl", "aborted", exc.message,
                            "session.worker_failed")
         return {"status": "aborted", "reason": exc.message}
+
+
+def staged_result(staging: Path) -> dict[str, Any] | None:
+    """The result a cell staged (``result.json``, which its worker answers with), read as
+    T0 reads any staging (:func:`agentprov_core.corpus.staged.read`); None when there is
+    none or it is not a JSON object. For a cell whose log had ended when its worker was
+    ended before it answered (an interrupt): its result names its native log."""
+    import json
+
+    data = staged.read(staging).files.get(RESULT)
+    with contextlib.suppress(ValueError, RecursionError):
+        got = json.loads(data) if data is not None else None
+        return got if isinstance(got, dict) else None
+    return None
 
 
 def ingest(prepared: Prepared, wc: WorkingCorpus, fl: Flight, result: dict[str, Any],

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Collection
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
@@ -284,17 +283,16 @@ class RayExecutor:
         return None
 
     def cancel(self) -> None:
-        """Each node's worker ended at once; what the cells in flight had staged carried
-        back into T0's staging (T0 seals it ``aborted``)."""
+        """Each node's worker ended at once; then each cell in flight waited for (at most
+        :data:`CANCEL_S` in all) until its node has answered, with what the cell had staged
+        when its worker ended, or with its result when it had ended first. Nothing is taken
+        here: T0 takes each answered cell with :meth:`result` (its session landed in T0's
+        staging, a finished one exactly as any finished cell) and seals the others
+        ``aborted``."""
         for n in self.cluster.nodes:
             if n.lost is None:
                 n.actor.kill_worker.remote()
-        deadline = time.monotonic() + CANCEL_S
-        for fut, (node, _, staging) in list(self.flights.items()):
-            with contextlib.suppress(Exception):  # lost, or the worker's failure: sealed
-                self._landed(node, fut.result(timeout=max(0.0, deadline - time.monotonic())),
-                             staging)
-        self.flights.clear()
+        wait(list(self.flights), timeout=CANCEL_S)
 
     def close(self) -> None:
         import ray
