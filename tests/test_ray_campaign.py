@@ -215,3 +215,93 @@ def test_an_unreachable_cluster_stops_the_run_before_anything_is_written(e2e_cli
     assert "the cluster at 127.0.0.1:9 cannot run this campaign: it cannot be reached" in \
         r.error["message"]
     assert not corpus.exists() and not _partial(corpus).exists()
+
+
+#: the interrupted campaign's replies: a read-only tool call, then the final answer
+READ_THEN_DONE = [
+    {"tool_calls": [{"name": "read_file",
+                     "arguments": {"file_path": "bill-december-2023.txt"}}]},
+    {"content": "I have read the bill; nothing was paid."}]
+
+
+def _ended_on_node(root: Path) -> bool:
+    """A cell's capture log on the node (``agentprov-ray-*`` under the node's ``TMPDIR``)
+    holds its end record: the cell ended there, and T0 has not taken it yet (the node
+    removes its staging once it has carried the session back)."""
+    for cap in root.glob("agentprov-ray-*/s-*/capture.jsonl"):
+        try:
+            if b'"kind":"end"' in cap.read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@pytest.mark.skipif(not os.environ.get("AGENTPROV_TEST_RAY_FAULTS"),
+                    reason="opt-in: tox -e ray (Ctrl-C as a cell ends on its node)")
+@pytest.mark.req("R-21.26", "R-21.28")
+def test_ctrl_c_as_a_cell_ends_on_its_node_ledgers_it_whole_or_aborted(
+        e2e_cli, agentdojo_env, tmp_path):
+    """Ctrl-C (SIGINT) to ``agentprov run --executor ray`` the moment a cell's log ends on
+    its node, before T0 has taken its answer, with other cells at other stages (staggered
+    starts, 1 s a reply), several times: as under the local executor, exit 130, the
+    interrupt's message, the manifest partial with the stop ``interrupt``, nothing left in
+    staging; every cell in flight either ingested whole (``complete``, conclusive, its
+    native log stored) or sealed ``aborted`` by T0 (``session.interrupted``), and never
+    ``complete`` without its native log; the corpus verifies."""
+    import signal
+    import subprocess
+    import sys
+
+    from agentprov_ray.testing import local_cluster
+    from conftest import child_env
+    from test_campaign_faults import capture_records, check_consistent, wait_for
+
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps({"format": "agentprov-llm-script/0.1", "latency_s": 1.0,
+                                  "replies": READ_THEN_DONE}))
+    node_tmp = tmp_path / "node-tmp"
+    node_tmp.mkdir()
+    env = child_env() | {"AGENTPROV_HOME": str(agentdojo_env.home)}
+    with local_cluster(nodes=1, cpus=2, env={"AGENTPROV_HOME": str(agentdojo_env.home),
+                                             "TMPDIR": str(node_tmp)}) as lc:
+        for trial in range(4):
+            corpus = tmp_path / f"c{trial}"
+            p = subprocess.Popen(
+                [sys.executable, "-m", "agentprov_core", "run", "agentdojo", "--corpus",
+                 str(corpus), "--campaign", "ctrl-c", "--suite", "banking", "--user-tasks",
+                 "0-7", "--llm-script", str(script), "--jobs", "4", "--start-stagger", "0.7",
+                 "--executor", "ray", "--ray-address", lc.address],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+            try:
+                wait_for(lambda p=p: _ended_on_node(node_tmp) or p.poll() is not None, 300,
+                         "a cell's end on the node")
+                p.send_signal(signal.SIGINT)
+                _, err = p.communicate(timeout=120)
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            assert p.returncode == 130, err
+            assert "interrupted: in-flight sessions were sealed aborted and ledgered" in err
+            part = _partial(corpus)
+            entries = check_consistent(part)
+            assert entries, err
+            for e in entries:
+                if e["status"] == "complete":
+                    assert e["conclusive"] and e["native_sha256"] and e["native_path"], e
+                    continue
+                assert e["status"] == "aborted" and not e["conclusive"], e
+                recs = capture_records(part, e["capture_sha256"])
+                assert (recs[-2]["kind"], recs[-2]["code"]) == ("note", "session.interrupted")
+                assert (recs[-1]["status"], recs[-1]["sealed_by"]) == ("aborted", "parent")
+            # the cell whose end was seen (the run's first to end): ingested whole
+            assert any(e["status"] == "complete" for e in entries), entries
+            manifest = json.loads((part / "manifest.json").read_text())
+            assert manifest["partial"] is True
+            assert manifest["stops"][-1]["stop"] == "interrupt"
+            assert manifest["stops"][-1]["exit"] == 130
+            staging = part / "staging"
+            assert not staging.is_dir() or not [*staging.glob("s-*")]
+            v = e2e_cli("verify", "--corpus", corpus)
+            assert v.code == 0, v.err

@@ -81,8 +81,21 @@ def _address(options: Any) -> str | None:
 
 
 def check(target: Target) -> None:
-    """Connect and check every node before anything is written (see the module)."""
+    """Connect and check every node before anything is written (see the module); an
+    endpoint reached through T0's egress proxy refused first (:func:`egress_refused`)."""
+    if target.egress:
+        raise egress_refused(", ".join(target.egress))
     _checked[_key(target)] = connect(target)
+
+
+def egress_refused(targets: str) -> AgentprovError:
+    """An API endpoint on a cluster: its cells would reach it through T0's egress proxy,
+    whose socket and port are on the driver's host; a node's cell cannot reach them, and
+    it may reach the endpoint through nothing else (docs/cluster.md)."""
+    return AgentprovError("cli.refused.cluster_egress", executor="ray", targets=targets,
+                          supported="a model server on its own node (a loopback endpoint, at "
+                                    "the same address on every node) or, on nodes of the "
+                                    "driver's host, the scripted endpoint")
 
 
 def connect(target: Target) -> Cluster:
@@ -206,12 +219,8 @@ class RayExecutor:
         self.flights: dict[Future, tuple[NodeRef, Any, Path]] = {}
         extra = {k: v for k, v in launch.extra_env.items() if k != launch.key_variable}
         try:
-            if any(k in extra for k in PROXY_VARIABLES):
-                raise AgentprovError(
-                    "cli.environment.cluster", address=self.cluster.address,
-                    what="the endpoint is reached through T0's egress proxy, which the nodes "
-                         "cannot reach: run a local server on each node (a loopback "
-                         "endpoint) or use the local executor")
+            if proxy := next((extra[k] for k in PROXY_VARIABLES if k in extra), None):
+                raise egress_refused(proxy)  # started without check (--preflight-only)
             starts = [n.actor.start.remote(launch.environment_id, extra, launch.key_variable,
                                            launch.containment, launch.allowed)
                       for n in self.cluster.nodes]
