@@ -239,7 +239,7 @@ def _ended_on_node(root: Path) -> bool:
 
 @pytest.mark.skipif(not os.environ.get("AGENTPROV_TEST_RAY_FAULTS"),
                     reason="opt-in: tox -e ray (Ctrl-C as a cell ends on its node)")
-@pytest.mark.req("R-21.26", "R-21.28")
+@pytest.mark.req("R-21.26")
 def test_ctrl_c_as_a_cell_ends_on_its_node_ledgers_it_whole_or_aborted(
         e2e_cli, agentdojo_env, tmp_path):
     """Ctrl-C (SIGINT) to ``agentprov run --executor ray`` the moment a cell's log ends on
@@ -255,7 +255,7 @@ def test_ctrl_c_as_a_cell_ends_on_its_node_ledgers_it_whole_or_aborted(
 
     from agentprov_ray.testing import local_cluster
     from conftest import child_env
-    from test_campaign_faults import capture_records, check_consistent, wait_for
+    from test_campaign_faults import capture_records, wait_for
 
     script = tmp_path / "slow.json"
     script.write_text(json.dumps({"format": "agentprov-llm-script/0.1", "latency_s": 1.0,
@@ -285,13 +285,16 @@ def test_ctrl_c_as_a_cell_ends_on_its_node_ledgers_it_whole_or_aborted(
             assert p.returncode == 130, err
             assert "interrupted: in-flight sessions were sealed aborted and ledgered" in err
             part = _partial(corpus)
-            entries = check_consistent(part)
+            entries = _ledger(corpus)
             assert entries, err
             for e in entries:
                 if e["status"] == "complete":
                     assert e["conclusive"] and e["native_sha256"] and e["native_path"], e
                     continue
                 assert e["status"] == "aborted" and not e["conclusive"], e
+                if e["capture_sha256"] is None:  # the request was still on its way
+                    assert e["reason"] == "interrupted; the cell had not begun its capture log"
+                    continue
                 recs = capture_records(part, e["capture_sha256"])
                 assert (recs[-2]["kind"], recs[-2]["code"]) == ("note", "session.interrupted")
                 assert (recs[-1]["status"], recs[-1]["sealed_by"]) == ("aborted", "parent")
@@ -305,3 +308,32 @@ def test_ctrl_c_as_a_cell_ends_on_its_node_ledgers_it_whole_or_aborted(
             assert not staging.is_dir() or not [*staging.glob("s-*")]
             v = e2e_cli("verify", "--corpus", corpus)
             assert v.code == 0, v.err
+
+
+def test_an_api_endpoint_on_a_cluster_is_refused_before_anything_is_written(e2e_cli, tmp_path):
+    """An API endpoint (reached through T0's egress proxy, here the TLS stand-in) with
+    ``--executor ray``: refused before the cluster is contacted and before anything is
+    written (exit 4, ``cli.refused.cluster_egress``), naming the proxy's allowlist and what
+    a cluster's cells can reach; no request reached the endpoint, and the key is in no
+    output."""
+    from test_real_campaign import StandIn, key_file, real_args, standin_env
+
+    stand_in = StandIn(tmp_path)
+    try:
+        env_file, sentinel = key_file(tmp_path)
+        corpus = tmp_path / "api"
+        r = e2e_cli(*real_args(corpus, env_file, "--max-calls", "20", "--max-cost-usd", "1",
+                               "--containment", "vm", "--executor", "ray",
+                               "--ray-address", "127.0.0.1:9"),
+                    env=standin_env(stand_in) | {"RAY_ADDRESS": ""})
+    finally:
+        stand_in.close()
+    assert r.code == 4, r.err
+    assert r.error["error"] == "cli.refused.cluster_egress"
+    assert r.error["message"].startswith(
+        "--executor ray: the endpoint is reached through T0's egress proxy (openrouter.ai:443), "
+        "which listens on this host only")
+    assert "a model server on its own node (a loopback endpoint" in r.error["message"]
+    assert stand_in.requests == 0
+    assert not corpus.exists() and not _partial(corpus).exists()
+    assert sentinel not in r.out + r.err

@@ -111,7 +111,9 @@ class Executor(Protocol):
         None while it can."""
 
     def cancel(self) -> None:
-        """End every cell in flight at once (an interrupt; a failure of T0)."""
+        """End every cell in flight at once (an interrupt; a failure of T0). T0 then takes
+        each future that is done with :meth:`result`: a cell that ended before it, whole,
+        or what an ended cell had staged (the session landed in its staging)."""
 
     def close(self) -> None:
         """Stop, after the last cell; release what it holds."""

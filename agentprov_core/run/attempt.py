@@ -145,7 +145,12 @@ def ingest(prepared: Prepared, wc: WorkingCorpus, fl: Flight, result: dict[str, 
     status = result.get("status", "errored")
     reason = result.get("reason") or result.get("error")
     end = chain.end
-    if not chain.ok:
+    if data is None and status == "aborted" and not refused:
+        # ended before its cell began its log (an interrupt, or the worker's death, as
+        # the request arrived): nothing ran, nothing is damaged
+        reason = f"{reason}; the cell had not begun its capture log" if reason \
+            else "the cell had not begun its capture log"
+    elif not chain.ok:
         damage = "capture log damaged: " + "; ".join(chain.problems[:2])
         status, reason = "errored", f"{reason}; {damage}" if reason else damage
     elif end is None:
