@@ -178,7 +178,10 @@ def test_the_driver_interrupted_or_killed_mid_cell_resumes_once(agentdojo_env, t
                 "--ray-address", lc.address]
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=env, cwd=ROOT)
-        time.sleep(9)  # past the node checks; every cell mid-way (3 calls of 3 s)
+        launched = time.monotonic() + 300  # past the node checks: the first cell launched
+        while not [*(_partial(corpus) / "staging").glob("s-*")] and time.monotonic() < launched:
+            time.sleep(0.2)
+        time.sleep(4)  # every cell mid-way (3 calls of 3 s)
         p.send_signal(getattr(signal, sig))
         _, err = p.communicate(timeout=300)
         ledger = _partial(corpus) / "ledger.jsonl"
