@@ -159,8 +159,9 @@ def _slow_script(tmp_path: Path, latency: float) -> Path:
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
 def test_the_driver_interrupted_or_killed_mid_cell_resumes_once(agentdojo_env, tmp_path, sig):
     """Ctrl-C: the cells in flight on the nodes are ledgered (sealed ``aborted`` from what
-    their node carried back), exit 130. SIGKILL: nothing of theirs is ledgered. Either way no worker of the dead run is
-    left on the nodes (each actor's reaper), and the next run settles every unit once."""
+    their node carried back, or whole when one had ended first), exit 130. SIGKILL: nothing
+    of theirs is ledgered. Either way no worker of the dead run is left on the nodes (each
+    actor's reaper), and the next run settles every unit once."""
     import signal
     import subprocess
     import sys
