@@ -539,6 +539,9 @@ _reg("cli.refused.egress_target", R, "coded",
 _reg("run.environment.egress", E, "coded",
      "the egress proxy could not start: {what}",
      "free the loopback port or the socket path, then re-run")
+_reg("cli.refused.cluster_egress", R, "coded",
+     "--executor {executor}: the endpoint is reached through T0's egress proxy ({targets}), which listens on this host only (its loopback port and Unix socket), and a cell reaches an API host through nothing else; on a cluster a cell reaches {supported}; nothing was written",
+     "run an API endpoint with the local executor, or serve the model on each node at the same loopback address (docs/cluster.md)")
 # --- the adaptive start gate (agentprov_core/run/gate.py)
 _reg("run.environment.rate_limited", E, "coded",
      "{why}: the run stopped with {left} unit(s) not started; every attempt made is in the ledger",

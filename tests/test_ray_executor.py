@@ -281,3 +281,16 @@ def test_ray_address_without_the_ray_executor_is_a_usage_error(cli, tmp_path, sc
             "--llm-script", script, "--ray-address", "127.0.0.1:6379")
     assert r.code == 2 and r.error["error"] == "cli.usage.option_value"
     assert "--ray-address 127.0.0.1:6379: is for --executor ray only" in r.error["message"]
+
+
+def test_an_endpoint_through_the_egress_proxy_is_refused_before_connecting():
+    """The cells' egress through T0's proxy: refused by the check (exit 4) before any
+    connection (the address given is unreachable, and that is not what is said)."""
+    from agentprov_ray.executor import check
+
+    with pytest.raises(AgentprovError) as refused:
+        check(Target(ENV_ID, options={"ray_address": "127.0.0.1:9"},
+                     egress=("openrouter.ai:443",)))
+    assert (refused.value.code, refused.value.exit_code) == ("cli.refused.cluster_egress", 4)
+    assert "(openrouter.ai:443), which listens on this host only" in refused.value.message
+    assert refused.value.message.endswith("; nothing was written")

@@ -58,13 +58,18 @@ class ExecutorMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 @dataclass(frozen=True)
 class Target:
     """What an executor's ``check`` is given: the plan's environment, the resolved
-    containment, the name of the endpoint key's variable (never its value) and the run's
-    options (``--jobs``, an executor's own such as ``--ray-address``)."""
+    containment, the name of the endpoint key's variable (never its value), the run's
+    options (``--jobs``, an executor's own such as ``--ray-address``) and the egress the
+    cells need."""
 
     environment_id: str
     containment: Recorded | None = None
     key_variable: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: the ``host:port`` pairs the cells reach through T0's egress proxy (empty when every
+    #: endpoint is on loopback, or scripted): an executor whose hosts cannot reach that
+    #: proxy refuses them
+    egress: tuple[str, ...] = ()
 
 
 # a dataclass, not a msgspec struct: its repr must leave out the key (field(repr=False))
@@ -118,7 +123,9 @@ class Executor(Protocol):
         host is lost); T0 launches no more than that."""
 
     def cancel(self) -> None:
-        """End every cell in flight at once (an interrupt; a failure of T0)."""
+        """End every cell in flight at once (an interrupt; a failure of T0). T0 then takes
+        each future that is done with :meth:`result`: a cell that ended before it, whole,
+        or what an ended cell had staged (the session landed in its staging)."""
 
     def close(self) -> None:
         """Stop, after the last cell; release what it holds."""

@@ -11,6 +11,7 @@ discarded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
@@ -36,6 +37,10 @@ if TYPE_CHECKING:
     from agentprov_core.backend.executor import Executor
     from agentprov_core.run.live import Live
     from agentprov_core.run.prepare import Prepared
+
+
+#: the result a cell's host stages beside its logs, and its worker answers with
+RESULT = "result.json"
 
 
 @dataclass
@@ -108,6 +113,20 @@ def result(executor: Executor, fl: Flight) -> dict[str, Any]:
         return {"status": "aborted", "reason": reason}
 
 
+def staged_result(staging: Path) -> dict[str, Any] | None:
+    """The result a cell staged (``result.json``, which its worker answers with), read as
+    T0 reads any staging (:func:`agentprov_core.corpus.staged.read`); None when there is
+    none or it is not a JSON object. For a cell whose log had ended when its worker was
+    ended before it answered (an interrupt): its result names its native log."""
+    import json
+
+    data = staged.read(staging).files.get(RESULT)
+    with contextlib.suppress(ValueError, RecursionError):
+        got = json.loads(data) if data is not None else None
+        return got if isinstance(got, dict) else None
+    return None
+
+
 def ingest(prepared: Prepared, wc: WorkingCorpus, fl: Flight, result: dict[str, Any],
            invocation: str, seq: list[int], live: Live | None = None, drop=None) -> Attempt:
     """Ledger a finished attempt (chain check, redaction scan, raw store, ledger entry),
@@ -133,7 +152,12 @@ def ingest(prepared: Prepared, wc: WorkingCorpus, fl: Flight, result: dict[str, 
     status = result.get("status", "errored")
     reason = result.get("reason") or result.get("error")
     end = chain.end
-    if not chain.ok:
+    if data is None and status == "aborted" and not refused:
+        # ended before its cell began its log (an interrupt, or the worker's death, as
+        # the request arrived): nothing ran, nothing is damaged
+        reason = f"{reason}; the cell had not begun its capture log" if reason \
+            else "the cell had not begun its capture log"
+    elif not chain.ok:
         damage = "capture log damaged: " + "; ".join(chain.problems[:2])
         status, reason = "errored", f"{reason}; {damage}" if reason else damage
     elif end is None:

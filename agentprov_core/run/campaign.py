@@ -341,13 +341,15 @@ class _Loop:
             return False, None
         return True, local_ident.session_note(p.local_identity, seen)
 
-    def _settle(self, fut: Future) -> None:
-        """Ingest a finished flight and hand it to the mappings; then the stops it causes: a
-        setup refusal (config), a cell that billed more than its bound, a canary finding."""
+    def _settle(self, fut: Future, result: dict[str, Any] | None = None) -> None:
+        """Ingest a finished flight (``result``: its answer, when already taken) and hand it
+        to the mappings; then the stops it causes: a setup refusal (config), a cell that
+        billed more than its bound, a canary finding."""
         from agentprov_core.live import caps as capsmod
 
         fl = self.flights[fut]
-        result = attempt.result(self.executor, fl)
+        if result is None:
+            result = attempt.result(self.executor, fl)
         with timing.span("ingest", session=fl.session_id):
             entry = attempt.ingest(self.prepared, self.wc, fl, result, self.invocation,
                                    self.seq, self.live, drop=self.mappings.drop_later)
@@ -396,14 +398,23 @@ class _Loop:
             self.again.add(unit.key)
 
     def _abort_in_flight(self) -> None:
-        """An interrupt: the cells in flight ended (the executor cancelled), sealed
-        ``aborted`` and ledgered."""
+        """An interrupt: the cells in flight ended (the executor cancelled). A cell that had
+        ended before it (its answer came, or its log ended and its result was staged) is
+        ingested as any finished cell, with the native log its result names; every other is
+        sealed ``aborted`` and ledgered. A log its cell ended is never sealed over: ledgered
+        without the cell's result, it would be ``complete`` without its native log."""
         self.stop = "interrupt"
         if self.executor is not None:
             self.executor.cancel()
-        for fl in self.flights.values():
-            capture_end.append_end(fl.staging / "capture.jsonl", "aborted",
-                               "interrupted: the parent received a signal", "session.interrupted")
+        for fut, fl in list(self.flights.items()):
+            result = self._answer(fut)
+            if result is None and not capture_end.append_end(
+                    fl.staging / "capture.jsonl", "aborted",
+                    "interrupted: the parent received a signal", "session.interrupted"):
+                result = attempt.staged_result(fl.staging)
+            if result is not None:
+                self._settle(fut, result)
+                continue
             entry = attempt.ingest(self.prepared, self.wc, fl,
                                    {"status": "aborted", "reason": "interrupted"},
                                    self.invocation, self.seq, self.live)
@@ -411,6 +422,17 @@ class _Loop:
                 self.acc.charge(fl.charge)
             self.mappings.submit(entry, fl)
         self.flights.clear()
+
+    def _answer(self, fut: Future) -> dict[str, Any] | None:
+        """The worker's answer of a cell in flight at an interrupt, when it came before the
+        executor ended the cell (an executor that runs cells elsewhere carries the session
+        back with it), else None."""
+        if not fut.done():
+            return None
+        try:
+            return self.executor.result(fut, timeout=0)
+        except AgentprovError:
+            return None
 
     def _close(self, switch: float) -> None:
         """The executor and the endpoint side stopped (cells still in flight, after a worker
@@ -423,8 +445,9 @@ class _Loop:
         if executor is not None:
             if self.flights:
                 executor.cancel()
-            for fl in self.flights.values():
+            for fut, fl in self.flights.items():
                 with contextlib.suppress(OSError):  # unsealed in staging if it cannot be written
+                    self._answer(fut)  # what a node carried back, landed in staging
                     capture_end.append_end(fl.staging / "capture.jsonl", "aborted",
                                        "the worker ended with the cell in flight",
                                        "session.worker_died")

@@ -188,15 +188,20 @@ def check_executor(prepared: Prepared) -> None:
     (a cluster's executor connects and checks its hosts: exit 3, nothing written)."""
     from agentprov_core.backend import containment as cm
     from agentprov_core.backend import executor
+    from agentprov_core.live import egressplan
+    from agentprov_core.live.proxyhttp import host_port
 
     o = prepared.request.options
     r = prepared.resolved
+    real = not prepared.request.scripted and r is not None
     recorded = msgspec.convert(prepared.containment, cm.Recorded) \
         if prepared.containment and not prepared.request.scripted else None
+    eplan = egressplan.plan([r.base_url]) if real else None
+    egress = () if eplan is None else tuple(host_port(*p) for p in (
+        *eplan.allowed, *((eplan.forward,) if eplan.forward else ())))
     executor.check(o.executor or executor.DEFAULT, executor.Target(
         prepared.plan.environment_id, containment=recorded,
-        key_variable=None if prepared.request.scripted or r is None else r.key_variable,
-        options=o.by_name()))
+        key_variable=r.key_variable if real else None, options=o.by_name(), egress=egress))
 
 
 def script_models(prepared: Prepared) -> dict[str, str]:

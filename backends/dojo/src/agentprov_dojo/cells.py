@@ -188,7 +188,7 @@ def run_cell(req: dict[str, Any], declared: tuple[str, ...] = ()) -> dict[str, A
     if hostile is not None:
         declared.append(f"test_fault@1 hostile: {hostile['hostile']} "
                         "(AGENTPROV_TEST_HOSTILE; a test, never a real run)")
-    from agentprov_backend.source import open_capture, record_exception
+    from agentprov_backend.source import open_capture, record_exception, stage_result
 
     writer = open_capture(req, declared, element=element_name, defence=defence,
                           **upstream_header())
@@ -210,7 +210,7 @@ def run_cell(req: dict[str, Any], declared: tuple[str, ...] = ()) -> dict[str, A
             _stage_hostile(hostile, staging, result)
         except OSError as exc:  # said in the result, so that the test sees it
             result["error"] = f"test_fault hostile {hostile['hostile']} not staged: {exc}"
-    (staging / "result.json").write_text(json.dumps(result, sort_keys=True), encoding="utf-8")
+    stage_result(staging, result)
     if hostile is not None and hostile["hostile"] == "capture_symlink_ledger":
         (staging / "result.json").write_text("{", encoding="utf-8")  # the worker's request fails
     return result
@@ -227,6 +227,7 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
     from agentdojo.logging import OutputLogger
     from agentdojo.task_suite.load_suites import get_suite
     from agentdojo.task_suite.task_suite import TaskSuite
+    from agentprov_backend.source import RESULT_KEYS, stage_result
 
     cell, agent = req["cell"], req["agent"]
     version = req["benchmark_version"]
@@ -334,10 +335,12 @@ def _run(req: dict[str, Any], writer, staging: Path) -> dict[str, Any]:
         json.loads(log.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         status, reason = "incomplete", f"native log {log.name}: {type(exc).__name__}"
+    result = {"status": status, "utility": utility, "security": security,
+              "native_log": str(log.relative_to(staging)) if log.exists() else None,
+              "calls": counter["calls"]}
+    stage_result(staging, dict.fromkeys(RESULT_KEYS) | result)  # before the log ends
     writer.end(status, reason=reason, utility=utility, security=security, calls=counter["calls"])
-    return {"status": status, "utility": utility, "security": security,
-            "native_log": str(log.relative_to(staging)) if log.exists() else None,
-            "calls": counter["calls"]}
+    return result
 
 
 #: test-only faults of the native log (T0 passes one only when AGENTPROV_TEST_NATIVE_LOG is

@@ -168,6 +168,19 @@ def suites_plan_problems(request: dict[str, Any], cat: dict[str, Any]) -> list[s
     return problems
 
 
+def stage_result(staging: Path, result: dict[str, Any]) -> None:
+    """Stage the cell's result as ``result.json`` in ``staging``, whole or not at all (a
+    fresh file renamed over the last one). A cell stages it before it ends its log: an
+    ended log then always has its result beside it (the native log it names), even when
+    the cell is ended between the two (an interrupt), and T0 ingests it whole."""
+    import json
+    import os
+
+    tmp = staging / "result.json.partial"
+    tmp.write_text(json.dumps(result, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, staging / "result.json")
+
+
 def record_exception(writer: Any, exc: BaseException) -> str:
     """A cell's exception as evidence: a ``cell.exception`` note in its capture (the
     exception, and the traceback's last 4,000 characters), and the session ended

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Collection
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
@@ -83,8 +82,21 @@ def _address(options: Any) -> str | None:
 
 
 def check(target: Target) -> None:
-    """Connect and check every node before anything is written (see the module)."""
+    """Connect and check every node before anything is written (see the module); an
+    endpoint reached through T0's egress proxy refused first (:func:`egress_refused`)."""
+    if target.egress:
+        raise egress_refused(", ".join(target.egress))
     _checked[_key(target)] = connect(target)
+
+
+def egress_refused(targets: str) -> AgentprovError:
+    """An API endpoint on a cluster: its cells would reach it through T0's egress proxy,
+    whose socket and port are on the driver's host; a node's cell cannot reach them, and
+    it may reach the endpoint through nothing else (docs/cluster.md)."""
+    return AgentprovError("cli.refused.cluster_egress", executor="ray", targets=targets,
+                          supported="a model server on its own node (a loopback endpoint, at "
+                                    "the same address on every node) or, on nodes of the "
+                                    "driver's host, the scripted endpoint")
 
 
 def connect(target: Target) -> Cluster:
@@ -208,12 +220,8 @@ class RayExecutor:
         self.flights: dict[Future, tuple[NodeRef, Any, Path]] = {}
         extra = {k: v for k, v in launch.extra_env.items() if k != launch.key_variable}
         try:
-            if any(k in extra for k in PROXY_VARIABLES):
-                raise AgentprovError(
-                    "cli.environment.cluster", address=self.cluster.address,
-                    what="the endpoint is reached through T0's egress proxy, which the nodes "
-                         "cannot reach: run a local server on each node (a loopback "
-                         "endpoint) or use the local executor")
+            if proxy := next((extra[k] for k in PROXY_VARIABLES if k in extra), None):
+                raise egress_refused(proxy)  # started without check (--preflight-only)
             starts = [n.actor.start.remote(launch.environment_id, extra, launch.key_variable,
                                            launch.containment, launch.allowed)
                       for n in self.cluster.nodes]
@@ -301,17 +309,16 @@ class RayExecutor:
         return sum(n.slots for n in self.cluster.nodes if n.lost is None)
 
     def cancel(self) -> None:
-        """Each node's worker ended at once; what the cells in flight had staged carried
-        back into T0's staging (T0 seals it ``aborted``)."""
+        """Each node's worker ended at once; then each cell in flight waited for (at most
+        :data:`CANCEL_S` in all) until its node has answered, with what the cell had staged
+        when its worker ended, or with its result when it had ended first. Nothing is taken
+        here: T0 takes each answered cell with :meth:`result` (its session landed in T0's
+        staging, a finished one exactly as any finished cell) and seals the others
+        ``aborted``."""
         for n in self.cluster.nodes:
             if n.lost is None:
                 n.actor.kill_worker.remote()
-        deadline = time.monotonic() + CANCEL_S
-        for fut, (node, _, staging) in list(self.flights.items()):
-            with contextlib.suppress(Exception):  # lost, or the worker's failure: sealed
-                self._landed(node, fut.result(timeout=max(0.0, deadline - time.monotonic())),
-                             staging)
-        self.flights.clear()
+        wait(list(self.flights), timeout=CANCEL_S)
 
     def close(self) -> None:
         import ray

@@ -39,7 +39,6 @@ task module. The copy is removed when the cell ends. The ``.eval`` log is writte
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -97,7 +96,12 @@ def run_cell(source: Any, req: dict[str, Any]) -> dict[str, Any]:
         from agentprov_inspect.probe import run_probe
 
         return run_probe(req)
-    from agentprov_backend.source import RESULT_KEYS, open_capture, record_exception
+    from agentprov_backend.source import (
+        RESULT_KEYS,
+        open_capture,
+        record_exception,
+        stage_result,
+    )
 
     staging = Path(req["staging"])
     agent = req["agent"]
@@ -111,7 +115,7 @@ def run_cell(source: Any, req: dict[str, Any]) -> dict[str, Any]:
         result.update(status="errored", error=record_exception(writer, exc))
     finally:
         shutil.rmtree(staging / CACHE_DIR, ignore_errors=True)
-    (staging / "result.json").write_text(json.dumps(result, sort_keys=True), encoding="utf-8")
+    stage_result(staging, result)
     return result
 
 
@@ -131,6 +135,7 @@ def _run(source: Any, req: dict[str, Any], writer: Any, staging: Path,
     os.environ["INSPECT_EVALS_CACHE_DIR"] = str(cache)  # read once, at inspect_evals' import
 
     from agentprov_backend import timing
+    from agentprov_backend.source import RESULT_KEYS, stage_result
 
     t = time.time()
     from inspect_ai import eval as inspect_eval
@@ -168,6 +173,8 @@ def _run(source: Any, req: dict[str, Any], writer: Any, staging: Path,
     native = str(path.relative_to(staging)) if path.is_file() else None
     if native is None:
         status, reason = "incomplete", f"no .eval log at {path.name}"
+    result = {"status": status, "native_log": native,
+              "error": reason if status != "complete" else None}
+    stage_result(staging, dict.fromkeys(RESULT_KEYS) | result)  # before the log ends
     writer.end(status, reason=reason, samples=len(ids), eval_status=log.status)
-    return {"status": status, "native_log": native, "error": reason if status != "complete"
-            else None}
+    return result
