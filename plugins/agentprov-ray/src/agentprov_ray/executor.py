@@ -21,6 +21,7 @@ T0 seals them ``aborted`` and the units are attempted again.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import time
 from collections.abc import Collection
@@ -111,6 +112,10 @@ def connect(target: Target) -> Cluster:
     except BaseException:
         _release(cluster)
         raise
+    # what Ray's import and connection left in T0 lives as long as T0: kept out of the
+    # garbage collector's passes, which would otherwise walk it again and again while the
+    # cells run (the driver's CPU a cell)
+    gc.freeze()
     return cluster
 
 
