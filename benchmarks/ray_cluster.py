@@ -55,8 +55,9 @@ CELLS, CALLS = 160, 3
 #: with argv[2] == "threads", its CPU by thread too
 DRIVER = r'''
 import atexit, json, os, re, resource, runpy, sys, threading, time
-out, by_thread = sys.argv[1], sys.argv[2] == "threads"
-sys.argv = ["agentprov", *sys.argv[3:]]
+out, by_thread, paths = sys.argv[1], sys.argv[2] == "threads", json.loads(sys.argv[3])
+sys.path[0:0] = paths
+sys.argv = ["agentprov", *sys.argv[4:]]
 TICK = os.sysconf("SC_CLK_TCK")
 marks, threads, probe = {}, {}, [0.0]
 
@@ -154,8 +155,17 @@ def home() -> Path:
     return h
 
 
+def tree_paths(tree: Path | None) -> list[str]:
+    """The import roots of another checkout of agentprov (its core, capture library and
+    bundled plugins), put first on the driver's path; none for this tree (installed)."""
+    if tree is None:
+        return []
+    return [str(tree), str(tree / "packages" / "capture" / "src"),
+            *sorted(str(p) for p in (tree / "plugins").glob("*/src"))]
+
+
 def run(work: Path, name: str, script: Path, jobs: int, cells: int, by_thread: bool,
-        extra: tuple[str, ...]) -> dict[str, Any]:
+        extra: tuple[str, ...], tree: Path | None = None) -> dict[str, Any]:
     """One campaign through the CLI under the driver's probe; its figures."""
     corpus = work / name
     usage = work / f"{name}.cpu.json"
@@ -163,7 +173,8 @@ def run(work: Path, name: str, script: Path, jobs: int, cells: int, by_thread: b
     load = os.getloadavg()[0]
     t = time.perf_counter()
     p = subprocess.run([sys.executable, "-c", DRIVER, str(usage),
-                        "threads" if by_thread else "-", "run", "agentdojo", "--corpus",
+                        "threads" if by_thread else "-", json.dumps(tree_paths(tree)), "run",
+                        "agentdojo", "--corpus",
                         str(corpus), "--campaign", name, *PLAN, "--llm-script", str(script),
                         "--model-display-name", "Scripted Model", "--jobs", str(jobs),
                         "--canary", "0", *limit, *extra],
@@ -195,13 +206,17 @@ def run(work: Path, name: str, script: Path, jobs: int, cells: int, by_thread: b
 
 def one(arm: str, work: Path, script: Path, a: argparse.Namespace, cells: int,
         tag: str) -> dict[str, Any]:
-    if arm == "local":
-        return run(work, f"{arm}-{tag}", script, a.jobs, cells, a.threads, ())
+    """One run of ``arm``: ``local`` or ``rayN`` (N nodes), ``@base`` for ``--base``'s T0."""
+    kind, _, base = arm.partition("@")
+    tree = a.base if base else None
+    name = f"{kind}{'-base' if base else ''}-{tag}"
+    if kind == "local":
+        return run(work, name, script, a.jobs, cells, a.threads, (), tree)
     from agentprov_ray.testing import local_cluster
 
-    with local_cluster(nodes=int(arm.removeprefix("ray")), cpus=1) as lc:
-        return run(work, f"{arm}-{tag}", script, a.jobs, cells, a.threads,
-                   ("--executor", "ray", "--ray-address", lc.address))
+    with local_cluster(nodes=int(kind.removeprefix("ray")), cpus=1) as lc:
+        return run(work, name, script, a.jobs, cells, a.threads,
+                   ("--executor", "ray", "--ray-address", lc.address), tree)
 
 
 def med(xs: list[float]) -> float:
@@ -217,10 +232,10 @@ def summary(out: dict[str, Any], arms: list[str]) -> dict[str, Any]:
                   for k in ("wall_s", "cpu_ms", "start_ms", "loop_ms", "end_ms")}
         s[arm]["vs_ideal"] = round(s[arm]["wall_s"] / ideal, 3)
         s[arm]["cells_per_s"] = round(1000 / s[arm]["loop_ms"], 1)
-        if arm != "local":
-            pairs = list(zip(rs, runs["local"], strict=True))
+        if arm != arms[0]:  # paired, round by round, with the first arm
+            pairs = list(zip(rs, runs[arms[0]], strict=True))
             for k in ("wall_s", "cpu_ms", "loop_ms"):
-                s[arm][f"{k}_vs_local"] = round(med([r[k] / b[k] for r, b in pairs]), 3)
+                s[arm][f"{k}_vs_first"] = round(med([r[k] / b[k] for r, b in pairs]), 3)
         names = {n for r in rs for n in r["threads_ms"]}
         if names:
             s[arm]["threads_ms"] = dict(sorted(
@@ -235,15 +250,15 @@ def markdown(out: dict[str, Any], arms: list[str]) -> str:
              f"`--jobs {out['jobs']}`, ideal {out['ideal_s']} s; {out['rounds']} rounds "
              f"interleaved; load average {out['load_before']} before, {out['load_after']} "
              "after.", "",
-             "| arm | wall s | vs ideal | wall vs local | driver CPU a cell ms | vs local "
-             "| start | loop | end | loop vs local | cells/s a driver core |",
+             f"| arm | wall s | vs ideal | wall vs {arms[0]} | driver CPU a cell ms | vs {arms[0]} "
+             f"| start | loop | end | loop vs {arms[0]} | cells/s a driver core |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for arm in arms:
         x = s[arm]
         lines.append(f"| {arm} | {x['wall_s']} | {x['vs_ideal']} | "
-                     f"{x.get('wall_s_vs_local', 1.0)} | {x['cpu_ms']} | "
-                     f"{x.get('cpu_ms_vs_local', 1.0)} | {x['start_ms']} | {x['loop_ms']} | "
-                     f"{x['end_ms']} | {x.get('loop_ms_vs_local', 1.0)} | "
+                     f"{x.get('wall_s_vs_first', 1.0)} | {x['cpu_ms']} | "
+                     f"{x.get('cpu_ms_vs_first', 1.0)} | {x['start_ms']} | {x['loop_ms']} | "
+                     f"{x['end_ms']} | {x.get('loop_ms_vs_first', 1.0)} | "
                      f"{x['cells_per_s']} |")
     return "\n".join(lines)
 
@@ -257,11 +272,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", action="store_true", help="the driver's CPU by thread")
     ap.add_argument("--no-warm-up", dest="warm", action="store_false")
+    ap.add_argument("--arms", help="comma-separated, of local, rayN (N nodes) and either with "
+                                   "@base [local,ray1,ray--nodes]")
+    ap.add_argument("--base", type=Path, help="another checkout's T0 for the @base arms")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     h = home()
     os.environ["AGENTPROV_HOME"] = str(h)
-    arms = ["local", *(f"ray{n}" for n in sorted({1, a.nodes}))]
+    arms = a.arms.split(",") if a.arms else ["local", *(f"ray{n}" for n in sorted({1, a.nodes}))]
     cells = min(a.limit, CELLS)
     out: dict[str, Any] = {"jobs": a.jobs, "latency_s": a.latency, "cells": cells,
                            "rounds": a.rounds, "ideal_s": round(cells * CALLS * a.latency
