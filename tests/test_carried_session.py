@@ -46,3 +46,27 @@ def test_land_refuses_names_out_of_staging_links_and_non_bytes(tmp_path: Path):
         "the carried session: a list, not a mapping of files"]
     _, why = staged.returned({"status": "complete", "staging_refused": "not a list"})
     assert why == ["the worker's result: staging_refused is not a list of refusals"]
+
+
+def test_land_writes_nested_files_in_any_order_and_holds_no_descriptor(tmp_path: Path):
+    here = tmp_path / "t0" / "s-1"
+    files = {f"native/d{i % 7}/e{i % 3}/{i}.json": str(i).encode() for i in range(60)}
+    files |= {"capture.jsonl": b"{}\n", "native/d1.json": b"beside its directory",
+              "native/d1-x/y.json": b"y", "native/d1/e0": b"a file where a directory is"}
+    fds = len(os.listdir("/proc/self/fd"))
+    refused = staged.land_session(here, files)
+    assert len(os.listdir("/proc/self/fd")) == fds
+    # a name that is a file cannot also be a directory of other names
+    below = sorted((n for n in files if n.startswith("native/d1/e0/")),
+                   key=lambda n: n.split("/"))
+    assert refused == [f"{n}: could not be written (Not a directory)" for n in below]
+    assert staged.read(here).files == {n: b for n, b in files.items() if n not in below}
+
+
+def test_land_refuses_a_name_deeper_than_the_reader_reads(tmp_path: Path):
+    here = tmp_path / "t0" / "s-1"
+    deep = "/".join(["d"] * (staged.MAX_DEPTH + 1)) + "/f"
+    ok = "/".join(["d"] * staged.MAX_DEPTH) + "/f"
+    refused = staged.land_session(here, {deep: b"x", ok: b"y"})
+    assert refused == [f"{staged.shown(deep)}: more than {staged.MAX_DEPTH} directories deep"]
+    assert staged.read(here).files == {ok: b"y"}

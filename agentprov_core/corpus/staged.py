@@ -371,43 +371,65 @@ def carry_session(path: Path, result: dict[str, Any]) -> dict[str, Any]:
 def land_session(path: Path, files: Any) -> list[str]:
     """Write the files a session carried (:func:`carry_session`) into its staging directory
     ``path`` on T0's host, each a fresh regular file (``O_EXCL``, never through a link), by
-    the rules :func:`read` applies: names of plain components, at most :data:`MAX_ENTRIES`,
-    each within its cap, all within :data:`TOTAL_MAX`. What it refused (``name: why``);
-    T0 then ingests the directory as any other staging."""
+    the rules :func:`read` applies: names of plain components at most :data:`MAX_DEPTH`
+    directories deep, at most :data:`MAX_ENTRIES`, each within its cap, all within
+    :data:`TOTAL_MAX`. What it refused (``name: why``); T0 then ingests the directory as any
+    other staging. The session's directory is opened once and each directory below it once
+    for the files in it (in order of their path's components), at most :data:`MAX_DEPTH`
+    descriptors held at a time."""
     if not isinstance(files, dict):
         return [f"the carried session: a {type(files).__name__}, not a mapping of files"]
     refused: list[str] = []
     total = 0
     path.mkdir(parents=True, exist_ok=True)
-    for n, (rel, data) in enumerate(sorted(files.items(), key=lambda kv: str(kv[0]))):
-        if n >= MAX_ENTRIES:
-            refused.append(f"the carried session: more than {MAX_ENTRIES} files")
-            break
-        if (why := bad_name(rel)) is not None:
-            refused.append(f"{shown(str(rel))}: a name that {why}")
-            continue
-        if not isinstance(data, bytes):
-            refused.append(f"{shown(rel)}: not bytes")
-            continue
-        total += len(data)
-        if len(data) > max(CAPTURE_MAX, NATIVE_MAX) or total > TOTAL_MAX:
-            refused.append(f"{shown(rel)}: over its cap")
-            continue
-        *dirs, name = rel.split("/")
-        with session_dir(path) as fd:
-            opened = [fd]
-            try:
-                for d in dirs:
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(d, 0o700, dir_fd=opened[-1])
-                    opened.append(os.open(d, _DIR, dir_fd=opened[-1]))
-                out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                              | getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=opened[-1])
-                with os.fdopen(out, "wb") as f:
-                    f.write(data)
-            except OSError as exc:
-                refused.append(f"{shown(rel)}: could not be written ({exc.strerror})")
-            finally:
-                for d in opened[1:]:
-                    os.close(d)
+    with session_dir(path) as fd:
+        opened: list[tuple[str, int]] = []  # the directories of the last file, each opened
+        try:
+            for n, (rel, data) in enumerate(sorted(files.items(),
+                                                   key=lambda kv: str(kv[0]).split("/"))):
+                if n >= MAX_ENTRIES:
+                    refused.append(f"the carried session: more than {MAX_ENTRIES} files")
+                    break
+                if (why := bad_name(rel)) is not None:
+                    refused.append(f"{shown(str(rel))}: a name that {why}")
+                    continue
+                if not isinstance(data, bytes):
+                    refused.append(f"{shown(rel)}: not bytes")
+                    continue
+                total += len(data)
+                if len(data) > max(CAPTURE_MAX, NATIVE_MAX) or total > TOTAL_MAX:
+                    refused.append(f"{shown(rel)}: over its cap")
+                    continue
+                *dirs, name = rel.split("/")
+                if len(dirs) > MAX_DEPTH:
+                    refused.append(f"{shown(rel)}: more than {MAX_DEPTH} directories deep")
+                    continue
+                try:
+                    out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                                  | getattr(os, "O_CLOEXEC", 0), 0o600,
+                                  dir_fd=_landing_dir(fd, opened, dirs))
+                    with os.fdopen(out, "wb") as f:
+                        f.write(data)
+                except OSError as exc:
+                    refused.append(f"{shown(rel)}: could not be written ({exc.strerror})")
+        finally:
+            for _, d in opened:
+                os.close(d)
     return refused
+
+
+def _landing_dir(top: int, opened: list[tuple[str, int]], dirs: list[str]) -> int:
+    """The descriptor of ``dirs`` below the session's directory ``top``, each made (mode
+    0700) where missing and opened without following a link; ``opened`` holds the chain of
+    the previous file's directories, kept where it is shared and closed where it is not."""
+    keep = 0
+    while keep < min(len(opened), len(dirs)) and opened[keep][0] == dirs[keep]:
+        keep += 1
+    while len(opened) > keep:
+        os.close(opened.pop()[1])
+    for d in dirs[keep:]:
+        parent = opened[-1][1] if opened else top
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(d, 0o700, dir_fd=parent)
+        opened.append((d, os.open(d, _DIR, dir_fd=parent)))
+    return opened[-1][1] if opened else top

@@ -22,6 +22,7 @@ other nodes in the same invocation, within ``--max-attempts``.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from collections.abc import Collection
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -124,6 +125,10 @@ def connect(target: Target) -> Cluster:
     except BaseException:
         _release(cluster)
         raise
+    # what Ray's import and connection left in T0 lives as long as T0: kept out of the
+    # garbage collector's passes, which would otherwise walk it again and again while the
+    # cells run (the driver's CPU a cell)
+    gc.freeze()
     return cluster
 
 
