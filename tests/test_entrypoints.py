@@ -177,6 +177,24 @@ def test_another_distribution_finder_bypasses_the_index(
     assert len(done) == 2 and not entrypoints.index_path().exists()
 
 
+def test_the_importlib_metadata_backports_finder_keeps_the_index(
+        site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Importing the backport (a dependency of the core's) adds its path finder to
+    ``sys.meta_path``; it reads the entries the fingerprint covers, so the index stays."""
+    try:
+        from importlib_metadata import MetadataPathFinder
+    except ImportError:  # not installed here: a finder of the same module and name
+        MetadataPathFinder = type("MetadataPathFinder", (), {
+            "__module__": "importlib_metadata",
+            "find_distributions": staticmethod(lambda context=None: iter(()))})
+    install(site, "one-plugin", "one = json")
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, MetadataPathFinder()])
+    done = scans(monkeypatch)
+    entrypoints.entry_points(GROUP)
+    entrypoints.entry_points(GROUP)
+    assert len(done) == 1 and entrypoints.index_path().exists()
+
+
 def test_a_loaded_entry_point_is_what_the_standard_library_loads(
         site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     install(site, "one-plugin", "\n".join([

@@ -16,8 +16,9 @@ holds the whole fingerprint it was written under and is used only when the fresh
 equal, byte for byte; an index that cannot be read or decoded, of another format, or
 written under another fingerprint is ignored and rewritten. Where the environment is not
 writable the scan runs every time, as without an index. With a distribution finder on
-``sys.meta_path`` besides the standard path finder (one that this fingerprint cannot
-see), the index is neither read nor written.
+``sys.meta_path`` besides the standard path finder and the ``importlib_metadata``
+backport's (which reads the same ``sys.path`` entries: any import of the backport adds
+it), one that this fingerprint cannot see, the index is neither read nor written.
 
 The index changes nothing but speed: each entry point is loaded as
 :meth:`importlib.metadata.EntryPoint.load` loads it (the module imported, the attribute
@@ -117,12 +118,18 @@ def fingerprint(path: list[str] | None = None) -> bytes:
 
 
 def _fingerprintable() -> bool:
-    """Whether every distribution finder is the standard path finder's (the one
-    :func:`fingerprint` follows)."""
+    """Whether every distribution finder reads the ``sys.path`` entries
+    :func:`fingerprint` follows: the standard path finder, and the ``importlib_metadata``
+    backport's ``MetadataPathFinder`` (the same search over the same entries)."""
     from importlib.machinery import PathFinder
 
-    return all(f is PathFinder or not hasattr(f, "find_distributions")
+    return all(f is PathFinder or not hasattr(f, "find_distributions") or _path_backport(f)
                for f in sys.meta_path)
+
+
+def _path_backport(finder: object) -> bool:
+    kind = type(finder)
+    return kind.__module__ == "importlib_metadata" and kind.__name__ == "MetadataPathFinder"
 
 
 def scan(group: str) -> list[EntryPointRef]:
