@@ -541,6 +541,31 @@ def test_verify_answers_the_same_in_threads_and_in_processes(cli, corpus):
     assert len(json.loads(runs[0].out)["findings"]) >= 5
 
 
+def _killed(base: str, item: object) -> None:
+    """A task whose process is killed before it answers (SIGKILL: no cleanup, no reply)."""
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.req("R-27.4")
+@pytest.mark.parametrize("task", ["check_attempt", "check_execution"])
+def test_a_checking_process_killed_is_an_error_never_a_pass(corpus, monkeypatch, task):
+    """One of verify's two processes killed mid-check (the ledger's tasks, or the
+    executions'): the whole check is an error naming the corpus, never a report that
+    passes without what that process was checking."""
+    from agentprov_core.audit import verification
+    from agentprov_core.errors import AgentprovError
+
+    monkeypatch.setenv("AGENTPROV_VERIFY_PROCESSES", "1")
+    assert not verification.verify_corpus(corpus).failed  # with processes, intact: passes
+    monkeypatch.setattr(verification, task, _killed)
+    with pytest.raises(AgentprovError) as got:
+        verification.verify_corpus(corpus)
+    assert got.value.code == "verify.environment.worker_lost"
+    assert str(corpus) in str(got.value)
+
+
 @pytest.mark.req("R-27.4")
 def test_a_directory_that_is_not_a_corpus(cli, tmp_path):
     (tmp_path / "empty").mkdir()

@@ -46,7 +46,8 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -118,13 +119,18 @@ class _Verifier:
         if self.digests is not None:
             self.digests.update(pairs)
 
-    def run(self) -> None:
+    def run(self, beside: Callable[[], object] | None = None) -> None:
         if (note := self.snap.note()) is not None:
             self.add("unverified", "corpus.in_progress", LOCK, note)
-        with Runner(use_processes(self.root)) as runner:
+        with Runner(use_processes(self.root)) as runner, ThreadPoolExecutor(
+                1, thread_name_prefix="verify-beside") as side:
+            # started once the worker processes are (a fork never copies a running thread)
+            started = side.submit(beside) if beside is not None else None
             self.check_ledger(runner)
             self.check_raw(runner)
             self.check_executions(runner)
+            if started is not None:
+                started.result()  # what it raised, raised here
         self.check_preflight()
         self.check_manifest()
         for rel, n in sorted(self.undigested.items()):
@@ -616,10 +622,13 @@ def _open(given: str | Path) -> tuple[Path, dict[str, Any] | None, str | None]:
         raise
 
 
-def verify_corpus(given: str | Path, digests: dict[str, str] | None = None) -> Report:
+def verify_corpus(given: str | Path, digests: dict[str, str] | None = None,
+                  beside: Callable[[], object] | None = None) -> Report:
     """Level chain of the corpus ``given``. When ``digests`` is given, the sha256 of every
     file the walk read is put in it by relative path (level sealed and sealing use them
-    instead of reading those files again)."""
+    instead of reading those files again). ``beside`` (level sealed's own reads) runs on a
+    thread of its own meanwhile, and has returned when this does (what it raises is
+    raised)."""
     from agentprov_core.corpus import snapshot
 
     root, manifest, broken = _open(given)
@@ -631,5 +640,5 @@ def verify_corpus(given: str | Path, digests: dict[str, str] | None = None) -> R
         v.fail("manifest.unreadable", "manifest.json",
                f"{broken}: the file was altered (it is rewritten whole by every run, never "
                "in place)")
-    v.run()
+    v.run(beside)
     return report
