@@ -86,9 +86,10 @@ def _corpus(corpus: Path, trusted: Any, fmt: str, shown: str | None = None) -> i
     prepared: list[sealed.Prepared] = []
     report = verify_corpus(corpus, read, beside=None if read is None else (
         lambda: prepared.append(sealed.prepare(corpus, trusted))))
-    srep = sealed.verify_sealed(report.corpus, trusted, read, next(
-        (p for p in prepared if p.root.resolve() == report.corpus.resolve()), None)) if sealed.is_sealed(
-        report.corpus) else None
+    srep = None
+    if sealed.is_sealed(report.corpus):
+        mine = [p for p in prepared if p.root.resolve() == report.corpus.resolve()]
+        srep = sealed.verify_sealed(report.corpus, trusted, read, mine[0] if mine else None)
     if shown is not None:
         report.corpus = Path(shown)
     if fmt == "json":
