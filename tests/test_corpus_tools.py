@@ -541,6 +541,16 @@ def test_verify_answers_the_same_in_threads_and_in_processes(cli, corpus):
     assert len(json.loads(runs[0].out)["findings"]) >= 5
 
 
+@pytest.mark.req("R-27.4")
+def test_verify_of_the_current_directory(cli, corpus):
+    """``--corpus .`` from inside the corpus (a path with no name of its own) is checked
+    like the corpus named by its path."""
+    r = cli("verify", "--corpus", ".", cwd=corpus)
+    assert (r.code, r.out) == (0, SUMMARY_OK), r.err
+    r = cli("verify", "--corpus", "..", cwd=corpus / "raw")
+    assert (r.code, r.out) == (0, SUMMARY_OK), r.err
+
+
 def _killed(base: str, item: object) -> None:
     """A task whose process is killed before it answers (SIGKILL: no cleanup, no reply)."""
     import signal
