@@ -117,16 +117,19 @@ def measure(n: int, rounds: int, work: Path, against: str | None = None,
                 "--spec", str(work / "spec.toml"), "--licence-file",
                 f"LICENSE={work / 'LICENSE'}", "--sign-key", "bench", "--out", str(out)]
 
+    def verify() -> None:
+        timed("sha256sum -c", ["sha256sum", "-c", "--quiet", "checksums.sha256"], sealed)
+        timed("verify", [ap, "verify", "--corpus", str(sealed), "--trusted-key", str(pub)])
+        if against:
+            timed("verify (against)", [against, "verify", "--corpus", str(sealed),
+                                       "--trusted-key", str(pub)])
+        load.append(os.getloadavg())
+
     if verify_only:
         if not (sealed / "seal").is_dir():
             _run(package(ap, sealed, 0), env)
         for _ in range(rounds):
-            timed("sha256sum -c", ["sha256sum", "-c", "--quiet", "checksums.sha256"], sealed)
-            timed("verify", [ap, "verify", "--corpus", str(sealed), "--trusted-key", str(pub)])
-            if against:
-                timed("verify (against)", [against, "verify", "--corpus", str(sealed),
-                                           "--trusted-key", str(pub)])
-            load.append(os.getloadavg())
+            verify()
         files = sum(1 for _ in (sealed / "checksums.sha256").open("rb"))
         leaves = json.loads((sealed / "seal" / "tree.json").read_bytes())["leaves"]
         return {"executions": n, "files": files + 1, "leaves": len(leaves),
@@ -139,12 +142,7 @@ def measure(n: int, rounds: int, work: Path, against: str | None = None,
         if against:
             shutil.rmtree(work / "sealed-against", ignore_errors=True)
             timed("package (against)", package(against, work / "sealed-against", r))
-        timed("sha256sum -c", ["sha256sum", "-c", "--quiet", "checksums.sha256"], sealed)
-        timed("verify", [ap, "verify", "--corpus", str(sealed), "--trusted-key", str(pub)])
-        if against:
-            timed("verify (against)", [against, "verify", "--corpus", str(sealed),
-                                       "--trusted-key", str(pub)])
-        load.append(os.getloadavg())
+        verify()
     # the phases of package, in this process
     phases: dict[str, tuple[float, float]] = {}
     c = open_corpus(root)
