@@ -25,9 +25,10 @@ from agentprov_core.evidence.aer import AER, NOT_RECORDED
 _AER_DECODER = msgspec.json.Decoder(AER)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LedgerRef:
-    """What the execution checks need of a ledger entry (one small tuple per entry)."""
+    """What the execution checks need of a ledger entry (one small record per entry; its
+    ``capture`` is filled in once the entry's capture log is read)."""
 
     line: int
     session_id: str

@@ -298,8 +298,13 @@ def verify_sealed(root: Path, trusted: Any | None,
     p = prepared if prepared is not None else prepare(root, trusted)
     report, paths = p.report, p.paths
     known = known or {}
-    actual = {rel: known[rel] for rel in paths if rel in known}
-    todo = {rel: path for rel, path in paths.items() if rel not in known}
+    actual: dict[str, str] = {}
+    todo: dict[str, str] = {}
+    for rel, path in paths.items():
+        if (sha := known.get(rel)) is not None:
+            actual[rel] = sha
+        else:
+            todo[rel] = path
     with ThreadPoolExecutor(WORKERS, thread_name_prefix="sealed") as pool:
         actual.update(zip(todo, pool.map(sha256_file, todo.values()), strict=True))
     listed = p.listed

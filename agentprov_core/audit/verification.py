@@ -40,7 +40,6 @@ This module is the walk over the corpus; one ledger entry's check is
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -382,7 +381,7 @@ class _Verifier:
                 self.sources.add(out["source"])
             ref = self.ledger.get(e.seq)
             if out.get("facts") is not None and ref is not None and ref.line == out["line"]:
-                self.ledger[e.seq] = dataclasses.replace(ref, capture=out["facts"])
+                ref.capture = out["facts"]
 
     # -------------------------------------------------------------- the raw store
     def check_raw(self, runner: Runner) -> None:
