@@ -240,8 +240,9 @@ def _read_checksums(root: Path, report: SealedReport) -> dict[str, str] | None:
 class Prepared:
     """What level ``sealed`` reads that level ``chain`` does not: the statement and its
     signature, the corpus's files (by walking it), ``checksums.sha256``, the sealed tree's
-    leaves and their head. :func:`prepare` reads them; ``verify`` does it on a thread while
-    level chain runs (they share no file)."""
+    leaves and their head, the files level chain never hashes (and the lines of the files a
+    run appends to). :func:`prepare` reads them; ``verify`` does it on a thread while level
+    chain runs."""
 
     root: Path
     report: SealedReport
@@ -251,6 +252,14 @@ class Prepared:
     recorded: list[tuple[str, str]]  # the sealed tree's leaves, in its order
     recorded_head: bytes | None  # their tree head
     tree_problem: str | None  # why the tree's leaves are not readable
+    #: the sha256 of the files level chain never reads (the top level, seal/, licences/)
+    hashed: dict[str, str] = field(default_factory=dict)
+    #: the leaves of the files a run appends to, one a line, read with their sha256
+    lines: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+
+#: where level chain reads (and hashes) the files it checks: level sealed takes their sha256
+CHAIN_READS = ("raw/", "executions/", "preflight/sha256/")
 
 
 def prepare(root: Path, trusted: Any | None) -> Prepared:
@@ -271,6 +280,17 @@ def prepare(root: Path, trusted: Any | None) -> Prepared:
         elif rel != CHECKSUMS:
             paths[rel] = e.path
     listed = _read_checksums(root, report)
+    hashed: dict[str, str] = {}
+    lines: dict[str, list[tuple[str, str]]] = {}
+    for rel, path in paths.items():
+        if rel.startswith(CHAIN_READS):
+            continue
+        try:
+            hashed[rel] = sha256_file(path)
+            if rel in APPENDED:
+                lines[rel] = line_leaves(rel, Path(path).read_bytes())
+        except OSError:
+            continue  # read again (and its error raised) where it always was
     recorded: list[tuple[str, str]] = []
     head = problem = None
     if st is not None:
@@ -281,7 +301,7 @@ def prepare(root: Path, trusted: Any | None) -> Prepared:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             problem = f"the tree's leaves are not readable ({exc})"
             recorded = []
-    return Prepared(root, report, st, paths, listed, recorded, head, problem)
+    return Prepared(root, report, st, paths, listed, recorded, head, problem, hashed, lines)
 
 
 def verify_sealed(root: Path, trusted: Any | None,
@@ -301,7 +321,7 @@ def verify_sealed(root: Path, trusted: Any | None,
     actual: dict[str, str] = {}
     todo: dict[str, str] = {}
     for rel, path in paths.items():
-        if (sha := known.get(rel)) is not None:
+        if (sha := known.get(rel, p.hashed.get(rel))) is not None:
             actual[rel] = sha
         else:
             todo[rel] = path
@@ -340,7 +360,8 @@ def _check_tree(root: Path, actual: dict[str, str], p: Prepared,
         if rel in NOT_LEAVES:
             continue
         if rel in APPENDED:
-            now.update(line_leaves(rel, (root / rel).read_bytes()))
+            now.update(p.lines[rel] if rel in p.lines and p.hashed.get(rel) == sha else
+                       line_leaves(rel, (root / rel).read_bytes()))
         else:
             now[rel] = sha
     sealed_names = {n for n, _ in recorded}
