@@ -559,7 +559,7 @@ def _killed(base: str, item: object) -> None:
 
 
 @pytest.mark.req("R-27.4")
-@pytest.mark.parametrize("task", ["check_attempt", "check_execution"])
+@pytest.mark.parametrize("task", ["check_attempt_encoded", "check_execution_encoded"])
 def test_a_checking_process_killed_is_an_error_never_a_pass(corpus, monkeypatch, task):
     """One of verify's two processes killed mid-check (the ledger's tasks, or the
     executions'): the whole check is an error naming the corpus, never a report that

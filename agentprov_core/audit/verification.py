@@ -52,9 +52,9 @@ from typing import Any
 
 import msgspec
 
-from agentprov_core.audit.attemptcheck import check_attempt, in_form
+from agentprov_core.audit.attemptcheck import check_attempt_encoded, in_form
 from agentprov_core.audit.corpusfiles import HEX64, check_capture, hash_item, read_corpus_file
-from agentprov_core.audit.executioncheck import LedgerRef, check_execution
+from agentprov_core.audit.executioncheck import LedgerRef, check_execution_encoded
 from agentprov_core.audit.findings import Finding, Report, same_json
 from agentprov_core.audit.taskpool import Runner, use_processes
 from agentprov_core.base import inputfile
@@ -318,7 +318,7 @@ class _Verifier:
         dec = msgspec.json.Decoder(Attempt)
         expected_seq = 0
 
-        def entries() -> Iterator[tuple[int, Attempt]]:
+        def entries() -> Iterator[tuple[int, int, bytes]]:
             nonlocal expected_seq
             for n, e, line in self.jsonl("ledger.jsonl", "ledger", dec, "a ledger entry",
                                          "the ledger"):
@@ -361,9 +361,10 @@ class _Verifier:
                     repeat=e.repeat, attempt=e.attempt, plan_sha256=e.plan_sha256,
                     config_digest=e.config_digest, utility=e.utility, security=e.security)
                 if e.capture_sha256 or e.native_sha256:
-                    yield n, e
+                    # sent as what it is now (its references checked), with its seq
+                    yield n, e.seq, msgspec.json.encode(e)
 
-        for (_, e), out in runner.map(check_attempt, self.base, entries()):
+        for (_, seq, _), out in runner.map(check_attempt_encoded, self.base, entries()):
             for f in out["findings"]:
                 self.report.findings.append(f)
             for d, nbytes in out["verified"]:
@@ -379,7 +380,7 @@ class _Verifier:
                 self.test_only.add(("a capture header", out["test_only"]))
             if out.get("source"):
                 self.sources.add(out["source"])
-            ref = self.ledger.get(e.seq)
+            ref = self.ledger.get(seq)
             if out.get("facts") is not None and ref is not None and ref.line == out["line"]:
                 ref.capture = out["facts"]
 
@@ -443,7 +444,7 @@ class _Verifier:
         dec = msgspec.json.Decoder(IndexEntry)
         seen: dict[str, int] = {}
 
-        def rows() -> Iterator[tuple[int, Any, LedgerRef | None]]:
+        def rows() -> Iterator[tuple[int, bytes, LedgerRef | None]]:
             for n, e, line in self.jsonl(INDEX, "executions", dec, "an index entry",
                                          "the index"):
                 where = f"line {n}"
@@ -462,10 +463,10 @@ class _Verifier:
                     continue
                 seen[e.execution_id] = n
                 self.report.counts["executions"] += 1
-                yield n, e, self.ledger.get(e.ledger_seq)
+                yield n, line, self.ledger.get(e.ledger_seq)  # the line: a process decodes it
 
         if index.exists():
-            for _, out in runner.map(check_execution, self.base, rows()):
+            for _, out in runner.map(check_execution_encoded, self.base, rows()):
                 self.report.findings.extend(out["findings"])
                 for nbytes in out["hashed"]:
                     self.hashed(nbytes)
