@@ -531,6 +531,11 @@ _reg("verify.usage.trusted_key", U, "usage",
 _reg("verify.usage.proof", U, "usage",
      "--proof {path}: {what}",
      "give a proof bundle written by agentprov package --proof (format agentprov-proof/0.1)")
+_reg("verify.environment.worker_lost", E, "coded",
+     "a process checking the corpus {corpus} ended before it answered ({what}): nothing is "
+     "verified",
+     "run verify again; if it recurs, look for the memory limit or the signal that ended it "
+     "(AGENTPROV_VERIFY_PROCESSES=0 checks in one process)")
 
 # --- the egress proxy (agentprov_core/live/egress.py, D-664)
 _reg("cli.refused.egress_target", R, "coded",

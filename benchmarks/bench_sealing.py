@@ -20,7 +20,10 @@ The generator writes no end of campaign into the manifest; the benchmark records
 ``stops`` entry, as a run's close does), so the corpus is finished.
 
     python benchmarks/bench_sealing.py [--executions 10000] [--rounds 2] [--work DIR]
-        [--against OTHER/agentprov]
+        [--against OTHER/agentprov] [--verify-only]
+
+``--verify-only`` times ``verify`` alone (and ``sha256sum -c``), on the sealed corpus a
+run before left in ``--work`` (sealed once, untimed, when there is none).
 """
 
 from __future__ import annotations
@@ -73,7 +76,8 @@ def _finished(root: Path) -> None:
         wc.write_manifest(m)
 
 
-def measure(n: int, rounds: int, work: Path, against: str | None = None) -> dict[str, Any]:
+def measure(n: int, rounds: int, work: Path, against: str | None = None,
+            verify_only: bool = False) -> dict[str, Any]:
     import gen_corpus
 
     from agentprov_core.audit import proofs, sealing
@@ -113,6 +117,24 @@ def measure(n: int, rounds: int, work: Path, against: str | None = None) -> dict
                 "--spec", str(work / "spec.toml"), "--licence-file",
                 f"LICENSE={work / 'LICENSE'}", "--sign-key", "bench", "--out", str(out)]
 
+    def verify() -> None:
+        timed("sha256sum -c", ["sha256sum", "-c", "--quiet", "checksums.sha256"], sealed)
+        timed("verify", [ap, "verify", "--corpus", str(sealed), "--trusted-key", str(pub)])
+        if against:
+            timed("verify (against)", [against, "verify", "--corpus", str(sealed),
+                                       "--trusted-key", str(pub)])
+        load.append(os.getloadavg())
+
+    if verify_only:
+        if not (sealed / "seal").is_dir():
+            _run(package(ap, sealed, 0), env)
+        for _ in range(rounds):
+            verify()
+        files = sum(1 for _ in (sealed / "checksums.sha256").open("rb"))
+        leaves = json.loads((sealed / "seal" / "tree.json").read_bytes())["leaves"]
+        return {"executions": n, "files": files + 1, "leaves": len(leaves),
+                "median": {k: statistics.median(v) for k, v in walls.items() if v},
+                "cpu": {k: statistics.median(v) for k, v in cpus.items() if v}, "load": load}
     for r in range(rounds):
         shutil.rmtree(sealed, ignore_errors=True)
         timed("sha256sum", sha)
@@ -120,12 +142,7 @@ def measure(n: int, rounds: int, work: Path, against: str | None = None) -> dict
         if against:
             shutil.rmtree(work / "sealed-against", ignore_errors=True)
             timed("package (against)", package(against, work / "sealed-against", r))
-        timed("sha256sum -c", ["sha256sum", "-c", "--quiet", "checksums.sha256"], sealed)
-        timed("verify", [ap, "verify", "--corpus", str(sealed), "--trusted-key", str(pub)])
-        if against:
-            timed("verify (against)", [against, "verify", "--corpus", str(sealed),
-                                       "--trusted-key", str(pub)])
-        load.append(os.getloadavg())
+        verify()
     # the phases of package, in this process
     phases: dict[str, tuple[float, float]] = {}
     c = open_corpus(root)
@@ -185,15 +202,18 @@ def markdown(r: dict[str, Any], rounds: int, when: str) -> str:
            f"({when}); load average (1, 5, 15 min) before and after each round: {loads}.", "",
            "| command | median wall s | ÷ sha256sum | CPU s | CPU ÷ sha256sum's | target |",
            "|---|---:|---:|---:|---:|---|",
-           row("`sha256sum` (every file of the working corpus)", "sha256sum", "sha256sum"),
-           row("`package --sign-key`", "package", "sha256sum"),
+           *([row("`sha256sum` (every file of the working corpus)", "sha256sum", "sha256sum"),
+              row("`package --sign-key`", "package", "sha256sum")] if "package" in m else []),
            row("`sha256sum -c checksums.sha256` (the sealed corpus)", "sha256sum -c",
                "sha256sum -c"),
            row("`verify --trusted-key` (levels chain and sealed)", "verify", "sha256sum -c"),
-           *([row("`package --sign-key` of `--against`", "package (against)", "sha256sum"),
-              row("`verify --trusted-key` of `--against`", "verify (against)",
-                  "sha256sum -c")] if "package (against)" in m else []),
-           "", "`package`'s phases, timed in one process (wall, CPU):", ""]
+           *([row("`package --sign-key` of `--against`", "package (against)", "sha256sum")]
+             if "package (against)" in m else []),
+           *([row("`verify --trusted-key` of `--against`", "verify (against)", "sha256sum -c")]
+             if "verify (against)" in m else [])]
+    if "phases" not in r:
+        return "\n".join(out) + "\n"
+    out += ["", "`package`'s phases, timed in one process (wall, CPU):", ""]
     out += [f"- {k}: {w:.2f} s, CPU {c:.2f} s" for k, (w, c) in r["phases"].items()]
     out += ["", f"- one execution's proof bundle: {r['bundle_bytes']:,} bytes (target under "
             f"100 KB: {'met' if r['bundle_bytes'] < 100_000 else '**missed**'}), written in "
@@ -212,11 +232,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--against", metavar="AGENTPROV",
                     help="another agentprov (another checkout's console script): its package "
                          "and verify are timed in the same rounds, interleaved")
+    ap.add_argument("--verify-only", action="store_true",
+                    help="time verify alone, on the sealed corpus left in --work")
     args = ap.parse_args(argv)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-seal-"))
     work.mkdir(parents=True, exist_ok=True)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    r = measure(args.executions, args.rounds, work, args.against)
+    r = measure(args.executions, args.rounds, work, args.against, args.verify_only)
     print(json.dumps(r, indent=1) if args.json else markdown(r, args.rounds, when))
 
 

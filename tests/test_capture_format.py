@@ -278,11 +278,20 @@ def test_logs_the_worker_wrote_before_still_verify_byte_for_byte(log):
 
 
 @pytest.mark.parametrize(("t", "canonical"), [("1e16", False), ("1e+16", True),
-                                              ("1.5", True), ("1.50", False)])
+                                              ("1.5", True), ("1.50", False),
+                                              ("2.8e-05", True), ("0.000028", False),
+                                              ("1E-07", False), ("1e-07", True)])
 def test_a_float_only_msgspec_writes_so_is_not_canonical(t, canonical):
-    """msgspec writes some floats otherwise than Python (``1e16``, Python ``1e+16``): such a
-    line comes back from msgspec byte-identical, and is still refused as not canonical."""
+    """msgspec writes some floats otherwise than Python (``1e16``, Python ``1e+16``; a
+    header's ``2.8e-05`` as ``0.000028``): a line in msgspec's form comes back from msgspec
+    byte-identical, and is still refused as not canonical; a line in Python's is accepted,
+    by msgspec's parse as by the standard library's."""
+    from agentprov_capture.chain import _accelerator
+
     line = b'{"format":"capture/0.1","kind":"header","prev":null,"seq":0,"t":' + t.encode() + b"}"
     want = [] if canonical else ["record 0: not in canonical form"]
     for fast in (None, False):
         assert capture.check(line + b"\n", require_end=False, fast=fast).problems == want
+    # the fast path itself accepts exactly the canonical lines (no parse by the standard
+    # library for a header's t)
+    assert (_accelerator()(line) is not None) == canonical

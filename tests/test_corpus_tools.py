@@ -542,6 +542,41 @@ def test_verify_answers_the_same_in_threads_and_in_processes(cli, corpus):
 
 
 @pytest.mark.req("R-27.4")
+def test_verify_of_the_current_directory(cli, corpus):
+    """``--corpus .`` from inside the corpus (a path with no name of its own) is checked
+    like the corpus named by its path."""
+    r = cli("verify", "--corpus", ".", cwd=corpus)
+    assert (r.code, r.out) == (0, SUMMARY_OK), r.err
+    r = cli("verify", "--corpus", "..", cwd=corpus / "raw")
+    assert (r.code, r.out) == (0, SUMMARY_OK), r.err
+
+
+def _killed(base: str, item: object) -> None:
+    """A task whose process is killed before it answers (SIGKILL: no cleanup, no reply)."""
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.req("R-27.4")
+@pytest.mark.parametrize("task", ["check_attempt_encoded", "check_execution_encoded"])
+def test_a_checking_process_killed_is_an_error_never_a_pass(corpus, monkeypatch, task):
+    """One of verify's two processes killed mid-check (the ledger's tasks, or the
+    executions'): the whole check is an error naming the corpus, never a report that
+    passes without what that process was checking."""
+    from agentprov_core.audit import verification
+    from agentprov_core.errors import AgentprovError
+
+    monkeypatch.setenv("AGENTPROV_VERIFY_PROCESSES", "1")
+    assert not verification.verify_corpus(corpus).failed  # with processes, intact: passes
+    monkeypatch.setattr(verification, task, _killed)
+    with pytest.raises(AgentprovError) as got:
+        verification.verify_corpus(corpus)
+    assert got.value.code == "verify.environment.worker_lost"
+    assert str(corpus) in str(got.value)
+
+
+@pytest.mark.req("R-27.4")
 def test_a_directory_that_is_not_a_corpus(cli, tmp_path):
     (tmp_path / "empty").mkdir()
     r = cli("verify", "--corpus", tmp_path / "empty")

@@ -236,14 +236,35 @@ def _read_checksums(root: Path, report: SealedReport) -> dict[str, str] | None:
     return listed
 
 
-def verify_sealed(root: Path, trusted: Any | None,
-                  known: dict[str, str] | None = None) -> SealedReport:
-    """Level ``sealed``: every file against ``checksums.sha256`` and the tree, the tree head
-    against the statement, the manifest against the statement, the signature against
-    ``trusted``, and a release's consistency proof from the one before it.
+@dataclass
+class Prepared:
+    """What level ``sealed`` reads that level ``chain`` does not: the statement and its
+    signature, the corpus's files (by walking it), ``checksums.sha256``, the sealed tree's
+    leaves and their head, the files level chain never hashes (and the lines of the files a
+    run appends to). :func:`prepare` reads them; ``verify`` does it on a thread while level
+    chain runs."""
 
-    :param known: the sha256 of files level chain read in this same ``verify``, by
-        relative path: those files are not read a second time; every other file is."""
+    root: Path
+    report: SealedReport
+    statement: Statement | None
+    paths: dict[str, str]  # every regular file but checksums.sha256: relative → its path
+    listed: dict[str, str] | None  # checksums.sha256: relative path → sha256
+    recorded: list[tuple[str, str]]  # the sealed tree's leaves, in its order
+    recorded_head: bytes | None  # their tree head
+    tree_problem: str | None  # why the tree's leaves are not readable
+    #: the sha256 of the files level chain never reads (the top level, seal/, licences/)
+    hashed: dict[str, str] = field(default_factory=dict)
+    #: the leaves of the files a run appends to, one a line, read with their sha256
+    lines: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+
+#: where level chain reads (and hashes) the files it checks: level sealed takes their sha256
+CHAIN_READS = ("raw/", "executions/", "preflight/sha256/")
+
+
+def prepare(root: Path, trusted: Any | None) -> Prepared:
+    """Level ``sealed``'s own reads of ``root`` (the first of its findings go to the
+    :class:`Prepared`'s report): ``trusted`` judges the signature."""
     report = SealedReport()
     try:
         env_bytes = (root / ENVELOPE).read_bytes()
@@ -258,12 +279,55 @@ def verify_sealed(root: Path, trusted: Any | None,
                         "is never sealed)")
         elif rel != CHECKSUMS:
             paths[rel] = e.path
+    listed = _read_checksums(root, report)
+    hashed: dict[str, str] = {}
+    lines: dict[str, list[tuple[str, str]]] = {}
+    for rel, path in paths.items():
+        if rel.startswith(CHAIN_READS):
+            continue
+        try:
+            hashed[rel] = sha256_file(path)
+            if rel in APPENDED:
+                lines[rel] = line_leaves(rel, Path(path).read_bytes())
+        except OSError:
+            continue  # read again (and its error raised) where it always was
+    recorded: list[tuple[str, str]] = []
+    head = problem = None
+    if st is not None:
+        try:
+            tree = json.loads((root / TREE).read_bytes())
+            recorded = [(str(n), str(s)) for n, s in tree["leaves"]]
+            head = merkle.root(leaf_hashes(recorded))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            problem = f"the tree's leaves are not readable ({exc})"
+            recorded = []
+    return Prepared(root, report, st, paths, listed, recorded, head, problem, hashed, lines)
+
+
+def verify_sealed(root: Path, trusted: Any | None,
+                  known: dict[str, str] | None = None,
+                  prepared: Prepared | None = None) -> SealedReport:
+    """Level ``sealed``: every file against ``checksums.sha256`` and the tree, the tree head
+    against the statement, the manifest against the statement, the signature against
+    ``trusted``, and a release's consistency proof from the one before it.
+
+    :param known: the sha256 of files level chain read in this same ``verify``, by
+        relative path: those files are not read a second time; every other file is.
+    :param prepared: :func:`prepare` of ``root`` and ``trusted``, when it was read
+        already (beside level chain)."""
+    p = prepared if prepared is not None else prepare(root, trusted)
+    report, paths = p.report, p.paths
     known = known or {}
-    actual = {rel: known[rel] for rel in paths if rel in known}
-    todo = {rel: p for rel, p in paths.items() if rel not in known}
+    actual: dict[str, str] = {}
+    todo: dict[str, str] = {}
+    for rel, path in paths.items():
+        if (sha := known.get(rel, p.hashed.get(rel))) is not None:
+            actual[rel] = sha
+        else:
+            todo[rel] = path
     with ThreadPoolExecutor(WORKERS, thread_name_prefix="sealed") as pool:
         actual.update(zip(todo, pool.map(sha256_file, todo.values()), strict=True))
-    listed = _read_checksums(root, report)
+    listed = p.listed
     if listed is not None:
         for rel in sorted(listed.keys() - actual.keys()):
             report.fail("sealed.file_removed", rel,
@@ -271,41 +335,52 @@ def verify_sealed(root: Path, trusted: Any | None,
         for rel in sorted(actual.keys() - listed.keys()):
             report.fail("sealed.file_added", rel,
                         "the corpus holds it and checksums.sha256 does not list it")
-        for rel in sorted(actual.keys() & listed.keys()):
-            if actual[rel] != listed[rel]:
-                report.fail("sealed.file_changed", rel,
-                            "its sha256 is not the one checksums.sha256 records")
-    if st is None:
+        for rel in sorted(rel for rel, sha in actual.items() if listed.get(rel, sha) != sha):
+            report.fail("sealed.file_changed", rel,
+                        "its sha256 is not the one checksums.sha256 records")
+    if p.statement is None:
         return report
-    _check_tree(root, actual, st, report)
+    _check_tree(root, actual, p, report)
     return report
 
 
-def _check_tree(root: Path, actual: dict[str, str], st: Statement,
+def _check_tree(root: Path, actual: dict[str, str], p: Prepared,
                 report: SealedReport) -> None:
+    st = p.statement
+    assert st is not None
     want_manifest = (st.predicate.get("manifest") or {}).get("sha256")
     if actual.get(MANIFEST) != want_manifest:
         report.fail("sealed.file_changed", MANIFEST,
                     "its sha256 is not the one the signed statement records")
-    try:
-        tree = json.loads((root / TREE).read_bytes())
-        recorded = [(str(n), str(s)) for n, s in tree["leaves"]]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        report.fail("sealed.tree_head", TREE, f"the tree's leaves are not readable ({exc})")
-        recorded = []
-    now = dict(leaves_of(actual, lambda rel: (root / rel).read_bytes()))
+    if p.tree_problem is not None:
+        report.fail("sealed.tree_head", TREE, p.tree_problem)
+    recorded = p.recorded
+    now: dict[str, str] = {}
+    for rel, sha in actual.items():
+        if rel in NOT_LEAVES:
+            continue
+        if rel in APPENDED:
+            now.update(p.lines[rel] if rel in p.lines and p.hashed.get(rel) == sha else
+                       line_leaves(rel, (root / rel).read_bytes()))
+        else:
+            now[rel] = sha
     sealed_names = {n for n, _ in recorded}
     order = [n for n, _ in recorded if n in now]
     extra = sorted((n for n in now if n not in sealed_names), key=sort_key)
+    same = len(order) == len(recorded) and not extra
     for n, s in recorded:
         if n not in now:
             report.fail("sealed.file_removed", n, "a leaf of the sealed tree is gone")
         elif now[n] != s:
+            same = False
             report.fail("sealed.file_changed", n,
                         "its sha256 is not the one of its leaf in the sealed tree")
     for n in extra:
         report.fail("sealed.file_added", n, "not a leaf of the sealed tree")
-    head = merkle.root(leaf_hashes([(n, now[n]) for n in order + extra]))
+    # the stored files' leaves, in the tree's order: when every one is the sealed one, the
+    # tree is the sealed tree and its head was taken already
+    head = p.recorded_head if same and p.recorded_head is not None else merkle.root(
+        leaf_hashes([(n, now[n]) for n in order + extra]))
     if head != st.head or len(order) + len(extra) != st.size:
         report.fail("sealed.tree_head", TREE,
                     f"the tree head of the stored files ({head.hex()[:16]}…, "

@@ -1,23 +1,29 @@
 """Where ``verify``'s tasks run: a pool of two threads, and for a large corpus two
 processes as well (parsing capture logs holds the GIL), with a bounded number of tasks in
-flight, so that memory does not grow with the corpus.
+flight, so that memory does not grow with the corpus. Results come back in the order the
+tasks were given, whichever process ran them; a process that ends before it answers
+(killed, out of memory) is an error of the whole check (``verify.environment.worker_lost``),
+never a task skipped.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
 from agentprov_core.audit.corpusfiles import hash_item
+from agentprov_core.errors import AgentprovError
 
 WORKERS = 2
-WINDOW = 64  # tasks in flight: bounds memory whatever the corpus size
-BATCH = 16  # tasks per process call
+WINDOW = 128  # tasks in flight: bounds memory whatever the corpus size
+BATCH = 32  # tasks per process call (fewer calls: less pickling and waking per task)
 PROCESS_THRESHOLD = 256 * 1024  # a ledger larger than this (about 300 attempts): processes
 
 
@@ -51,7 +57,9 @@ class Runner:
 
             ctx = (multiprocessing.get_context("fork") if sys.platform.startswith("linux")
                    else None)
-            self.procs = ProcessPoolExecutor(WORKERS, mp_context=ctx)
+            # gc.freeze: what the worker inherited (every module imported) is never
+            # traversed again by its collections
+            self.procs = ProcessPoolExecutor(WORKERS, mp_context=ctx, initializer=gc.freeze)
             # start the workers now, before any thread of this process exists (fork)
             self.procs.submit(run_batch, hash_item, "", []).result()
 
@@ -82,7 +90,13 @@ class Runner:
         def drain(limit: int) -> Iterator[tuple[Any, Any]]:
             while len(batches) > limit:
                 got, fut = batches.popleft()
-                yield from zip(got, fut.result(), strict=True)
+                try:
+                    done = fut.result()
+                except BrokenProcessPool as exc:
+                    raise AgentprovError("verify.environment.worker_lost",
+                                         corpus=base.rstrip(os.sep) or base,
+                                         what=str(exc) or type(exc).__name__) from None
+                yield from zip(got, done, strict=True)
 
         for item in items:
             batch.append(item)

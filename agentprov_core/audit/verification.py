@@ -40,21 +40,21 @@ This module is the walk over the corpus; one ledger entry's check is
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from agentprov_core.audit.attemptcheck import check_attempt, in_form
+from agentprov_core.audit.attemptcheck import check_attempt_encoded, in_form
 from agentprov_core.audit.corpusfiles import HEX64, check_capture, hash_item, read_corpus_file
-from agentprov_core.audit.executioncheck import LedgerRef, check_execution
+from agentprov_core.audit.executioncheck import LedgerRef, check_execution_encoded
 from agentprov_core.audit.findings import Finding, Report, same_json
 from agentprov_core.audit.taskpool import Runner, use_processes
 from agentprov_core.base import inputfile
@@ -118,13 +118,18 @@ class _Verifier:
         if self.digests is not None:
             self.digests.update(pairs)
 
-    def run(self) -> None:
+    def run(self, beside: Callable[[], object] | None = None) -> None:
         if (note := self.snap.note()) is not None:
             self.add("unverified", "corpus.in_progress", LOCK, note)
-        with Runner(use_processes(self.root)) as runner:
+        with Runner(use_processes(self.root)) as runner, ThreadPoolExecutor(
+                1, thread_name_prefix="verify-beside") as side:
+            # started once the worker processes are (a fork never copies a running thread)
+            started = side.submit(beside) if beside is not None else None
             self.check_ledger(runner)
             self.check_raw(runner)
             self.check_executions(runner)
+            if started is not None:
+                started.result()  # what it raised, raised here
         self.check_preflight()
         self.check_manifest()
         for rel, n in sorted(self.undigested.items()):
@@ -313,7 +318,7 @@ class _Verifier:
         dec = msgspec.json.Decoder(Attempt)
         expected_seq = 0
 
-        def entries() -> Iterator[tuple[int, Attempt]]:
+        def entries() -> Iterator[tuple[int, int, bytes]]:
             nonlocal expected_seq
             for n, e, line in self.jsonl("ledger.jsonl", "ledger", dec, "a ledger entry",
                                          "the ledger"):
@@ -356,9 +361,10 @@ class _Verifier:
                     repeat=e.repeat, attempt=e.attempt, plan_sha256=e.plan_sha256,
                     config_digest=e.config_digest, utility=e.utility, security=e.security)
                 if e.capture_sha256 or e.native_sha256:
-                    yield n, e
+                    # sent as what it is now (its references checked), with its seq
+                    yield n, e.seq, msgspec.json.encode(e)
 
-        for (_, e), out in runner.map(check_attempt, self.base, entries()):
+        for (_, seq, _), out in runner.map(check_attempt_encoded, self.base, entries()):
             for f in out["findings"]:
                 self.report.findings.append(f)
             for d, nbytes in out["verified"]:
@@ -374,9 +380,9 @@ class _Verifier:
                 self.test_only.add(("a capture header", out["test_only"]))
             if out.get("source"):
                 self.sources.add(out["source"])
-            ref = self.ledger.get(e.seq)
+            ref = self.ledger.get(seq)
             if out.get("facts") is not None and ref is not None and ref.line == out["line"]:
-                self.ledger[e.seq] = dataclasses.replace(ref, capture=out["facts"])
+                ref.capture = out["facts"]
 
     # -------------------------------------------------------------- the raw store
     def check_raw(self, runner: Runner) -> None:
@@ -438,7 +444,7 @@ class _Verifier:
         dec = msgspec.json.Decoder(IndexEntry)
         seen: dict[str, int] = {}
 
-        def rows() -> Iterator[tuple[int, Any, LedgerRef | None]]:
+        def rows() -> Iterator[tuple[int, bytes, LedgerRef | None]]:
             for n, e, line in self.jsonl(INDEX, "executions", dec, "an index entry",
                                          "the index"):
                 where = f"line {n}"
@@ -457,10 +463,10 @@ class _Verifier:
                     continue
                 seen[e.execution_id] = n
                 self.report.counts["executions"] += 1
-                yield n, e, self.ledger.get(e.ledger_seq)
+                yield n, line, self.ledger.get(e.ledger_seq)  # the line: a process decodes it
 
         if index.exists():
-            for _, out in runner.map(check_execution, self.base, rows()):
+            for _, out in runner.map(check_execution_encoded, self.base, rows()):
                 self.report.findings.extend(out["findings"])
                 for nbytes in out["hashed"]:
                     self.hashed(nbytes)
@@ -616,10 +622,13 @@ def _open(given: str | Path) -> tuple[Path, dict[str, Any] | None, str | None]:
         raise
 
 
-def verify_corpus(given: str | Path, digests: dict[str, str] | None = None) -> Report:
+def verify_corpus(given: str | Path, digests: dict[str, str] | None = None,
+                  beside: Callable[[], object] | None = None) -> Report:
     """Level chain of the corpus ``given``. When ``digests`` is given, the sha256 of every
     file the walk read is put in it by relative path (level sealed and sealing use them
-    instead of reading those files again)."""
+    instead of reading those files again). ``beside`` (level sealed's own reads) runs on a
+    thread of its own meanwhile, and has returned when this does (what it raises is
+    raised)."""
     from agentprov_core.corpus import snapshot
 
     root, manifest, broken = _open(given)
@@ -631,5 +640,5 @@ def verify_corpus(given: str | Path, digests: dict[str, str] | None = None) -> R
         v.fail("manifest.unreadable", "manifest.json",
                f"{broken}: the file was altered (it is rewritten whole by every run, never "
                "in place)")
-    v.run()
+    v.run(beside)
     return report

@@ -80,11 +80,16 @@ def _corpus(corpus: Path, trusted: Any, fmt: str, shown: str | None = None) -> i
     from agentprov_core.audit import sealed
     from agentprov_core.audit.verification import verify_corpus
 
-    # a sealed corpus: level chain keeps the digest of each file it reads, for level sealed
+    # a sealed corpus: level chain keeps the digest of each file it reads, for level sealed,
+    # which reads the rest (the statement, the tree, the list of files) beside it
     read: dict[str, str] | None = {} if sealed.is_sealed(corpus) else None
-    report = verify_corpus(corpus, read)
-    srep = sealed.verify_sealed(report.corpus, trusted, read) if sealed.is_sealed(
-        report.corpus) else None
+    prepared: list[sealed.Prepared] = []
+    report = verify_corpus(corpus, read, beside=None if read is None else (
+        lambda: prepared.append(sealed.prepare(corpus, trusted))))
+    srep = None
+    if sealed.is_sealed(report.corpus):
+        mine = [p for p in prepared if p.root.resolve() == report.corpus.resolve()]
+        srep = sealed.verify_sealed(report.corpus, trusted, read, mine[0] if mine else None)
     if shown is not None:
         report.corpus = Path(shown)
     if fmt == "json":

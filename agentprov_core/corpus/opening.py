@@ -88,7 +88,10 @@ def open_corpus(given: str | Path) -> OpenCorpus:
     manifest and ledger.
     """
     p = Path(given)
-    candidates = [p] if p.name.endswith(".partial") else [p, p.with_name(p.name + ".partial")]
+    if p.name in ("", ".."):  # ".", "..", "/": the directory by its own name
+        p = p.resolve()
+    candidates = [p] if not p.name or p.name.endswith(".partial") else [
+        p, p.with_name(p.name + ".partial")]
     root = next((c for c in candidates if c.is_dir()), None)
     if root is None:
         if p.exists():

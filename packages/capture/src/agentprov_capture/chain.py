@@ -154,10 +154,12 @@ def _msgspec() -> tuple[Any, Any] | None:
 
 
 def _accelerator() -> Callable[[bytes], dict[str, Any] | None] | None:
-    """For one check (its own decoder and float flag: checks run in several threads), a
+    """For one check (its own decoders and float flag: checks run in several threads), a
     parser returning a line's record when msgspec reads it and writes it back to the very
     same bytes with every float in ``repr`` form (the line is then canonical), else None;
-    None itself when msgspec is not importable."""
+    None itself when msgspec is not importable. A float msgspec writes in another form than
+    ``repr`` (``2.8e-05`` as ``0.000028``) is compared as its own text, once its text is
+    known to be its ``repr``."""
     found = _msgspec()
     if found is None:
         return None
@@ -170,13 +172,26 @@ def _accelerator() -> Callable[[bytes], dict[str, Any] | None] | None:
             odd[0] = True
         return f
 
+    def verbatim_hook(s: str) -> Any:
+        float_hook(s)
+        return msgspec.Raw(s.encode("ascii"))
+
     dec = msgspec.json.Decoder(float_hook=float_hook)
+    # every float kept as its own text (written back as it is): for a line whose floats
+    # msgspec writes in another form than repr (2.8e-05, a header's t, as 0.000028)
+    verbatim = msgspec.json.Decoder(float_hook=verbatim_hook)
 
     def parse(line: bytes) -> dict[str, Any] | None:
         odd[0] = False
         try:
             rec = dec.decode(line)
-            if isinstance(rec, dict) and not odd[0] and enc.encode(rec) == line:
+            if not isinstance(rec, dict) or odd[0]:
+                return None
+            if enc.encode(rec) == line:
+                return rec
+            # each float's text is its repr (no odd one): the line is canonical when it
+            # is written back to the very same bytes with those texts in place
+            if enc.encode(verbatim.decode(line)) == line and not odd[0]:
                 return rec
         except (msgspec.DecodeError, UnicodeError, TypeError, ValueError, RecursionError):
             pass
