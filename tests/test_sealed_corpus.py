@@ -566,7 +566,7 @@ def test_level_sealed_hashes_only_the_files_level_chain_did_not_read(sealed, sig
     assert sealed_mod.verify_sealed(sealed, key, read).result == "passed"
     assert sorted(hashed) == ["corpus-spec.toml", "executions.jsonl", "ledger.jsonl",
                               "licences/LICENSE", "manifest.json", "seal/statement.dsse.json",
-                              "seal/tree.json"]
+                              "seal/tree.json", "validated.jsonl"]
     # what level chain read is still held against checksums.sha256 and the tree
     aer = sealed / "executions" / "s-0002abcdef0123" / "aer.json"
     _flip(aer)

@@ -50,6 +50,9 @@ class Release:
     out: Path
     signing_key: Any | None  # an Ed25519 private key, or None: unsigned
     previous: Path | None = None
+    #: the sha256 of the corpus's files as ``verify`` read them (:func:`check_verifies`),
+    #: by relative path: those files are copied by the kernel and not hashed again
+    digests: dict[str, str] | None = None
 
 
 def _refuse(code: str, c: OpenCorpus, what: str, **extra: Any) -> AgentprovError:
@@ -117,9 +120,14 @@ def check_contents(c: OpenCorpus) -> None:
                       fix="seal a corpus whose runs recorded their consent")
 
 
-def check_verifies(c: OpenCorpus) -> None:
-    """``verify`` finds nothing failed and ``validate --strict`` passes (in two processes,
-    its linkage taking the sha256 verify's pass read of each raw file)."""
+def check_verifies(c: OpenCorpus) -> dict[str, str]:
+    """``verify`` finds nothing failed and ``validate --strict`` passes; returns the sha256
+    of every file verify read, by relative path (what :func:`seal` copies without hashing).
+
+    ``validate --strict`` takes the digests verify read (its linkage reads no file again)
+    and passes each execution T0 recorded as validated clean by this validator whose
+    files still have the digests recorded (:mod:`agentprov_core.evidence.validated`);
+    every other execution is validated in full, in two processes."""
     from agentprov_core.audit.validation import Run
     from agentprov_core.audit.verification import verify_corpus
 
@@ -132,11 +140,12 @@ def check_verifies(c: OpenCorpus) -> None:
                       f"{f.path}: {f.message})",
                       fix=f"agentprov verify --corpus {c.root} lists what fails")
     run = Run(c.root, strict=True, release=False, skip_prov=False, fmt="json",
-              echo=lambda *a, **k: None, known=read)
+              echo=lambda *a, **k: None, known=read, recorded=True)
     if run.corpus(workers=sealed.WORKERS):
         raise _refuse("package.refused.unsealable", c,
                       "validate --strict fails",
                       fix=f"agentprov validate --corpus {c.root} --strict lists what fails")
+    return read
 
 
 def _counts(root: Path) -> dict[str, Any]:
@@ -206,16 +215,9 @@ def predicate(r: Release, files: dict[str, str], size: int, head: bytes,
 def _copy(src: str | Path, dst: str | Path) -> str:
     """Copy one regular file (never through a link) to the new file ``dst``, with its
     permission bits; returns the sha256 of the bytes copied, hashed as they are read."""
-    fi = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    fi, st = _open_regular(src)
     try:
-        st = os.fstat(fi)
-        if not stat.S_ISREG(st.st_mode):
-            raise AgentprovError("package.refused.unsealable", corpus=src,
-                                 what="not a regular file, which is never sealed",
-                                 fix="replace it by the file itself, or remove it")
-        mode = stat.S_IMODE(st.st_mode)
-        fo = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
+        fo = _create(dst)
         try:
             h = hashlib.sha256()
             while chunk := os.read(fi, sealed.CHUNK):
@@ -223,12 +225,46 @@ def _copy(src: str | Path, dst: str | Path) -> str:
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(fo, view):]
-            os.fchmod(fo, mode)
+            os.fchmod(fo, stat.S_IMODE(st.st_mode))
         finally:
             os.close(fo)
     finally:
         os.close(fi)
     return h.hexdigest()
+
+
+def _open_regular(src: str | Path) -> tuple[int, os.stat_result]:
+    """A read descriptor of the regular file ``src`` (never through a link), and its
+    status; ``package.refused.unsealable`` when it is anything else."""
+    fi = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    st = os.fstat(fi)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fi)
+        raise AgentprovError("package.refused.unsealable", corpus=src,
+                             what="not a regular file, which is never sealed",
+                             fix="replace it by the file itself, or remove it")
+    return fi, st
+
+
+def _create(dst: str | Path) -> int:
+    return os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                   0o600)
+
+
+def _copy_known(src: str | Path, dst: str | Path) -> None:
+    """Copy one regular file whose sha256 is known to the new file ``dst``, with its
+    permission bits, in the kernel (``copy_file_range``: the bytes never enter Python)."""
+    fi, st = _open_regular(src)
+    try:
+        fo = _create(dst)
+        try:
+            while os.copy_file_range(fi, fo, max(st.st_size, sealed.CHUNK)):
+                pass
+            os.fchmod(fo, stat.S_IMODE(st.st_mode))
+        finally:
+            os.close(fo)
+    finally:
+        os.close(fi)
 
 
 def _order(leaves: list[tuple[str, str]], prev: list[tuple[str, str]] | None,
@@ -270,12 +306,22 @@ def seal(r: Release) -> dict[str, Any]:
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 made.add(dst.parent)
             pairs[rel] = (e.path, dst)
-        todo = list(pairs.values())
+        known = r.digests or {}
+
+        def copy(batch: list[str]) -> list[tuple[str, str]]:
+            out = []
+            for rel in batch:
+                if (sha := known.get(rel)) is not None:
+                    _copy_known(*pairs[rel])
+                else:
+                    sha = _copy(*pairs[rel])
+                out.append((rel, sha))
+            return out
+
+        todo = list(pairs)
         batches = [todo[i:i + BATCH] for i in range(0, len(todo), BATCH)]
         with ThreadPoolExecutor(sealed.WORKERS, thread_name_prefix="seal") as pool:
-            digests = [d for done in pool.map(lambda b: [_copy(*p) for p in b], batches)
-                       for d in done]
-        files = dict(zip(pairs, digests, strict=True))
+            files = dict(pair for done in pool.map(copy, batches) for pair in done)
         (tmp / "licences").mkdir(exist_ok=True)
         for name, path in r.licences:
             files[f"licences/{name}"] = _copy(path, tmp / "licences" / name)
