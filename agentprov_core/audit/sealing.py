@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from agentprov_core.audit import archive, sealed
 from agentprov_core.base import dsse, merkle
 from agentprov_core.corpus.opening import OpenCorpus
@@ -148,11 +150,8 @@ def check_verifies(c: OpenCorpus) -> dict[str, str]:
     return read
 
 
-def _counts(root: Path) -> dict[str, Any]:
+def _counts(entries: list[Any]) -> dict[str, Any]:
     """The executions by outcome, verdict and validation, from the index."""
-    from agentprov_core.evidence.executions import Executions
-
-    entries = Executions(root).entries()
     return {"executions": len(entries),
             "by_status": dict(sorted(Counter(e.status for e in entries).items())),
             "by_live_vs_native": dict(sorted(Counter(e.live_vs_native
@@ -160,24 +159,41 @@ def _counts(root: Path) -> dict[str, Any]:
             "by_validation": dict(sorted(Counter(e.validation for e in entries).items()))}
 
 
-def _models(root: Path) -> list[str]:
-    from agentprov_core.evidence.executions import Executions
+class _Agent(msgspec.Struct):
+    model: Any = msgspec.UNSET
 
+
+class _Header(msgspec.Struct):
+    agent: _Agent
+
+
+class _Models(msgspec.Struct):
+    """The one field of an AER the predicate reads (the rest is skipped, not decoded)."""
+
+    header: _Header
+
+
+def _models(root: Path, entries: list[Any]) -> list[str]:
+    dec = msgspec.json.Decoder(_Models)
+    base = f"{root}{os.sep}executions{os.sep}"
     seen: set[str] = set()
-    ex = Executions(root)
-    for e in ex.entries():
+    for e in entries:
         try:
-            aer = json.loads(ex.path(e.execution_id, "aer").read_bytes())
-            seen.add(str(aer["header"]["agent"]["model"]))
-        except (OSError, ValueError, KeyError, TypeError):
+            with open(f"{base}{e.execution_id}{os.sep}aer.json", "rb") as f:
+                model = dec.decode(f.read()).header.agent.model
+        except (OSError, msgspec.DecodeError, RecursionError):
             continue
+        if model is not msgspec.UNSET:
+            seen.add(str(model))
     return sorted(seen)
 
 
 def predicate(r: Release, files: dict[str, str], size: int, head: bytes,
               previous: dict[str, Any] | None) -> dict[str, Any]:
     from agentprov_core import __version__
+    from agentprov_core.evidence.executions import Executions
 
+    entries = Executions(r.corpus.root).entries()
     m = r.corpus.manifest
     live = m.get("live") or {}
     ident = m.get("backend_identity") or {}
@@ -199,8 +215,8 @@ def predicate(r: Release, files: dict[str, str], size: int, head: bytes,
         "backend_identity": {k: ident.get(k) for k in ("environment_id", "identity_sha256",
                                                         "lock_sha256", "pinned_commit")},
         "endpoint_class": live.get("endpoint_class"), "transport": live.get("transport"),
-        "llm_element": live.get("llm_element"), "models": _models(r.corpus.root),
-        "counts": _counts(r.corpus.root), "stops": m.get("stops"),
+        "llm_element": live.get("llm_element"), "models": _models(r.corpus.root, entries),
+        "counts": _counts(entries), "stops": m.get("stops"),
         "caps": live.get("caps"), "consent": live.get("consent") or [],
         "canary": live.get("canary"), "quality": live.get("quality"),
         "test_overrides": live.get("test_overrides") or [],
@@ -298,23 +314,24 @@ def seal(r: Release) -> dict[str, Any]:
     r.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{r.out.name}.sealing-", dir=r.out.parent))
     try:
-        made = {tmp}
-        pairs: dict[str, tuple[str, Path]] = {}
+        base = f"{tmp}{os.sep}"  # paths as strings: no pathlib per file
+        made = {""}
+        pairs: dict[str, str] = {}
         for rel, e in sealed.walk(r.corpus.root, sealed.LEFT_OUT):
-            dst = tmp / rel
-            if dst.parent not in made:  # one mkdir per directory, not per file
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                made.add(dst.parent)
-            pairs[rel] = (e.path, dst)
+            parent = rel.rpartition("/")[0]
+            if parent not in made:  # one mkdir per directory, not per file
+                os.makedirs(base + parent, exist_ok=True)
+                made.add(parent)
+            pairs[rel] = e.path
         known = r.digests or {}
 
         def copy(batch: list[str]) -> list[tuple[str, str]]:
             out = []
             for rel in batch:
                 if (sha := known.get(rel)) is not None:
-                    _copy_known(*pairs[rel])
+                    _copy_known(pairs[rel], base + rel)
                 else:
-                    sha = _copy(*pairs[rel])
+                    sha = _copy(pairs[rel], base + rel)
                 out.append((rel, sha))
             return out
 
