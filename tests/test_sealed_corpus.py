@@ -854,3 +854,30 @@ def test_validate_strict_checks_every_execution_whatever_its_record_says(cli, wo
     assert not _strict(work, recorded=True)[0]
     r = cli("validate", "--corpus", work, "--strict")
     assert r.code != 0 and e.execution_id in r.out, r.out
+
+
+def test_a_file_changed_after_verify_read_it_is_not_sealed(work, tmp_path):
+    """``seal`` copies the files ``verify`` read without hashing them again: one written
+    after that read began would be sealed under a digest that is not its bytes', so it is
+    refused, and nothing is written."""
+    from agentprov_core.audit import sealing
+    from agentprov_core.corpus.opening import open_corpus
+    from agentprov_core.errors import AgentprovError
+
+    c = open_corpus(work)
+    verified = sealing.check_verifies(c)
+    eid = index_entries(work)[0].execution_id
+    assert f"executions/{eid}/sem.json" in verified.digests
+    sem = work / "executions" / eid / "sem.json"
+    os.chmod(sem, 0o644)
+    sem.write_bytes(sem.read_bytes().replace(b"{", b"{ ", 1))
+    spec, lic = tmp_path / "spec.toml", tmp_path / "LICENSE"
+    spec.write_text('format = "agentprov-corpus-spec/0.2"\n')
+    lic.write_text("MIT\n")
+    out = tmp_path / "out" / "sealed"
+    with pytest.raises(AgentprovError) as exc:
+        sealing.seal(sealing.Release(c, "0.1.0", spec, [("LICENSE", lic)], out, None,
+                                     verified=verified))
+    assert exc.value.code == "package.refused.unsealable"
+    assert "changed while the corpus was being sealed" in str(exc.value)
+    assert list((tmp_path / "out").iterdir()) == []

@@ -24,6 +24,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,6 +41,9 @@ from agentprov_core.errors import AgentprovError
 #: what the worker keeps in staging/ beside the sessions: its home and its stderr
 WORKER_FILES = ("home", "worker.stderr")
 BATCH = 64  # files copied per task of the copying threads
+#: how far a file's ctime may lag the clock (the kernel stamps it with its coarse clock,
+#: one tick behind at most: 10 ms at the slowest tick rate)
+CLOCK_SLACK_NS = 20_000_000
 REQUIRED = ("corpus_id", "source", "backend_identity", "plans", "config_digests", "producer")
 
 
@@ -52,9 +56,23 @@ class Release:
     out: Path
     signing_key: Any | None  # an Ed25519 private key, or None: unsigned
     previous: Path | None = None
-    #: the sha256 of the corpus's files as ``verify`` read them (:func:`check_verifies`),
-    #: by relative path: those files are copied by the kernel and not hashed again
-    digests: dict[str, str] | None = None
+    #: what ``verify`` read (:func:`check_verifies`): those files are copied by the
+    #: kernel and not hashed again
+    verified: Verified | None = None
+
+
+@dataclass
+class Verified:
+    """The sha256 of the files ``verify`` read, by relative path, and the time (ns since
+    the epoch, less the file system's clock granularity) before it began: a file whose
+    status changed after ``since`` may not be the file it read."""
+
+    digests: dict[str, str]
+    since: int
+
+    @staticmethod
+    def start() -> Verified:
+        return Verified({}, time.time_ns() - CLOCK_SLACK_NS)
 
 
 def _refuse(code: str, c: OpenCorpus, what: str, **extra: Any) -> AgentprovError:
@@ -122,9 +140,9 @@ def check_contents(c: OpenCorpus) -> None:
                       fix="seal a corpus whose runs recorded their consent")
 
 
-def check_verifies(c: OpenCorpus) -> dict[str, str]:
-    """``verify`` finds nothing failed and ``validate --strict`` passes; returns the sha256
-    of every file verify read, by relative path (what :func:`seal` copies without hashing).
+def check_verifies(c: OpenCorpus) -> Verified:
+    """``verify`` finds nothing failed and ``validate --strict`` passes; returns what
+    verify read (what :func:`seal` copies without hashing).
 
     ``validate --strict`` takes the digests verify read (its linkage reads no file again)
     and passes each execution T0 recorded as validated clean by this validator whose
@@ -133,7 +151,8 @@ def check_verifies(c: OpenCorpus) -> dict[str, str]:
     from agentprov_core.audit.validation import Run
     from agentprov_core.audit.verification import verify_corpus
 
-    read: dict[str, str] = {}
+    verified = Verified.start()
+    read = verified.digests
     report = verify_corpus(c.root, read)
     if report.failed:
         f = report.failed[0]
@@ -147,7 +166,7 @@ def check_verifies(c: OpenCorpus) -> dict[str, str]:
         raise _refuse("package.refused.unsealable", c,
                       "validate --strict fails",
                       fix=f"agentprov validate --corpus {c.root} --strict lists what fails")
-    return read
+    return verified
 
 
 def _counts(entries: list[Any]) -> dict[str, Any]:
@@ -267,9 +286,12 @@ def _create(dst: str | Path) -> int:
                    0o600)
 
 
-def _copy_known(src: str | Path, dst: str | Path) -> None:
-    """Copy one regular file whose sha256 is known to the new file ``dst``, with its
-    permission bits, in the kernel (``copy_file_range``: the bytes never enter Python)."""
+def _copy_known(src: str | Path, dst: str | Path, since: int) -> None:
+    """Copy one regular file whose sha256 was read after ``since`` to the new file
+    ``dst``, with its permission bits, in the kernel (``copy_file_range``: the bytes never
+    enter Python); ``package.refused.unsealable`` when its status changed after ``since``
+    (written, or its mode changed, since that read began: its digest may not be its
+    bytes')."""
     fi, st = _open_regular(src)
     try:
         fo = _create(dst)
@@ -279,6 +301,10 @@ def _copy_known(src: str | Path, dst: str | Path) -> None:
             os.fchmod(fo, stat.S_IMODE(st.st_mode))
         finally:
             os.close(fo)
+        if os.fstat(fi).st_ctime_ns >= since:
+            raise AgentprovError("package.refused.unsealable", corpus=src,
+                                 what="changed while the corpus was being sealed",
+                                 fix="seal again once nothing writes to the corpus")
     finally:
         os.close(fi)
 
@@ -323,13 +349,14 @@ def seal(r: Release) -> dict[str, Any]:
                 os.makedirs(base + parent, exist_ok=True)
                 made.add(parent)
             pairs[rel] = e.path
-        known = r.digests or {}
+        known = r.verified.digests if r.verified else {}
+        since = r.verified.since if r.verified else 0
 
         def copy(batch: list[str]) -> list[tuple[str, str]]:
             out = []
             for rel in batch:
                 if (sha := known.get(rel)) is not None:
-                    _copy_known(pairs[rel], base + rel)
+                    _copy_known(pairs[rel], base + rel, since)
                 else:
                     sha = _copy(pairs[rel], base + rel)
                 out.append((rel, sha))
