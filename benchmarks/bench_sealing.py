@@ -4,8 +4,10 @@ files in the same round; one execution's proof bundle: its size and the time
 ``verify --proof`` spends in agentprov's own code.
 
 - ``package`` (a fresh process) against ``sha256sum`` over every file of the working
-  corpus; its phases timed apart in this process (``check_verifies`` is verify and
-  validate --strict; ``seal`` is the copy, hashing, tree, statement and signature).
+  corpus; its phases timed apart in this process (``check_verifies`` is verify, then
+  validate --strict taking T0's records of clean validations where they hold; ``seal`` is
+  the copy, the hashing of what verify did not read, tree, statement and signature), and
+  how many executions were passed on their record.
 - ``verify --corpus SEALED --trusted-key`` (levels chain and sealed) against
   ``sha256sum -c checksums.sha256`` in the sealed corpus.
 - ``prove`` then ``verify_bundle`` in this process (agentprov's own time, without the
