@@ -90,9 +90,10 @@ def verify(cli, *args) -> tuple[int, str, set[str]]:
 @pytest.mark.req("R-27.15", "R-27.16")
 def test_package_seals_a_scripted_corpus_signed_and_verifiable(cli, work, sealed, signer):
     before = snapshot(work)
-    # the working corpus's files, unchanged, beside the seal; .lock and staging/ left out
+    # the working corpus's files, unchanged, beside the seal; .lock, staging/ and T0's
+    # record of clean validations left out
     for rel, data in before.items():
-        if rel != ".lock":
+        if rel not in (".lock", "validated.jsonl"):
             assert (sealed / rel).read_bytes() == data, rel
     assert (sealed / "licences" / "LICENSE").read_text() == "MIT License\n"
     st = statement(sealed)
@@ -566,7 +567,7 @@ def test_level_sealed_hashes_only_the_files_level_chain_did_not_read(sealed, sig
     assert sealed_mod.verify_sealed(sealed, key, read).result == "passed"
     assert sorted(hashed) == ["corpus-spec.toml", "executions.jsonl", "ledger.jsonl",
                               "licences/LICENSE", "manifest.json", "seal/statement.dsse.json",
-                              "seal/tree.json", "validated.jsonl"]
+                              "seal/tree.json"]
     # what level chain read is still held against checksums.sha256 and the tree
     aer = sealed / "executions" / "s-0002abcdef0123" / "aer.json"
     _flip(aer)
@@ -881,3 +882,10 @@ def test_a_file_changed_after_verify_read_it_is_not_sealed(work, tmp_path):
     assert exc.value.code == "package.refused.unsealable"
     assert "changed while the corpus was being sealed" in str(exc.value)
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_the_record_of_clean_validations_is_not_sealed(work, sealed):
+    """It only spares package work: the release's leaves stay those of the format."""
+    assert (work / "validated.jsonl").is_file()
+    assert not (sealed / "validated.jsonl").exists()
+    assert "validated.jsonl" not in (sealed / "checksums.sha256").read_text()

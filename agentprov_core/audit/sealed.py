@@ -41,9 +41,6 @@ ENVELOPE = "seal/statement.dsse.json"
 MANIFEST = "manifest.json"
 #: not sealed: the run's lock and its staging area
 LEFT_OUT = (LOCK, "staging")
-#: the files with one leaf a line: those a run appends to, and the record of clean
-#: validations T0 appends beside the index (agentprov_core/evidence/validated.py)
-LINE_FILES = (*APPENDED, "validated.jsonl")
 #: sealed but no leaf: the seal itself and the manifest (rewritten by every run)
 NOT_LEAVES = (CHECKSUMS, TREE, ENVELOPE, MANIFEST)
 CHUNK = 1 << 20
@@ -116,7 +113,7 @@ def leaves_of(files: dict[str, str], read: Any) -> list[tuple[str, str]]:
     for rel, sha in files.items():
         if rel in NOT_LEAVES:
             continue
-        if rel in LINE_FILES:
+        if rel in APPENDED:
             out.extend(line_leaves(rel, read(rel)))
         else:
             out.append((rel, sha))

@@ -37,7 +37,12 @@ from agentprov_core.audit import archive, sealed
 from agentprov_core.base import dsse, merkle
 from agentprov_core.corpus.opening import OpenCorpus
 from agentprov_core.errors import AgentprovError
+from agentprov_core.evidence.validated import FILE as VALIDATED
 
+#: not sealed, beside what a sealed corpus never holds (``sealed.LEFT_OUT``): T0's record of
+#: clean validations, which only spares ``package`` re-validating (a reader of the release
+#: validates it with ``validate --strict``, which never takes the record)
+LEFT_OUT = (*sealed.LEFT_OUT, VALIDATED)
 #: what the worker keeps in staging/ beside the sessions: its home and its stderr
 WORKER_FILES = ("home", "worker.stderr")
 BATCH = 64  # files copied per task of the copying threads
@@ -123,7 +128,7 @@ def check_finished(c: OpenCorpus) -> None:
 def check_contents(c: OpenCorpus) -> None:
     """What a sealed corpus must hold and say, and no file that cannot be sealed."""
     unsealable = "package.refused.unsealable"
-    for rel, e in sealed.walk(c.root, sealed.LEFT_OUT):
+    for rel, e in sealed.walk(c.root, LEFT_OUT):
         if not e.is_file(follow_symlinks=False):
             raise _refuse(unsealable, c, f"{rel} is a symlink or a special file, which is "
                           "never sealed", fix="replace it by the file itself, or remove it")
@@ -343,7 +348,7 @@ def seal(r: Release) -> dict[str, Any]:
         base = f"{tmp}{os.sep}"  # paths as strings: no pathlib per file
         made = {""}
         pairs: dict[str, str] = {}
-        for rel, e in sealed.walk(r.corpus.root, sealed.LEFT_OUT):
+        for rel, e in sealed.walk(r.corpus.root, LEFT_OUT):
             parent = rel.rpartition("/")[0]
             if parent not in made:  # one mkdir per directory, not per file
                 os.makedirs(base + parent, exist_ok=True)
