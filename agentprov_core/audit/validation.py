@@ -102,7 +102,7 @@ class Run:
         return fails
 
     # ------------------------------------------------------------------ one execution
-    def recorded(self, entry: Any) -> bool:
+    def _taken_on_record(self, entry: Any) -> bool:
         """Whether ``entry`` is taken as passed from its record (and counted so)."""
         from agentprov_core.audit.sealed import sha256_file
         from agentprov_core.evidence.validated import holds
@@ -248,7 +248,7 @@ class Run:
 
         todo = unique()
         if self.records:
-            todo = (entry for entry in todo if not self.recorded(entry))
+            todo = (entry for entry in todo if not self._taken_on_record(entry))
         if workers > 1 and sys.platform.startswith("linux"):
             self._in_processes(todo, workers)
         else:
