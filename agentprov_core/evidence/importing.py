@@ -397,8 +397,7 @@ class Importer:
         """Store a batch: the raw files, flushed, then their ledger lines; their executions,
         flushed, then their index lines (the order a live run writes them in, one flush a
         step rather than one a file)."""
-        from agentprov_core.evidence import validated
-        from agentprov_core.evidence.derive import derive_attested
+        from agentprov_core.evidence.derive import derive
         from agentprov_core.evidence.executions import Executions
 
         if not batch:
@@ -418,9 +417,7 @@ class Importer:
             derived = [d for f in [self.pool.submit(_derive_all, str(self.wc.root), c)
                                    for c in chunks] for d in f.result()]
         else:
-            derived = [_with_aer(b, derive_attested(aer, b, self.wc.root))
-                       for _, aer, b, _ in batch]
-        attested = [d.pop(ATTESTED) for d in derived]
+            derived = [{"aer": b, **derive(aer, b, self.wc.root)} for _, aer, b, _ in batch]
         os.sync()
         self.wc.ledger.append_all([e for e, *_ in batch])
         ex = Executions(self.wc.root)
@@ -429,7 +426,6 @@ class Importer:
         os.sync()
         ex.append_all([self._index(e, aer, files, d) for (e, aer, *_), files, d
                        in zip(batch, derived, digests, strict=True)])
-        validated.append(self.wc.root, attested)
         for e, *_ in batch:
             self.summary.imported += 1
             self.summary.statuses[e.status] += 1
@@ -462,19 +458,16 @@ class Importer:
     def _write(self, e: Attempt, aer: Any, finish: bool = False) -> None:
         """Derive the SEM, PROV and validation of ``aer``, write the execution once and
         append its index line (the same steps as T0's mapping of a live attempt)."""
-        from agentprov_core.evidence import validated
         from agentprov_core.evidence.aer import encode
-        from agentprov_core.evidence.derive import derive_attested
+        from agentprov_core.evidence.derive import derive
         from agentprov_core.evidence.executions import Executions
 
         root = self.wc.root
         aer_bytes = encode(aer)
-        derived, attested = derive_attested(aer, aer_bytes, root)
-        files = {"aer": aer_bytes, **derived}
+        files = {"aer": aer_bytes, **derive(aer, aer_bytes, root)}
         ex = Executions(root)
         digests = ex.write(e.session_id, files, keep_same=finish)
         ex.append_index(self._index(e, aer, files, digests))
-        validated.append(root, [attested])
 
     def _index(self, e: Attempt, aer: Any, files: dict[str, bytes],
                digests: dict[str, str]) -> Any:
@@ -493,23 +486,12 @@ def _pool() -> Any:
     return ProcessPoolExecutor(WORKERS, mp_context=ctx)
 
 
-#: the key of a derived execution's ``validated.jsonl`` line (not a file it writes)
-ATTESTED = "validated.jsonl"
-
-
-def _with_aer(aer_bytes: bytes, derived: tuple[dict[str, bytes], bytes | None]
-              ) -> dict[str, Any]:
-    files, attested = derived
-    return {"aer": aer_bytes, **files, ATTESTED: attested}
-
-
-def _derive_all(root: str, encoded: list[bytes]) -> list[dict[str, Any]]:
-    """The stored files (AER, SEM, PROV, validation) of each encoded AER, and its
-    ``validated.jsonl`` line under :data:`ATTESTED` (a pool's task)."""
+def _derive_all(root: str, encoded: list[bytes]) -> list[dict[str, bytes]]:
+    """The stored files (AER, SEM, PROV, validation) of each encoded AER (a pool's task)."""
     from agentprov_core.evidence.aer import decode
-    from agentprov_core.evidence.derive import derive_attested
+    from agentprov_core.evidence.derive import derive
 
-    return [_with_aer(b, derive_attested(decode(b), b, Path(root))) for b in encoded]
+    return [{"aer": b, **derive(decode(b), b, Path(root))} for b in encoded]
 
 
 def run_import(kind: str, logdir: str | Path, corpus: str | Path, source: str) -> Summary:
