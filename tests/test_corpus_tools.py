@@ -146,7 +146,8 @@ def _aer(a: Attempt, cell: dict, cap: str, head: str, cap_bytes: int, native: st
 
 def build_corpus(base: Path, name: str = "live-demo") -> Path:
     """The example corpus at ``base/name.partial``; returns its root."""
-    from agentprov_core.evidence.derive import derive
+    from agentprov_core.evidence import validated
+    from agentprov_core.evidence.derive import derive_attested
     from agentprov_core.evidence.live_mapping import _validation_status
     from agentprov_core.evidence.sem import verdict
 
@@ -188,7 +189,7 @@ def build_corpus(base: Path, name: str = "live-demo") -> Path:
         record = _aer(a, cell, cap, head, len(data), native, native_size or 0,
                       json.loads(data.split(b"\n", 1)[0])["started_at"])  # the mapper's
         aer_bytes = A.encode(record)
-        files = derive(record, aer_bytes, root)
+        files, attested = derive_attested(record, aer_bytes, root)
         d = ex.write(session, {"aer": aer_bytes, **files})
         ex.append_index(IndexEntry(
             execution_id=session, unit=unit, ledger_seq=seq, mapper="agentdojo.capture",
@@ -197,6 +198,7 @@ def build_corpus(base: Path, name: str = "live-demo") -> Path:
             live_vs_native=verdict(record), validation=_validation_status(files["validation"]),
             aer_sha256=d["aer"], sem_sha256=d["sem"], prov_sha256=d.get("prov"),
             validation_sha256=d["validation"], mapped_at=a.ended_at))
+        validated.append(root, [attested])  # as T0 records a clean validation
     shutil.rmtree(staging)
     return root
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, snapshot
-from test_corpus_tools import corpus, pristine  # noqa: F401 (fixtures)
+from test_corpus_tools import corpus, index_entries, pristine  # noqa: F401 (fixtures)
 
 FILE_BACKEND = "agentprov_core.testing.memkeyring.FileTestKeyring"
 FAIL_BACKEND = "keyring.backends.fail.Keyring"
@@ -90,9 +90,10 @@ def verify(cli, *args) -> tuple[int, str, set[str]]:
 @pytest.mark.req("R-27.15", "R-27.16")
 def test_package_seals_a_scripted_corpus_signed_and_verifiable(cli, work, sealed, signer):
     before = snapshot(work)
-    # the working corpus's files, unchanged, beside the seal; .lock and staging/ left out
+    # the working corpus's files, unchanged, beside the seal; .lock, staging/ and T0's
+    # record of clean validations left out
     for rel, data in before.items():
-        if rel != ".lock":
+        if rel not in (".lock", "validated.jsonl"):
             assert (sealed / rel).read_bytes() == data, rel
     assert (sealed / "licences" / "LICENSE").read_text() == "MIT License\n"
     st = statement(sealed)
@@ -716,3 +717,175 @@ def test_an_edited_or_unsafe_archive_fails(cli, work, release, kenv, signer, tmp
         assert (r.code, r.error["error"]) == (3, "corpus.environment.not_a_corpus")
         assert not out.exists()
     assert not (tmp_path / "escape.json").exists()
+
+
+# ------------------------------------------------- T0's record of clean validations
+def _validations(monkeypatch) -> list[str]:
+    """The execution ids the validator validates in this process, from now on."""
+    from agentprov_core.evidence import validation as valmod
+
+    seen: list[str] = []
+    real = valmod.validate
+
+    def spy(aer_bytes, *a, **k):
+        seen.append(json.loads(aer_bytes)["header"]["execution_id"])
+        return real(aer_bytes, *a, **k)
+
+    monkeypatch.setattr(valmod, "validate", spy)
+    return seen
+
+
+def _strict(work: Path, recorded: bool) -> tuple[bool, object]:
+    """``validate --strict`` as ``package`` runs it (after verify, with its digests), in one
+    process; whether it failed, and its tally."""
+    from agentprov_core.audit.validation import Run
+    from agentprov_core.audit.verification import verify_corpus
+
+    read: dict[str, str] = {}
+    assert not verify_corpus(work, read).failed
+    run = Run(work, strict=True, release=False, skip_prov=False, fmt="json",
+              echo=lambda *a: None, known=read, recorded=recorded)
+    return run.corpus(), run.tally
+
+
+def _recorded_ids(work: Path) -> list[str]:
+    return [json.loads(x)["execution_id"]
+            for x in (work / "validated.jsonl").read_bytes().splitlines()]
+
+
+def test_t0_records_each_clean_validation_and_package_validates_only_the_rest(
+        work, monkeypatch):
+    from agentprov_core.evidence import validated
+
+    ids = [e.execution_id for e in index_entries(work)]
+    recorded = _recorded_ids(work)
+    assert recorded and set(recorded) <= set(ids)
+    lines = [json.loads(x) for x in (work / "validated.jsonl").read_bytes().splitlines()]
+    assert {x["validator"] for x in lines} == {validated.identity()}
+    seen = _validations(monkeypatch)
+    failed, tally = _strict(work, recorded=True)
+    assert not failed and tally.recorded == len(recorded)
+    assert sorted(seen) == sorted(set(ids) - set(recorded))
+    seen.clear()
+    failed, tally = _strict(work, recorded=False)  # what `validate --strict` does: all
+    assert not failed and tally.recorded == 0 and sorted(seen) == sorted(ids)
+
+
+def test_a_record_of_another_validator_is_not_taken(work, monkeypatch):
+    path = work / "validated.jsonl"
+    path.write_bytes(b"".join(
+        json.dumps({**json.loads(x), "validator": "agentprov 0.0.9; rules 1"}).encode() + b"\n"
+        for x in path.read_bytes().splitlines()))
+    seen = _validations(monkeypatch)
+    failed, tally = _strict(work, recorded=True)
+    assert not failed and tally.recorded == 0
+    assert sorted(seen) == sorted(e.execution_id for e in index_entries(work))
+
+
+def test_a_corpus_without_records_is_validated_in_full_and_seals(cli, work, release,
+                                                                tmp_path, monkeypatch):
+    (work / "validated.jsonl").unlink()
+    seen = _validations(monkeypatch)
+    failed, tally = _strict(work, recorded=True)
+    assert not failed and tally.recorded == 0 and len(seen) == len(index_entries(work))
+    r = seal(cli, work, release, tmp_path / "sealed")
+    assert r.code == 0, r.err
+
+
+def _drop_a_model_call(data: bytes) -> bytes:
+    prov = json.loads(data)
+    prov["activity"].pop(next(k for k in prov["activity"] if "/model-call/" in k))
+    return json.dumps(prov, sort_keys=True, indent=1).encode()
+
+
+def _rederive_validation(work: Path, i: int) -> None:
+    """Store execution ``i``'s validation as the validator finds it now, and its index line
+    to match: ``verify`` then finds nothing, and only ``validate --strict`` fails."""
+    from test_corpus_tools import edit_execution_file, edit_index
+
+    from agentprov_core.evidence import validation as valmod
+    from agentprov_core.evidence.live_mapping import _validation_status
+
+    d = work / "executions" / index_entries(work)[i].execution_id
+    again = valmod.encode(valmod.as_standard(valmod.validate(
+        (d / "aer.json").read_bytes(), (d / "sem.json").read_bytes(),
+        (d / "prov.json").read_bytes(), work)))
+    edit_execution_file(work, i, "validation", lambda _: again)
+    edit_index(work, i, validation=_validation_status(again))
+
+
+def test_a_prov_graph_changed_after_its_record_is_refused(cli, work, release, tmp_path):
+    from test_corpus_tools import edit_execution_file
+
+    eid = index_entries(work)[0].execution_id
+    assert eid in _recorded_ids(work)
+    edit_execution_file(work, 0, "prov", _drop_a_model_call)
+    _rederive_validation(work, 0)
+    assert verify(cli, "--corpus", work)[1] != "failed"
+    r = _refused(cli, work, release, tmp_path, "package.refused.unsealable")
+    assert "validate --strict fails" in r.err
+
+
+def test_an_aer_field_changed_after_its_record_is_refused(cli, work, release, tmp_path):
+    from test_corpus_tools import edit_aer
+
+    eid = index_entries(work)[0].execution_id
+    assert eid in _recorded_ids(work)
+    edit_aer(work, 0, producer__version="9.9.9")
+    _rederive_validation(work, 0)
+    r = _refused(cli, work, release, tmp_path, "package.refused.unsealable")
+    assert "fails" in r.error["message"]
+
+
+def test_validate_strict_checks_every_execution_whatever_its_record_says(cli, work):
+    """A record naming the digests of a graph that fails (written by hand, not by T0) is
+    taken by ``package``'s check, which trusts T0's record as it trusts T0's other
+    files; ``validate --strict`` validates every execution and fails it."""
+    from test_corpus_tools import edit_execution_file
+
+    edit_execution_file(work, 0, "prov", _drop_a_model_call)
+    _rederive_validation(work, 0)
+    e = index_entries(work)[0]
+    path = work / "validated.jsonl"
+    lines = [json.loads(x) for x in path.read_bytes().splitlines()]
+    for x in lines:
+        if x["execution_id"] == e.execution_id:
+            x.update(prov_sha256=e.prov_sha256, validation_sha256=e.validation_sha256)
+    path.write_bytes(b"".join(json.dumps(x).encode() + b"\n" for x in lines))
+    assert not _strict(work, recorded=True)[0]
+    r = cli("validate", "--corpus", work, "--strict")
+    assert r.code != 0 and e.execution_id in r.out, r.out
+
+
+def test_a_file_changed_after_verify_read_it_is_not_sealed(work, tmp_path):
+    """``seal`` copies the files ``verify`` read without hashing them again: one written
+    after that read began would be sealed under a digest that is not its bytes', so it is
+    refused, and nothing is written."""
+    from agentprov_core.audit import sealing
+    from agentprov_core.corpus.opening import open_corpus
+    from agentprov_core.errors import AgentprovError
+
+    c = open_corpus(work)
+    verified = sealing.check_verifies(c)
+    eid = index_entries(work)[0].execution_id
+    assert f"executions/{eid}/sem.json" in verified.digests
+    sem = work / "executions" / eid / "sem.json"
+    os.chmod(sem, 0o644)
+    sem.write_bytes(sem.read_bytes().replace(b"{", b"{ ", 1))
+    spec, lic = tmp_path / "spec.toml", tmp_path / "LICENSE"
+    spec.write_text('format = "agentprov-corpus-spec/0.2"\n')
+    lic.write_text("MIT\n")
+    out = tmp_path / "out" / "sealed"
+    with pytest.raises(AgentprovError) as exc:
+        sealing.seal(sealing.Release(c, "0.1.0", spec, [("LICENSE", lic)], out, None,
+                                     verified=verified))
+    assert exc.value.code == "package.refused.unsealable"
+    assert "changed while the corpus was being sealed" in str(exc.value)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_the_record_of_clean_validations_is_not_sealed(work, sealed):
+    """It only spares package work: the release's leaves stay those of the format."""
+    assert (work / "validated.jsonl").is_file()
+    assert not (sealed / "validated.jsonl").exists()
+    assert "validated.jsonl" not in (sealed / "checksums.sha256").read_text()

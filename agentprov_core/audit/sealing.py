@@ -24,20 +24,31 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from agentprov_core.audit import archive, sealed
 from agentprov_core.base import dsse, merkle
 from agentprov_core.corpus.opening import OpenCorpus
 from agentprov_core.errors import AgentprovError
+from agentprov_core.evidence.validated import FILE as VALIDATED
 
+#: not sealed, beside what a sealed corpus never holds (``sealed.LEFT_OUT``): T0's record of
+#: clean validations, which only spares ``package`` re-validating (a reader of the release
+#: validates it with ``validate --strict``, which never takes the record)
+LEFT_OUT = (*sealed.LEFT_OUT, VALIDATED)
 #: what the worker keeps in staging/ beside the sessions: its home and its stderr
 WORKER_FILES = ("home", "worker.stderr")
 BATCH = 64  # files copied per task of the copying threads
+#: how far a file's ctime may lag the clock (the kernel stamps it with its coarse clock,
+#: one tick behind at most: 10 ms at the slowest tick rate)
+CLOCK_SLACK_NS = 20_000_000
 REQUIRED = ("corpus_id", "source", "backend_identity", "plans", "config_digests", "producer")
 
 
@@ -50,6 +61,23 @@ class Release:
     out: Path
     signing_key: Any | None  # an Ed25519 private key, or None: unsigned
     previous: Path | None = None
+    #: what ``verify`` read (:func:`check_verifies`): those files are copied by the
+    #: kernel and not hashed again
+    verified: Verified | None = None
+
+
+@dataclass
+class Verified:
+    """The sha256 of the files ``verify`` read, by relative path, and the time (ns since
+    the epoch, less the file system's clock granularity) before it began: a file whose
+    status changed after ``since`` may not be the file it read."""
+
+    digests: dict[str, str]
+    since: int
+
+    @staticmethod
+    def start() -> Verified:
+        return Verified({}, time.time_ns() - CLOCK_SLACK_NS)
 
 
 def _refuse(code: str, c: OpenCorpus, what: str, **extra: Any) -> AgentprovError:
@@ -100,7 +128,7 @@ def check_finished(c: OpenCorpus) -> None:
 def check_contents(c: OpenCorpus) -> None:
     """What a sealed corpus must hold and say, and no file that cannot be sealed."""
     unsealable = "package.refused.unsealable"
-    for rel, e in sealed.walk(c.root, sealed.LEFT_OUT):
+    for rel, e in sealed.walk(c.root, LEFT_OUT):
         if not e.is_file(follow_symlinks=False):
             raise _refuse(unsealable, c, f"{rel} is a symlink or a special file, which is "
                           "never sealed", fix="replace it by the file itself, or remove it")
@@ -117,13 +145,19 @@ def check_contents(c: OpenCorpus) -> None:
                       fix="seal a corpus whose runs recorded their consent")
 
 
-def check_verifies(c: OpenCorpus) -> None:
-    """``verify`` finds nothing failed and ``validate --strict`` passes (in two processes,
-    its linkage taking the sha256 verify's pass read of each raw file)."""
+def check_verifies(c: OpenCorpus) -> Verified:
+    """``verify`` finds nothing failed and ``validate --strict`` passes; returns what
+    verify read (what :func:`seal` copies without hashing).
+
+    ``validate --strict`` takes the digests verify read (its linkage reads no file again)
+    and passes each execution T0 recorded as validated clean by this validator whose
+    files still have the digests recorded (:mod:`agentprov_core.evidence.validated`);
+    every other execution is validated in full, in two processes."""
     from agentprov_core.audit.validation import Run
     from agentprov_core.audit.verification import verify_corpus
 
-    read: dict[str, str] = {}
+    verified = Verified.start()
+    read = verified.digests
     report = verify_corpus(c.root, read)
     if report.failed:
         f = report.failed[0]
@@ -132,18 +166,16 @@ def check_verifies(c: OpenCorpus) -> None:
                       f"{f.path}: {f.message})",
                       fix=f"agentprov verify --corpus {c.root} lists what fails")
     run = Run(c.root, strict=True, release=False, skip_prov=False, fmt="json",
-              echo=lambda *a, **k: None, known=read)
+              echo=lambda *a, **k: None, known=read, recorded=True)
     if run.corpus(workers=sealed.WORKERS):
         raise _refuse("package.refused.unsealable", c,
                       "validate --strict fails",
                       fix=f"agentprov validate --corpus {c.root} --strict lists what fails")
+    return verified
 
 
-def _counts(root: Path) -> dict[str, Any]:
+def _counts(entries: list[Any]) -> dict[str, Any]:
     """The executions by outcome, verdict and validation, from the index."""
-    from agentprov_core.evidence.executions import Executions
-
-    entries = Executions(root).entries()
     return {"executions": len(entries),
             "by_status": dict(sorted(Counter(e.status for e in entries).items())),
             "by_live_vs_native": dict(sorted(Counter(e.live_vs_native
@@ -151,24 +183,41 @@ def _counts(root: Path) -> dict[str, Any]:
             "by_validation": dict(sorted(Counter(e.validation for e in entries).items()))}
 
 
-def _models(root: Path) -> list[str]:
-    from agentprov_core.evidence.executions import Executions
+class _Agent(msgspec.Struct):
+    model: Any = msgspec.UNSET
 
+
+class _Header(msgspec.Struct):
+    agent: _Agent
+
+
+class _Models(msgspec.Struct):
+    """The one field of an AER the predicate reads (the rest is skipped, not decoded)."""
+
+    header: _Header
+
+
+def _models(root: Path, entries: list[Any]) -> list[str]:
+    dec = msgspec.json.Decoder(_Models)
+    base = f"{root}{os.sep}executions{os.sep}"
     seen: set[str] = set()
-    ex = Executions(root)
-    for e in ex.entries():
+    for e in entries:
         try:
-            aer = json.loads(ex.path(e.execution_id, "aer").read_bytes())
-            seen.add(str(aer["header"]["agent"]["model"]))
-        except (OSError, ValueError, KeyError, TypeError):
+            with open(f"{base}{e.execution_id}{os.sep}aer.json", "rb") as f:
+                model = dec.decode(f.read()).header.agent.model
+        except (OSError, msgspec.DecodeError, RecursionError):
             continue
+        if model is not msgspec.UNSET:
+            seen.add(str(model))
     return sorted(seen)
 
 
 def predicate(r: Release, files: dict[str, str], size: int, head: bytes,
               previous: dict[str, Any] | None) -> dict[str, Any]:
     from agentprov_core import __version__
+    from agentprov_core.evidence.executions import Executions
 
+    entries = Executions(r.corpus.root).entries()
     m = r.corpus.manifest
     live = m.get("live") or {}
     ident = m.get("backend_identity") or {}
@@ -190,8 +239,8 @@ def predicate(r: Release, files: dict[str, str], size: int, head: bytes,
         "backend_identity": {k: ident.get(k) for k in ("environment_id", "identity_sha256",
                                                         "lock_sha256", "pinned_commit")},
         "endpoint_class": live.get("endpoint_class"), "transport": live.get("transport"),
-        "llm_element": live.get("llm_element"), "models": _models(r.corpus.root),
-        "counts": _counts(r.corpus.root), "stops": m.get("stops"),
+        "llm_element": live.get("llm_element"), "models": _models(r.corpus.root, entries),
+        "counts": _counts(entries), "stops": m.get("stops"),
         "caps": live.get("caps"), "consent": live.get("consent") or [],
         "canary": live.get("canary"), "quality": live.get("quality"),
         "test_overrides": live.get("test_overrides") or [],
@@ -206,16 +255,9 @@ def predicate(r: Release, files: dict[str, str], size: int, head: bytes,
 def _copy(src: str | Path, dst: str | Path) -> str:
     """Copy one regular file (never through a link) to the new file ``dst``, with its
     permission bits; returns the sha256 of the bytes copied, hashed as they are read."""
-    fi = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    fi, st = _open_regular(src)
     try:
-        st = os.fstat(fi)
-        if not stat.S_ISREG(st.st_mode):
-            raise AgentprovError("package.refused.unsealable", corpus=src,
-                                 what="not a regular file, which is never sealed",
-                                 fix="replace it by the file itself, or remove it")
-        mode = stat.S_IMODE(st.st_mode)
-        fo = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
+        fo = _create(dst)
         try:
             h = hashlib.sha256()
             while chunk := os.read(fi, sealed.CHUNK):
@@ -223,12 +265,53 @@ def _copy(src: str | Path, dst: str | Path) -> str:
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(fo, view):]
-            os.fchmod(fo, mode)
+            os.fchmod(fo, stat.S_IMODE(st.st_mode))
         finally:
             os.close(fo)
     finally:
         os.close(fi)
     return h.hexdigest()
+
+
+def _open_regular(src: str | Path) -> tuple[int, os.stat_result]:
+    """A read descriptor of the regular file ``src`` (never through a link), and its
+    status; ``package.refused.unsealable`` when it is anything else."""
+    fi = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    st = os.fstat(fi)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fi)
+        raise AgentprovError("package.refused.unsealable", corpus=src,
+                             what="not a regular file, which is never sealed",
+                             fix="replace it by the file itself, or remove it")
+    return fi, st
+
+
+def _create(dst: str | Path) -> int:
+    return os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                   0o600)
+
+
+def _copy_known(src: str | Path, dst: str | Path, since: int) -> None:
+    """Copy one regular file whose sha256 was read after ``since`` to the new file
+    ``dst``, with its permission bits, in the kernel (``copy_file_range``: the bytes never
+    enter Python); ``package.refused.unsealable`` when its status changed after ``since``
+    (written, or its mode changed, since that read began: its digest may not be its
+    bytes')."""
+    fi, st = _open_regular(src)
+    try:
+        fo = _create(dst)
+        try:
+            while os.copy_file_range(fi, fo, max(st.st_size, sealed.CHUNK)):
+                pass
+            os.fchmod(fo, stat.S_IMODE(st.st_mode))
+        finally:
+            os.close(fo)
+        if os.fstat(fi).st_ctime_ns >= since:
+            raise AgentprovError("package.refused.unsealable", corpus=src,
+                                 what="changed while the corpus was being sealed",
+                                 fix="seal again once nothing writes to the corpus")
+    finally:
+        os.close(fi)
 
 
 def _order(leaves: list[tuple[str, str]], prev: list[tuple[str, str]] | None,
@@ -262,20 +345,32 @@ def seal(r: Release) -> dict[str, Any]:
     r.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{r.out.name}.sealing-", dir=r.out.parent))
     try:
-        made = {tmp}
-        pairs: dict[str, tuple[str, Path]] = {}
-        for rel, e in sealed.walk(r.corpus.root, sealed.LEFT_OUT):
-            dst = tmp / rel
-            if dst.parent not in made:  # one mkdir per directory, not per file
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                made.add(dst.parent)
-            pairs[rel] = (e.path, dst)
-        todo = list(pairs.values())
+        base = f"{tmp}{os.sep}"  # paths as strings: no pathlib per file
+        made = {""}
+        pairs: dict[str, str] = {}
+        for rel, e in sealed.walk(r.corpus.root, LEFT_OUT):
+            parent = rel.rpartition("/")[0]
+            if parent not in made:  # one mkdir per directory, not per file
+                os.makedirs(base + parent, exist_ok=True)
+                made.add(parent)
+            pairs[rel] = e.path
+        known = r.verified.digests if r.verified else {}
+        since = r.verified.since if r.verified else 0
+
+        def copy(batch: list[str]) -> list[tuple[str, str]]:
+            out = []
+            for rel in batch:
+                if (sha := known.get(rel)) is not None:
+                    _copy_known(pairs[rel], base + rel, since)
+                else:
+                    sha = _copy(pairs[rel], base + rel)
+                out.append((rel, sha))
+            return out
+
+        todo = list(pairs)
         batches = [todo[i:i + BATCH] for i in range(0, len(todo), BATCH)]
         with ThreadPoolExecutor(sealed.WORKERS, thread_name_prefix="seal") as pool:
-            digests = [d for done in pool.map(lambda b: [_copy(*p) for p in b], batches)
-                       for d in done]
-        files = dict(zip(pairs, digests, strict=True))
+            files = dict(pair for done in pool.map(copy, batches) for pair in done)
         (tmp / "licences").mkdir(exist_ok=True)
         for name, path in r.licences:
             files[f"licences/{name}"] = _copy(path, tmp / "licences" / name)

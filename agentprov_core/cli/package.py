@@ -97,10 +97,10 @@ def package(corpus: str | None, corpus_version: str | None, spec: str | None,
         key = signingkeys.private(sign_key)
     sealing.check_finished(c)
     sealing.check_contents(c)
-    sealing.check_verifies(c)
+    verified = sealing.check_verifies(c)
     done = sealing.seal(sealing.Release(
         c, corpus_version, spec_path, lic, target, key,
-        Path(previous) if previous else None))
+        Path(previous) if previous else None, verified))
     del key
     if fmt == "json":
         echo_json(done)

@@ -13,7 +13,16 @@ from agentprov_core.evidence.aer import AER
 
 def derive(aer: AER, aer_bytes: bytes, corpus_root: Path, *,
            skip_prov: bool = False) -> dict[str, bytes]:
-    """Return ``{"sem": …, "prov": …, "validation": …}`` (stored bytes) for ``aer``.
+    """The SEM, PROV and validation of ``aer`` (:func:`derive_attested` without the
+    record)."""
+    return derive_attested(aer, aer_bytes, corpus_root, skip_prov=skip_prov)[0]
+
+
+def derive_attested(aer: AER, aer_bytes: bytes, corpus_root: Path, *,
+                    skip_prov: bool = False) -> tuple[dict[str, bytes], bytes | None]:
+    """Return ``{"sem": …, "prov": …, "validation": …}`` (stored bytes) for ``aer``, and
+    the ``validated.jsonl`` line of a clean validation
+    (:func:`agentprov_core.evidence.validated.attest`; None when it found anything).
 
     :param aer: the execution record, as decoded from ``aer_bytes``.
     :param aer_bytes: its stored bytes (their sha256 is what PROV and validation cite).
@@ -22,14 +31,15 @@ def derive(aer: AER, aer_bytes: bytes, corpus_root: Path, *,
     :param skip_prov: ``--skip-prov-conformance``: no PROV graph, and validation records
         the prov tier as skipped (the execution is then ``unvalidated``).
     """
-    from agentprov_core.evidence import prov, sem, validation
+    from agentprov_core.evidence import prov, sem, validated, validation
     from agentprov_core.evidence.canonical import stored
 
     s = sem.derive(aer)
     sem_bytes = stored(s)
     prov_bytes = None if skip_prov else prov.derive(aer, aer_bytes, s, sem_bytes)
-    v = validation.validate(aer_bytes, sem_bytes, prov_bytes, corpus_root)
+    targets: list[tuple[str, str]] = []
+    v = validation.validate(aer_bytes, sem_bytes, prov_bytes, corpus_root, targets=targets)
     out = {"sem": sem_bytes, "validation": stored(v)}
     if prov_bytes is not None:
         out["prov"] = prov_bytes
-    return out
+    return out, validated.attest(v, out["validation"], targets)

@@ -7,7 +7,9 @@ registered mapper for the source's evidence format, ``capture/0.1`` by default
 (:func:`agentprov_core.mapping.mapper_for_source`); it derives the SEM, PROV and validation
 from it
 (:func:`agentprov_core.evidence.derive.derive`, the same function ``recompute`` uses),
-writes the four files once under ``executions/<session id>/`` and appends the index line.
+writes the four files once under ``executions/<session id>/``, appends the index line, and
+then, when the validation found nothing, its line of ``validated.jsonl``
+(:mod:`agentprov_core.evidence.validated`).
 
 A failed session is mapped too: it becomes a failed execution with its register codes.
 Mapping itself never stops a campaign: when it raises, the attempt counts as "failed" in the
@@ -23,6 +25,7 @@ from typing import Any
 
 from agentprov_core.corpus.ledger import Attempt
 from agentprov_core.corpus.store import RawStore
+from agentprov_core.evidence import validated
 from agentprov_core.evidence.aer import AER, encode
 from agentprov_core.evidence.executions import Executions, IndexEntry, counts_of
 
@@ -58,10 +61,11 @@ def _validation_status(data: bytes) -> str:
     return {True: "passed", False: "failed"}.get(passed, "unvalidated")
 
 
-def _derive(aer: AER, aer_bytes: bytes, root: Path, skip_prov: bool) -> dict[str, bytes]:
+def _derive(aer: AER, aer_bytes: bytes, root: Path, skip_prov: bool
+            ) -> tuple[dict[str, bytes], bytes | None]:
     from agentprov_core.evidence import derive
 
-    return derive.derive(aer, aer_bytes, root, skip_prov=skip_prov)
+    return derive.derive_attested(aer, aer_bytes, root, skip_prov=skip_prov)
 
 
 def map_attempt(root: Path, attempt: Attempt, manifest: dict[str, Any], *,
@@ -86,12 +90,14 @@ def map_attempt(root: Path, attempt: Attempt, manifest: dict[str, Any], *,
     mapper = mapper_for_source(manifest.get("source"))
     aer = mapper.map(evidence)
     aer_bytes = encode(aer)
-    files = _derive(aer, aer_bytes, root, skip_prov)
+    files, attested = _derive(aer, aer_bytes, root, skip_prov)
     ex = Executions(root)
     digests = ex.write(aer.header.execution_id, {"aer": aer_bytes, **files}, keep_same=finish)
     entry = index_entry(aer, files, digests, unit=attempt.unit, seq=attempt.seq,
                         mapper=mapper.name, mapped_at=mapped_at)
-    return Mapped(ex.append_index(entry), aer)
+    mapped = Mapped(ex.append_index(entry), aer)
+    validated.append(root, [attested])
+    return mapped
 
 
 def index_entry(aer, files: dict[str, bytes], digests: dict[str, str], *, unit: str, seq: int,

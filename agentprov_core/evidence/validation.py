@@ -394,7 +394,8 @@ def _shacl_tier(doc: Any) -> TierResult:
 # ----------------------------------------------------------------------------- validate
 def validate(aer_bytes: bytes, sem_bytes: bytes, prov_bytes: bytes | None,
              corpus_root: Path, *, release: bool = False,
-             known: Mapping[str, str] | None = None) -> Validation:
+             known: Mapping[str, str] | None = None,
+             targets: list[tuple[str, str]] | None = None) -> Validation:
     """Validate one execution's AER, SEM and PROV bytes against the corpus at
     ``corpus_root``.
 
@@ -406,6 +407,8 @@ def validate(aer_bytes: bytes, sem_bytes: bytes, prov_bytes: bytes | None,
     :param known: the sha256 of corpus files the caller has just read, by relative path
         (``package``'s verify pass): linkage takes a target's digest from it instead of
         reading the file again.
+    :param targets: when given, the ``(path, sha256)`` the linkage tier resolved are added
+        to it (what :mod:`agentprov_core.evidence.validated` records).
     """
     if release and (missing := release_missing()):
         raise AgentprovError("validate.environment.release", missing=", ".join(missing))
@@ -437,12 +440,14 @@ def validate(aer_bytes: bytes, sem_bytes: bytes, prov_bytes: bytes | None,
     else:
         own = {provmod.file_path(eid, "aer"): aer_bytes, provmod.file_path(eid, "sem"): sem_bytes}
         if doc is not None:
-            targets = _prov_targets(doc)
+            resolved = _prov_targets(doc)
         else:  # no graph: the evidence the AER names, and the AER and SEM themselves
-            targets = sorted({(ev.path, ev.sha256) for ev in record.header.evidence}
+            resolved = sorted({(ev.path, ev.sha256) for ev in record.header.evidence}
                              | {(p, _sha(b)) for p, b in own.items()})
-        t, linkage = _linkage_tier(targets, own, corpus_root, known or {})
+        t, linkage = _linkage_tier(resolved, own, corpus_root, known or {})
         tiers.append(t)
+        if targets is not None:
+            targets += resolved
 
     if release:
         if prov_bytes is None:
