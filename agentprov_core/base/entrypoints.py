@@ -141,7 +141,8 @@ def scan(group: str) -> list[EntryPointRef]:
         dist = getattr(ep, "dist", None)
         try:
             module, attr = ep.module, ep.attr
-        except AttributeError:  # a value it cannot parse: its load() says so
+        except (AttributeError, ValueError):  # a value it cannot parse (the standard
+            # library's match fails, the importlib_metadata backport's raises): load() says so
             module = attr = None
         out.append(EntryPointRef(ep.name, ep.value, group, module, attr,
                                  dist.metadata["Name"] if dist is not None else None,
