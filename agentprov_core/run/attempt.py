@@ -152,9 +152,10 @@ def ingest(prepared: Prepared, wc: WorkingCorpus, fl: Flight, result: dict[str, 
     status = result.get("status", "errored")
     reason = result.get("reason") or result.get("error")
     end = chain.end
-    if data is None and status == "aborted" and not refused:
+    if data is None and status == "aborted" and not refused and not fl.lost:
         # ended before its cell began its log (an interrupt, or the worker's death, as
-        # the request arrived): nothing ran, nothing is damaged
+        # the request arrived): nothing ran, nothing is damaged. Not a cell whose host was
+        # lost: its log may have been begun there, and is missing here
         reason = f"{reason}; the cell had not begun its capture log" if reason \
             else "the cell had not begun its capture log"
     elif not chain.ok:
