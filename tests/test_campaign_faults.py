@@ -559,12 +559,13 @@ def test_http_500_every_reply(runs, tmp_path):
 
 @pytest.mark.req("R-21.20", "R-21.19", "R-21.32")
 def test_a_hanging_endpoint_and_the_cell_timeout(runs, tmp_path):
-    """An endpoint that never answers and ``--cell-timeout 5``: the worker ends the cell and
+    """An endpoint that never answers and ``--cell-timeout 20`` (long enough for a cell to
+    reach its first request on a loaded machine): the worker ends the cell and
     seals its session aborted (a ``cell.timeout`` note, then the end); exit 1. The re-run
     completes."""
     corpus, script = tmp_path / "c", write_script(tmp_path / "s.json", [{"hang": True}])
     part = partial(corpus)
-    args = run_args(corpus, script, "0", "--cell-timeout", "5")
+    args = run_args(corpus, script, "0", "--cell-timeout", "20")
     code, out, err = runs.run(args)
     assert code == 1, err
     entries = check_consistent(part)
@@ -572,11 +573,11 @@ def test_a_hanging_endpoint_and_the_cell_timeout(runs, tmp_path):
     recs = capture_records(part, entries[0]["capture_sha256"])
     assert (recs[-2]["kind"], recs[-2]["code"]) == ("note", "cell.timeout")
     assert recs[-1]["kind"] == "end" and recs[-1]["status"] == "aborted"
-    assert "outlived --cell-timeout 5s" in recs[-1]["reason"]
+    assert "outlived --cell-timeout 20s" in recs[-1]["reason"]
     assert [r["kind"] for r in recs].count("wire_request") == 1
 
     write_script(script, FAST)
-    code, out, err = runs.run(args)
+    code, out, err = runs.run(run_args(corpus, script, "0"))  # the default timeout
     assert code == 0, err
     after = check_consistent(part)
     check_rerun_kept(entries, after, part)
