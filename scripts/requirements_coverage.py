@@ -138,6 +138,10 @@ RID = re.compile(r"^- (R-(\d+)\.(\d+)) (.*)$")
 
 ROW = re.compile(r"^\| (R-(\d+)\.(\d+)) \| (.*?) \| .* \|$")
 
+FACT = re.compile(r"^- (F-\d+) (.*)$")
+
+FACT_ROW = re.compile(r"^\| (F-\d+) \| (.*?) \| .* \|$")
+
 
 def requirements() -> list[tuple[str, int, str]]:
     out = []
@@ -158,6 +162,16 @@ def requirements_of_the_page() -> list[tuple[str, int, str]]:
         if m:
             out.append((m.group(1), int(m.group(2)), m.group(4).replace("\\|", "|")))
     return out
+
+
+def facts() -> list[tuple[str, str]]:
+    """The specification's facts and figures (F-ids): counts, defaults and limits that tests
+    may hold beside the requirements they prove."""
+    if not SPEC.is_file():
+        return [(m.group(1), m.group(2).replace("\\|", "|"))
+                for m in map(FACT_ROW.match, PAGE.read_text(encoding="utf-8").splitlines()) if m]
+    return [(m.group(1), m.group(2))
+            for m in map(FACT.match, SPEC.read_text(encoding="utf-8").splitlines()) if m]
 
 
 def marks() -> dict[str, list[str]]:
@@ -212,9 +226,9 @@ def problems(reqs: list[tuple[str, int, str]], proven: dict[str, list[str]]) -> 
     return out
 
 
-def page(reqs: list[tuple[str, int, str]]) -> str:
+def page(reqs: list[tuple[str, int, str]], figures: list[tuple[str, str]]) -> str:
     proven = marks()
-    known = {r for r, _, _ in reqs}
+    known = {r for r, _, _ in reqs} | {f for f, _ in figures}
     unknown = sorted(set(proven) - known)
     n = sum(1 for r, _, _ in reqs if r in proven)
     partly = sum(1 for r, _, _ in reqs if r in proven and r in PARTLY)
@@ -258,6 +272,15 @@ def page(reqs: list[tuple[str, int, str]]) -> str:
             cell = reason if kind == "decided" else f"{kind}: {reason}"
         cell = cell.replace("|", "\\|")
         lines.append(f"| {rid} | {short} | {cell} |")
+    held = [(fid, text) for fid, text in figures if fid in proven]
+    if held:
+        lines += ["", "## Facts the tests hold", "",
+                  "The specification's facts and figures (F-ids) that a test checks besides the "
+                  "requirements it proves.", "", "| F-id | fact | held by |", "|---|---|---|"]
+        for fid, text in held:
+            short = (text if len(text) <= 110 else text[:107] + "…").replace("|", "\\|")
+            cell = "<br>".join(f"`{t}`" for t in proven[fid][:3]).replace("|", "\\|")
+            lines.append(f"| {fid} | {short} | {cell} |")
     return "\n".join(lines) + "\n"
 
 
@@ -276,7 +299,7 @@ def main() -> int:
         reqs = requirements_of_the_page()
     else:
         reqs = requirements()
-    text = page(reqs)
+    text = page(reqs, facts())
     wrong = problems(reqs, marks())
     for line in wrong:
         print(f"requirements_coverage: {line}", file=sys.stderr)
