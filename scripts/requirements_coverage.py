@@ -167,11 +167,14 @@ def requirements_of_the_page() -> list[tuple[str, int, str]]:
 def facts() -> list[tuple[str, str]]:
     """The specification's facts and figures (F-ids): counts, defaults and limits that tests
     may hold beside the requirements they prove."""
-    if not SPEC.is_file():
-        return [(m.group(1), m.group(2).replace("\\|", "|"))
-                for m in map(FACT_ROW.match, PAGE.read_text(encoding="utf-8").splitlines()) if m]
     return [(m.group(1), m.group(2))
             for m in map(FACT.match, SPEC.read_text(encoding="utf-8").splitlines()) if m]
+
+
+def facts_of_the_page() -> list[tuple[str, str]]:
+    """The facts the committed page lists as held by a test (their texts as shortened there)."""
+    return [(m.group(1), m.group(2).replace("\\|", "|"))
+            for m in map(FACT_ROW.match, PAGE.read_text(encoding="utf-8").splitlines()) if m]
 
 
 def marks() -> dict[str, list[str]]:
@@ -226,8 +229,9 @@ def problems(reqs: list[tuple[str, int, str]], proven: dict[str, list[str]]) -> 
     return out
 
 
-def page(reqs: list[tuple[str, int, str]], figures: list[tuple[str, str]]) -> str:
+def page(reqs: list[tuple[str, int, str]], figures: list[tuple[str, str]] | None = None) -> str:
     proven = marks()
+    figures = facts() if figures is None else figures
     known = {r for r, _, _ in reqs} | {f for f, _ in figures}
     unknown = sorted(set(proven) - known)
     n = sum(1 for r, _, _ in reqs if r in proven)
@@ -296,10 +300,10 @@ def main() -> int:
         # a clone elsewhere has no ../shared: check the marks against the page's own list
         print(f"requirements_coverage: {SPEC} is absent; checking the tests' marks against "
               "the requirements the page lists", file=sys.stderr)
-        reqs = requirements_of_the_page()
+        reqs, figures = requirements_of_the_page(), facts_of_the_page()
     else:
-        reqs = requirements()
-    text = page(reqs, facts())
+        reqs, figures = requirements(), facts()
+    text = page(reqs, figures)
     wrong = problems(reqs, marks())
     for line in wrong:
         print(f"requirements_coverage: {line}", file=sys.stderr)

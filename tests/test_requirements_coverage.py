@@ -48,5 +48,20 @@ def test_the_page_lists_what_a_checkout_without_shared_checks_against():
     committed page's rows, and must rebuild the very same page from them."""
     from_page = cov.requirements_of_the_page()
     assert [r for r, _, _ in from_page] == [r for r, _, _ in cov.requirements()]
-    assert cov.page(from_page) == cov.page(cov.requirements()) == cov.PAGE.read_text(
-        encoding="utf-8")
+    assert cov.page(from_page, cov.facts_of_the_page()) == cov.page(cov.requirements()) == \
+        cov.PAGE.read_text(encoding="utf-8")
+
+
+def test_a_mark_naming_a_fact_is_listed_and_one_naming_nothing_is_reported(monkeypatch):
+    """A test may hold one of the specification's facts (an F-id) besides its requirements:
+    the page lists it under the facts; a mark naming neither is reported for fixing."""
+    proven = cov.marks()
+    held = sorted(f for f in proven if f.startswith("F-"))
+    assert held, "no test marks a fact: this test needs one"
+    text = cov.page(cov.requirements())
+    assert "Marks naming no requirement" not in text
+    facts_part = text.split("## Facts the tests hold", 1)[1]
+    for fid in held:
+        assert f"| {fid} | " in facts_part
+    monkeypatch.setattr(cov, "marks", lambda: {**proven, "F-999": ["tests/x.py::t"]})
+    assert "Marks naming no requirement (fix them): F-999" in cov.page(cov.requirements())
